@@ -1,0 +1,3 @@
+from m3cli.app import main
+
+main()

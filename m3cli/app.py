@@ -1,0 +1,94 @@
+"""The ``m3`` application: global options, command registration and the error boundary."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from m3cli import __version__
+from m3cli.context import setup_logging, state
+from stages.errors import M3Error
+
+HELP = """Turn long videos into an entity-centric multimodal memory, and ask it questions.
+
+Each stage reads clip records (JSONL) on stdin or from files and writes them to stdout:
+
+\b
+    m3 segment talk.mp4 | m3 diarize | m3 voices | m3 faces | m3 memorize | m3 link | m3 abstract | m3 index -o mem.lance
+
+    m3 ask mem.lance "Who likes coffee?"
+"""
+
+app = typer.Typer(
+    name="m3",
+    help=HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"m3 {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    ctx: typer.Context,
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML config file (default: the user config dir's m3.toml)."),
+    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache root (default: $M3_CACHE or the platform cache dir)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda for model backends (default: cpu)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr; no progress bars."),
+    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More logging on stderr (-vv for debug)."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+) -> None:
+    st = state(ctx)
+    st.config_path = config
+    st.global_flags = {"cache_dir": cache_dir, "device": device}
+    st.quiet = quiet
+    st.verbose = verbose
+    setup_logging(verbose, quiet)
+
+
+def _register() -> None:
+    """Each module in m3cli/commands that defines ``register(app)`` adds its command(s).
+
+    Modules are taken in the order of their ``RANK`` (pipeline order first, tools after), so adding a
+    command is adding one file.
+    """
+    import importlib
+    import pkgutil
+
+    from m3cli import commands
+
+    modules = [importlib.import_module(f"m3cli.commands.{m.name}") for m in pkgutil.iter_modules(commands.__path__)]
+    for module in sorted((m for m in modules if hasattr(m, "register")), key=lambda m: (getattr(m, "RANK", 50), m.__name__)):
+        module.register(app)
+
+
+_register()
+
+
+def main() -> None:
+    """Entry point: M3Error -> one ``m3: error:`` line and exit 1; no tracebacks for user mistakes."""
+    try:
+        app(prog_name="m3", standalone_mode=True)
+    except M3Error as exc:
+        print(f"m3: error: {exc}", file=sys.stderr)
+        sys.exit(1)
+    except KeyboardInterrupt:
+        print("m3: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`); exit quietly like other Unix tools.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)

@@ -1,0 +1,88 @@
+"""`m3 cache info|prune|path`"""
+
+from __future__ import annotations
+
+import re
+
+import typer
+
+from m3cli import context
+from stages.errors import InputError
+
+cache_app = typer.Typer(
+    help="Inspect and trim the on-disk cache of per-clip work.",
+    no_args_is_help=True,
+    epilog="\b\nExamples:\n  m3 cache info\n  m3 cache prune --older-than 30d --max-size 20G\n  du -sh \"$(m3 cache path)\"",
+)
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
+_AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.I)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+_AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_size(text: str) -> int:
+    """'500M', '20G', '1024' -> bytes."""
+    match = _SIZE.match(text)
+    if not match:
+        raise InputError(f"--max-size: cannot read {text!r}; use e.g. 500M or 20G")
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
+
+
+def parse_age(text: str) -> float:
+    """'30d', '12h', '90m' -> seconds."""
+    match = _AGE.match(text)
+    if not match:
+        raise InputError(f"--older-than: cannot read {text!r}; use e.g. 30d, 12h or 90m")
+    return float(match.group(1)) * _AGE_UNITS[match.group(2).lower()]
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+@cache_app.command()
+def info(ctx: typer.Context) -> None:
+    """Where the cache is and what it holds, per stage."""
+    cache = context.cache(context.settings(ctx))
+    stats = cache.stats()
+    typer.echo(f"path\t{cache.root}")
+    typer.echo(f"entries\t{stats.entries}")
+    typer.echo(f"size\t{human(stats.bytes)}")
+    if stats.stray_temp_files:
+        typer.echo(f"unfinished\t{stats.stray_temp_files} temporary files (from killed runs; `m3 cache prune` removes them)")
+    for stage, (count, size) in sorted(stats.by_stage.items()):
+        typer.echo(f"stage {stage}\t{count} entries\t{human(size)}")
+
+
+@cache_app.command()
+def prune(
+    ctx: typer.Context,
+    older_than: str = typer.Option(None, "--older-than", help="Remove entries not used for this long (30d, 12h)."),
+    max_size: str = typer.Option(None, "--max-size", help="Then remove least recently used entries until the cache fits (20G)."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would go."),
+) -> None:
+    """Remove old or least recently used entries (and leftovers of killed runs)."""
+    cache = context.cache(context.settings(ctx))
+    age = parse_age(older_than) if older_than else None
+    size = parse_size(max_size) if max_size else None
+    files, freed = cache.prune(older_than_s=age, max_bytes=size, dry_run=dry_run)
+    verb = "would remove" if dry_run else "removed"
+    typer.echo(f"{verb} {files} files, {human(freed)}")
+
+
+@cache_app.command()
+def path(ctx: typer.Context) -> None:
+    """Print the cache root."""
+    typer.echo(str(context.cache(context.settings(ctx)).root))
+
+
+RANK = 91
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(cache_app, name="cache")

@@ -1,0 +1,28 @@
+"""`m3 eval ...`: score stages against ground truth.
+
+Each module ``m3cli/commands/eval_*.py`` adds its subcommands through ``register_eval(eval_app)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+
+import typer
+
+eval_app = typer.Typer(
+    help="Score perception and answers against ground truth (faces, diarization, ASR, M3-Bench QA).",
+    no_args_is_help=True,
+)
+
+RANK = 80
+
+
+def register(app: typer.Typer) -> None:
+    from m3cli import commands
+
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        if info.name.startswith("eval_"):
+            module = importlib.import_module(f"m3cli.commands.{info.name}")
+            module.register_eval(eval_app)
+    app.add_typer(eval_app, name="eval")

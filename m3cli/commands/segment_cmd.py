@@ -1,0 +1,56 @@
+"""`m3 segment VIDEO...`"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from m3cli import context, stream
+from stages.errors import M3Error
+from stages.segment import SegmentConfig, segment_video
+
+log = logging.getLogger(__name__)
+
+EPILOG = """\b
+Examples:
+  m3 segment talk.mp4 | jq -c .clip
+  m3 segment --clip-seconds 10 a.mp4 b.mkv -o clips.jsonl
+  m3 segment --keep-going videos/*.mp4 > clips.jsonl
+"""
+
+
+def segment(
+    ctx: typer.Context,
+    videos: list[Path] = typer.Argument(..., help="Video files (any container/codec FFmpeg reads).", show_default=False),
+    clip_seconds: float = typer.Option(30.0, "--clip-seconds", "-l", help="Clip length in seconds; the last clip is the remainder."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write records to this file (atomically) instead of stdout."),
+    keep_going: bool = typer.Option(False, "--keep-going", "-k", help="Report a bad video and go on with the others (exit 1 at the end)."),
+) -> None:
+    """Cut videos into fixed-length clips: one m3.clip/1 record per clip on stdout."""
+    settings = context.settings(ctx)
+    cache = context.cache(settings)
+    config = SegmentConfig(clip_seconds=clip_seconds)
+    records = []
+    failures = 0
+    for video in context.progress(ctx, videos, "segment", unit="video"):
+        try:
+            records.extend(segment_video(video, config, cache))
+        except M3Error as exc:
+            if not keep_going:
+                raise
+            failures += 1
+            typer.echo(f"m3: error: {exc}", err=True)
+    stream.write_records(records, output)
+    if failures:
+        log.warning("%d of %d videos failed", failures, len(videos))
+        raise typer.Exit(1)
+
+
+RANK = 10
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(segment)

@@ -1,0 +1,66 @@
+"""What every command gets: effective settings, the cache, logging and progress-bar policy."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from tqdm import tqdm
+
+from stages.cache import Cache
+from stages.config import Settings, load_settings
+
+T = TypeVar("T")
+
+
+@dataclass
+class AppState:
+    """Global flags, kept until a command asks for its settings (so flags of the command can join)."""
+
+    config_path: Path | None = None
+    global_flags: dict[str, Any] = field(default_factory=dict)
+    quiet: bool = False
+    verbose: int = 0
+
+
+def state(ctx: typer.Context) -> AppState:
+    root = ctx.find_root()
+    if not isinstance(root.obj, AppState):
+        root.obj = AppState()
+    return root.obj
+
+
+def settings(ctx: typer.Context, **flags: Any) -> Settings:
+    """Effective settings: this command's flags over the global ones over env, file and defaults."""
+    st = state(ctx)
+    merged = dict(st.global_flags)
+    merged.update({k: v for k, v in flags.items() if v is not None})
+    return load_settings(flags=merged, config_path=st.config_path)
+
+
+def cache(s: Settings) -> Cache:
+    return Cache(s.cache_dir)
+
+
+def setup_logging(verbose: int, quiet: bool) -> None:
+    level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("m3: %(levelname)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    for noisy in ("httpx", "httpcore", "openai", "urllib3", "faster_whisper", "numba"):
+        logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
+
+
+def progress(ctx: typer.Context, items: Iterable[T], desc: str, total: int | None = None,
+             unit: str = "clip") -> Iterator[T]:
+    """A progress bar on stderr, shown only to a person watching a terminal."""
+    quiet = state(ctx).quiet or not sys.stderr.isatty()
+    yield from tqdm(items, desc=desc, total=total, unit=unit, file=sys.stderr, disable=quiet,
+                    dynamic_ncols=True, leave=False)

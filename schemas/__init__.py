@@ -1,0 +1,30 @@
+"""Record contracts: one JSON Schema per record type, and the typed Python records that mirror them.
+
+The JSON Schemas are the published contract (other tools validate against them); the pydantic models in
+:mod:`schemas.records` are what the stages use. ``tests/test_schemas.py`` checks that the two agree.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from importlib import resources
+
+from stages.errors import M3Error
+
+#: Record type name -> schema file shipped in this package.
+SCHEMA_FILES: dict[str, str] = {
+    "m3.clip/1": "clip.v1.json",
+}
+CLIP_SCHEMA = "m3.clip/1"
+
+
+@cache
+def load_schema(name: str = CLIP_SCHEMA) -> dict:
+    """Return the JSON Schema of record type ``name`` (e.g. ``m3.clip/1``)."""
+    try:
+        filename = SCHEMA_FILES[name]
+    except KeyError:
+        known = ", ".join(sorted(SCHEMA_FILES))
+        raise M3Error(f"unknown schema {name!r}; known schemas: {known}") from None
+    return json.loads(resources.files(__package__).joinpath(filename).read_text("utf-8"))

@@ -1,0 +1,163 @@
+"""Effective configuration: flags > ``M3_*`` environment > ``m3.toml`` > defaults.
+
+One :class:`Settings` object is built per command and handed to the stages, so no stage reads the
+environment itself. Secrets are :class:`pydantic.SecretStr`: they print as ``**********`` and never
+reach records, cache keys or logs.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+
+from stages.errors import M3Error
+
+APP_NAME = "m3"
+ENV_PREFIX = "M3_"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LlmSettings(_Section):
+    """Any OpenAI-compatible chat endpoint (vLLM, Ollama, llama.cpp, OpenAI, Gemini's compatible API)."""
+
+    base_url: str | None = None
+    model: str | None = None
+    api_key: SecretStr | None = None
+    timeout: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+
+    @property
+    def configured(self) -> bool:
+        """True when memorize/ask should call an LLM rather than take their offline paths."""
+        return bool(self.base_url and self.model)
+
+
+class EmbedSettings(_Section):
+    """Text embeddings: the bundled MiniLM on CPU, or any ``/v1/embeddings`` endpoint."""
+
+    backend: str = "local"
+    model: str | None = None
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+
+
+class Settings(_Section):
+    cache_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_cache_dir(APP_NAME)))
+    device: str = "cpu"
+    llm: LlmSettings = Field(default_factory=LlmSettings)
+    embed: EmbedSettings = Field(default_factory=EmbedSettings)
+
+
+#: Environment variable -> dotted settings key. Standard OpenAI variables are honoured last.
+ENV_KEYS: dict[str, str] = {
+    "M3_CACHE": "cache_dir",
+    "M3_DEVICE": "device",
+    "M3_LLM_BASE_URL": "llm.base_url",
+    "M3_LLM_MODEL": "llm.model",
+    "M3_LLM_API_KEY": "llm.api_key",
+    "M3_LLM_TIMEOUT": "llm.timeout",
+    "M3_LLM_MAX_RETRIES": "llm.max_retries",
+    "M3_EMBED_BACKEND": "embed.backend",
+    "M3_EMBED_MODEL": "embed.model",
+    "M3_EMBED_BASE_URL": "embed.base_url",
+    "M3_EMBED_API_KEY": "embed.api_key",
+}
+FALLBACK_ENV_KEYS: dict[str, str] = {"OPENAI_API_KEY": "llm.api_key", "OPENAI_BASE_URL": "llm.base_url"}
+
+
+def default_config_path() -> Path:
+    return Path(platformdirs.user_config_dir(APP_NAME)) / "m3.toml"
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        tree = tree.setdefault(part, {})
+    tree[leaf] = value
+
+
+def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise M3Error(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise M3Error(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise M3Error(f"{path}: cannot read config file: {exc.strerror}") from None
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for var, dotted in FALLBACK_ENV_KEYS.items():
+        if environ.get(var):
+            _set_dotted(layer, dotted, environ[var])
+    for var, dotted in ENV_KEYS.items():
+        if environ.get(var):
+            _set_dotted(layer, dotted, environ[var])
+    return layer
+
+
+def load_settings(
+    flags: Mapping[str, Any] | None = None,
+    config_path: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build the effective settings.
+
+    ``flags`` maps dotted keys (``"llm.model"``) to values given on the command line; ``None`` values
+    mean "not given". ``config_path`` is ``--config``; without it the user config file is read if it
+    exists.
+    """
+    environ = os.environ if environ is None else environ
+    layers: dict[str, Any] = {}
+    if config_path is not None:
+        layers = _read_toml(config_path)
+        source = str(config_path)
+    else:
+        default = default_config_path()
+        layers = _read_toml(default) if default.is_file() else {}
+        source = str(default)
+    layers = _merge(layers, _env_layer(environ))
+    flag_layer: dict[str, Any] = {}
+    for dotted, value in (flags or {}).items():
+        if value is not None:
+            _set_dotted(flag_layer, dotted, value)
+    layers = _merge(layers, flag_layer)
+    try:
+        return Settings.model_validate(layers)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+        )
+        raise M3Error(f"invalid configuration (flags, M3_* environment or {source}): {problems}") from None
+
+
+def masked(settings: Settings) -> dict[str, Any]:
+    """Settings as plain data with every secret replaced by a mask, for ``m3 config show``."""
+    data = settings.model_dump(mode="json")
+    for section in ("llm", "embed"):
+        key = getattr(settings, section).api_key
+        data[section]["api_key"] = "********" if key is not None else None
+    data["cache_dir"] = str(settings.cache_dir)
+    return data

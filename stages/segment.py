@@ -1,0 +1,98 @@
+"""`m3 segment`: cut videos into fixed-length clips, one ``m3.clip/1`` record per clip.
+
+Segmentation only demuxes packet timestamps (no decoding), so it runs far faster than real time and
+its result is cached per video content: a rerun only hashes nothing, stats the file and reads JSON.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from schemas.records import ClipInfo, ClipRecord, VideoInfo
+from stages import media
+from stages.cache import Cache, CacheKey
+from stages.errors import InputError
+
+STAGE = "segment"
+
+
+@dataclass(frozen=True)
+class SegmentConfig:
+    clip_seconds: float = 30.0
+
+    def __post_init__(self) -> None:
+        if not (self.clip_seconds > 0 and math.isfinite(self.clip_seconds)):
+            raise InputError(f"--clip-seconds must be a positive number, got {self.clip_seconds}")
+
+
+def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
+    """Group frames into clips of ``clip_seconds`` by presentation time; boundaries fall on frames.
+
+    Clip k holds the frames with time in [k*L, (k+1)*L); its ``start`` is its first frame's time and
+    its ``end`` the next clip's start (the last clip ends where its last frame does).
+    """
+    times = probe.frame_times
+    bins = np.floor(np.maximum(times, 0.0) / clip_seconds + 1e-9).astype(np.int64)
+    firsts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]])
+    lasts = np.r_[firsts[1:], len(times)]
+    clips = []
+    for index, (lo, hi) in enumerate(zip(firsts, lasts, strict=True)):
+        start = max(0.0, float(times[lo]))
+        end = float(times[hi]) if hi < len(times) else probe.duration
+        clips.append({
+            "index": index,
+            "start": round(start, 6),
+            "end": round(end, 6),
+            "frames": int(hi - lo),
+            "fps": probe.fps,
+            "has_audio": probe.has_audio,
+            "width": probe.width,
+            "height": probe.height,
+        })
+    return clips
+
+
+def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None) -> dict:
+    key = CacheKey.of(vid, None, STAGE, asdict(config), media.DECODER_VERSION)
+    if cache is not None:
+        plan = cache.get_json(key, "plan.json")
+        if isinstance(plan, dict):
+            return plan
+    probe = media.probe(path)
+    plan = {
+        "duration": round(probe.duration, 6),
+        "fps": probe.fps,
+        "width": probe.width,
+        "height": probe.height,
+        "has_audio": probe.has_audio,
+        "clips": plan_clips(probe, config.clip_seconds),
+    }
+    if cache is not None:
+        cache.put_json(key, "plan.json", plan)
+    return plan
+
+
+def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None) -> list[ClipRecord]:
+    """All clip records of one video, in order."""
+    path = Path(path)
+    vid = media.content_id(path, cache)
+    plan = _video_plan(path, vid, config, cache)
+    absolute = Path(os.path.abspath(path))
+    video = VideoInfo(
+        id=vid,
+        path=media.display_name(absolute),
+        duration=plan["duration"],
+        fps=plan["fps"],
+        width=plan["width"],
+        height=plan["height"],
+        has_audio=plan["has_audio"],
+        size_bytes=absolute.stat().st_size,
+    )
+    if media.needs_uri(absolute):
+        video.uri = media.path_to_uri(absolute)
+    return [ClipRecord(video=video, clip=ClipInfo(**clip)) for clip in plan["clips"]]
