@@ -48,16 +48,101 @@ class ClipInfo(_Open):
         return self.end - self.start
 
 
+Span = tuple[float, float]
+
+
+class FaceTrack(_Open):
+    """One global face id as seen in one clip."""
+
+    face_id: str = Field(pattern=r"^<face_[0-9]+>$")
+    detections: int = Field(ge=1)
+    spans: list[Span]
+    quality: float | None = Field(default=None, ge=0, le=1)
+    score: float | None = None
+    boxes: list[tuple[float, float, float, float, float]] | None = None
+    crop: str | None = None
+    match: float | None = None
+
+
+class FacesSection(_Open):
+    backend: str
+    tracks: list[FaceTrack]
+    model: str | None = None
+    fps: float | None = None
+    frames: int | None = Field(default=None, ge=0)
+    detections: int | None = Field(default=None, ge=0)
+    dropped: int | None = Field(default=None, ge=0)
+    embeddings: str | None = None
+    recluster: dict[str, str] | None = None
+
+
+class AsrSection(_Open):
+    backend: str | None = None
+    model: str | None = None
+    language: str | None = None
+    speakers: int | None = Field(default=None, ge=0)
+
+
+class Word(_Open):
+    start: float
+    end: float
+    word: str
+    p: float | None = None
+
+
+class Utterance(_Open):
+    """A stretch of speech by one speaker, times absolute in the video."""
+
+    start: float = Field(ge=0)
+    end: float = Field(ge=0)
+    text: str
+    words: list[Word] | None = None
+    speaker_local: str | None = None
+    speaker: str | None = Field(default=None, pattern=r"^<voice_[0-9]+>$")
+    voice_score: float | None = None
+
+
+class VoicesSection(_Open):
+    backend: str | None = None
+    model: str | None = None
+    min_seconds: float | None = None
+    ids: list[str] | None = None
+    assigned: int | None = None
+    unassigned: int | None = None
+    embeddings: str | None = None
+
+
+class MemoryItem(_Open):
+    """One memory line: ``text`` refers to people only by ``<face_i>``/``<voice_j>``/``<character_k>``."""
+
+    text: str = Field(min_length=1)
+    kind: str | None = None
+    start: float | None = None
+    end: float | None = None
+    entities: list[str] | None = None
+
+
+class MemorySection(_Open):
+    source: Literal["offline", "llm"]
+    episodic: list[MemoryItem]
+    semantic: list[MemoryItem]
+    model: str | None = None
+    prompt_version: str | None = None
+    equivalences: list[tuple[str, str]] | None = None
+    fallback: bool | None = None
+
+
 class ClipRecord(_Open):
     """A ``m3.clip/1`` record: the unit that flows through every pipe."""
 
     schema_: Literal["m3.clip/1"] = Field(default="m3.clip/1", alias="schema")
     video: VideoInfo
     clip: ClipInfo
-    faces: dict[str, Any] | None = None
-    utterances: list[dict[str, Any]] | None = None
-    voices: dict[str, Any] | None = None
-    memory: dict[str, Any] | None = None
+    faces: FacesSection | None = None
+    asr: AsrSection | None = None
+    utterances: list[Utterance] | None = None
+    voices: VoicesSection | None = None
+    memory: MemorySection | None = None
     characters: dict[str, str] | None = None
     link: dict[str, Any] | None = None
     abstractions: list[dict[str, Any]] | None = None
