@@ -135,7 +135,7 @@ class MemorySection(_Open):
 class ClipRecord(_Open):
     """A ``m3.clip/1`` record: the unit that flows through every pipe."""
 
-    schema_: Literal["m3.clip/1"] = Field(default="m3.clip/1", alias="schema")
+    schema_: Literal["m3.clip/1"] = Field(alias="schema")
     video: VideoInfo
     clip: ClipInfo
     faces: FacesSection | None = None

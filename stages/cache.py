@@ -19,6 +19,7 @@ import io
 import os
 import tempfile
 import time
+import zipfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -132,7 +133,7 @@ class Cache:
         try:
             with np.load(io.BytesIO(data), allow_pickle=False) as npz:
                 return {k: npz[k] for k in npz.files}
-        except (ValueError, OSError, EOFError):
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile):
             return None
 
     # -- maintenance -------------------------------------------------------------------------

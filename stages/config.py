@@ -148,7 +148,9 @@ def load_settings(
         return Settings.model_validate(layers)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors(include_url=False)
+            f"{'.'.join(str(p) for p in err['loc'])}: "
+            + ("unknown setting" if err["type"] == "extra_forbidden" else err["msg"])
+            for err in exc.errors(include_url=False)
         )
         raise M3Error(f"invalid configuration (flags, M3_* environment or {source}): {problems}") from None
 

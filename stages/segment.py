@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from schemas import CLIP_SCHEMA
 from schemas.records import ClipInfo, ClipRecord, VideoInfo
 from stages import media
 from stages.cache import Cache, CacheKey
@@ -95,4 +96,4 @@ def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None)
     )
     if media.needs_uri(absolute):
         video.uri = media.path_to_uri(absolute)
-    return [ClipRecord(video=video, clip=ClipInfo(**clip)) for clip in plan["clips"]]
+    return [ClipRecord(schema=CLIP_SCHEMA, video=video, clip=ClipInfo(**clip)) for clip in plan["clips"]]

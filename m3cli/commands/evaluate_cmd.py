@@ -13,6 +13,7 @@ import typer
 eval_app = typer.Typer(
     help="Score perception and answers against ground truth (faces, diarization, ASR, M3-Bench QA).",
     no_args_is_help=True,
+    epilog="\b\nExamples:\n  m3 eval faces tests/data/fixture_src\n  m3 eval asr tests/data/jfk.wav --ref tests/data/jfk.ref.txt",
 )
 
 RANK = 80

@@ -1,0 +1,45 @@
+"""Shared test helpers: paths to the real media, an isolated cache, and running the real CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+DATA = Path(__file__).parent / "data"
+HAMILTON = DATA / "short_hamilton_clip.mp4"
+FIXTURE = DATA / "fixture.mp4"
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A fresh cache per test, also seen by m3 subprocesses through $M3_CACHE."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("M3_CACHE", str(path))
+    return path
+
+
+def run_m3(*args: str | os.PathLike, input: bytes | None = None, env: dict | None = None,
+           check: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """Run ``python -m m3cli ARGS`` as a user would, capturing bytes."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "m3cli", *map(os.fsdecode, args)],
+        input=input if input is not None else b"",
+        capture_output=True,
+        env=full_env,
+        cwd=cwd,
+        timeout=600,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"m3 {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr.decode()}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def m3():
+    return run_m3

@@ -1,0 +1,132 @@
+"""The content-addressed cache: keys, atomicity, concurrency, crash leftovers, pruning, CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURE, run_m3
+from stages.cache import TMP_PREFIX, Cache, CacheKey, config_hash
+
+
+def key(clip=0, stage="faces", config=None, model="dlib-20"):
+    return CacheKey.of("ab" * 8, clip, stage, config or {"fps": 5}, model)
+
+
+def test_key_covers_every_component():
+    base = key()
+    assert config_hash({"a": 1, "b": 2}) == config_hash({"b": 2, "a": 1})
+    variants = [key(clip=1), key(stage="voices"), key(config={"fps": 4}), key(model="dlib-21"),
+                CacheKey.of("cd" * 8, 0, "faces", {"fps": 5}, "dlib-20")]
+    paths = {base.relpath("x")} | {v.relpath("x") for v in variants}
+    assert len(paths) == 6
+
+
+def test_round_trips(tmp_path):
+    cache = Cache(tmp_path)
+    assert cache.get_json(key(), "a.json") is None
+    cache.put_json(key(), "a.json", {"n": [1, 2.5, "x"]})
+    assert cache.get_json(key(), "a.json") == {"n": [1, 2.5, "x"]}
+    arr = np.arange(12, dtype=np.float32).reshape(3, 4)
+    cache.put_arrays(key(), "e.npz", emb=arr)
+    assert np.array_equal(cache.get_arrays(key(), "e.npz")["emb"], arr)
+    assert not any(p.name.startswith(TMP_PREFIX) for p in tmp_path.rglob("*"))
+
+
+def test_damaged_entries_read_as_misses(tmp_path):
+    cache = Cache(tmp_path)
+    cache.put_json(key(), "a.json", [1])
+    cache.path(key(), "a.json").write_bytes(b"{broken")
+    cache.put_arrays(key(), "e.npz", x=np.zeros(2))
+    cache.path(key(), "e.npz").write_bytes(b"PK\x03\x04garbage")
+    assert cache.get_json(key(), "a.json") is None
+    assert cache.get_arrays(key(), "e.npz") is None
+
+
+WRITER = textwrap.dedent("""
+    import sys, numpy as np
+    from pathlib import Path
+    from stages.cache import Cache, CacheKey
+    cache = Cache(Path(sys.argv[1]))
+    for i in range(int(sys.argv[2])):
+        k = CacheKey.of("ab" * 8, i % 7, "stress", {"i": i % 7}, "m")
+        cache.put_arrays(k, "x.npz", x=np.full(50_000, i % 7, dtype=np.float32))
+        got = cache.get_arrays(k, "x.npz")
+        assert got is not None and got["x"][0] == i % 7, (i, got)
+    print("ok")
+""")
+
+
+def test_two_processes_share_one_cache(tmp_path):
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), "200"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, cwd=os.getcwd()) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    stats = Cache(tmp_path).stats()
+    assert stats.entries == 7 and stats.stray_temp_files == 0
+
+
+def test_killed_writer_leaves_a_usable_cache(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), "100000"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    deadline = time.time() + 60
+    while Cache(tmp_path).stats().entries < 3 and time.time() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    cache = Cache(tmp_path)
+    # every finished entry reads back whole; a stray temporary file may remain and is ignored
+    for i in range(7):
+        got = cache.get_arrays(CacheKey.of("ab" * 8, i, "stress", {"i": i}, "m"), "x.npz")
+        assert got is None or (got["x"].shape == (50_000,) and got["x"][0] == i)
+    # a rerun completes it
+    rerun = subprocess.run([sys.executable, "-c", WRITER, str(tmp_path), "7"], capture_output=True)
+    assert rerun.returncode == 0 and Cache(tmp_path).stats().entries == 7
+
+
+def test_prune_by_age_size_and_leftovers(tmp_path):
+    cache = Cache(tmp_path)
+    for i in range(5):
+        path = cache.put_bytes(key(clip=i), "b.bin", b"x" * 1000)
+        old = time.time() - (5 - i) * 86400
+        os.utime(path, (old, old))
+    stray = cache.path(key(clip=9), TMP_PREFIX + "abc")
+    stray.parent.mkdir(parents=True)
+    stray.write_bytes(b"half")
+    os.utime(stray, (time.time() - 7200,) * 2)
+    assert cache.stats().stray_temp_files == 1
+    assert cache.prune(dry_run=True) == (1, 4)
+    removed, _ = cache.prune(older_than_s=3.5 * 86400)  # clips 0..1 are 5 and 4 days old
+    assert removed == 3 and cache.stats().entries == 3
+    # reading an entry makes it recently used, so size pruning keeps it
+    cache.get_bytes(key(clip=2), "b.bin")
+    removed, freed = cache.prune(max_bytes=1500)
+    assert (removed, freed) == (2, 2000)
+    assert cache.get_bytes(key(clip=2), "b.bin") == b"x" * 1000
+    assert not stray.parent.exists()  # empty directories are cleaned up
+
+
+def test_cache_commands(cache_dir):
+    run_m3("segment", FIXTURE, check=True)
+    info = run_m3("cache", "info", check=True).stdout.decode()
+    assert f"path\t{cache_dir}" in info and "stage segment\t1 entries" in info
+    assert run_m3("cache", "path", check=True).stdout.decode().strip() == str(cache_dir)
+    assert "would remove 0 files" in run_m3("cache", "prune", "--dry-run", check=True).stdout.decode()
+    out = run_m3("cache", "prune", "--max-size", "0", check=True).stdout.decode()
+    assert out.startswith("removed 2 files")
+    bad = run_m3("cache", "prune", "--older-than", "soon")
+    assert bad.returncode == 1 and b"--older-than: cannot read 'soon'" in bad.stderr
+
+
+@pytest.mark.parametrize("text,expected", [("500M", 500 << 20), ("20G", 20 << 30), ("1024", 1024), ("1.5k", 1536)])
+def test_size_parsing(text, expected):
+    from m3cli.commands.cache_cmd import parse_size
+
+    assert parse_size(text) == expected

@@ -1,0 +1,105 @@
+"""The published JSON Schemas and the typed records must describe the same records."""
+
+from __future__ import annotations
+
+import jsonschema
+import orjson
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from conftest import FIXTURE, run_m3
+from schemas import SCHEMA_FILES, load_schema
+from schemas import records as R
+from stages.errors import M3Error
+
+# JSON Schema object (by JSON pointer into clip.v1.json) -> the pydantic model mirroring it
+MIRRORS: dict[str, type[BaseModel]] = {
+    "": R.ClipRecord,
+    "/properties/video": R.VideoInfo,
+    "/properties/clip": R.ClipInfo,
+    "/properties/faces": R.FacesSection,
+    "/$defs/faceTrack": R.FaceTrack,
+    "/properties/asr": R.AsrSection,
+    "/$defs/utterance": R.Utterance,
+    "/$defs/word": R.Word,
+    "/properties/voices": R.VoicesSection,
+    "/properties/memory": R.MemorySection,
+    "/$defs/memoryItem": R.MemoryItem,
+}
+
+
+def resolve(schema: dict, pointer: str) -> dict:
+    node = schema
+    for part in [p for p in pointer.split("/") if p]:
+        node = node[part]
+    return node
+
+
+@pytest.mark.parametrize("pointer", sorted(MIRRORS))
+def test_models_mirror_the_json_schema(pointer):
+    node = resolve(load_schema(), pointer)
+    model = MIRRORS[pointer]
+    fields = {f.alias or name for name, f in model.model_fields.items()}
+    required = {f.alias or name for name, f in model.model_fields.items() if f.is_required()}
+    assert fields == set(node["properties"]), pointer
+    assert required == set(node.get("required", [])), pointer
+
+
+def test_every_schema_is_valid_and_printable():
+    for name in SCHEMA_FILES:
+        jsonschema.Draft202012Validator.check_schema(load_schema(name))
+    out = run_m3("schema", check=True).stdout
+    assert orjson.loads(out)["$id"] == "m3.clip/1"
+    assert run_m3("schema", "--list", check=True).stdout.decode().split() == sorted(SCHEMA_FILES)
+    proc = run_m3("schema", "m3.nope/1")
+    assert proc.returncode == 1 and b"unknown schema 'm3.nope/1'" in proc.stderr
+    with pytest.raises(M3Error):
+        load_schema("m3.nope/1")
+
+
+def _valid_record() -> dict:
+    return {
+        "schema": "m3.clip/1",
+        "video": {"id": "0123456789abcdef", "path": "/v.mp4", "duration": 60.0},
+        "clip": {"index": 1, "start": 30.0, "end": 60.0},
+        "faces": {"backend": "dlib", "tracks": [{"face_id": "<face_1>", "detections": 3, "spans": [[31.0, 32.5]],
+                                                 "boxes": [[31.0, 1, 2, 30, 40]], "quality": 0.8}]},
+        "utterances": [{"start": 31.0, "end": 33.0, "text": "hi", "speaker": "<voice_2>",
+                        "words": [{"start": 31.0, "end": 31.4, "word": "hi", "p": 0.9}]}],
+        "memory": {"source": "offline", "episodic": [{"text": "<voice_2> says: \"hi\"", "entities": ["<voice_2>"]}],
+                   "semantic": [], "equivalences": [["<face_1>", "<voice_2>"]]},
+        "characters": {"<face_1>": "<character_1>"},
+    }
+
+
+BREAKAGES = [
+    ("video.id", lambda r: r["video"].__setitem__("id", "XYZ")),
+    ("clip.index", lambda r: r["clip"].__setitem__("index", -1)),
+    ("face_id", lambda r: r["faces"]["tracks"][0].__setitem__("face_id", "face one")),
+    ("speaker", lambda r: r["utterances"][0].__setitem__("speaker", "bob")),
+    ("memory.source", lambda r: r["memory"].__setitem__("source", "dream")),
+    ("memory text", lambda r: r["memory"]["episodic"][0].__setitem__("text", "")),
+    ("tracks", lambda r: r["faces"].pop("tracks")),
+]
+
+
+def test_both_accept_a_full_record_with_extras():
+    rec = _valid_record()
+    rec["extra_section"] = {"anything": [1, 2]}
+    jsonschema.validate(rec, load_schema())
+    assert R.ClipRecord.model_validate(rec).to_json() == rec
+
+
+@pytest.mark.parametrize("what,breaker", BREAKAGES, ids=[b[0] for b in BREAKAGES])
+def test_both_reject_the_same_mistakes(what, breaker):
+    rec = _valid_record()
+    breaker(rec)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(rec, load_schema())
+    with pytest.raises(ValidationError):
+        R.ClipRecord.model_validate(rec)
+
+
+def test_segment_output_satisfies_the_schema(cache_dir):
+    for line in run_m3("segment", FIXTURE, check=True).stdout.splitlines():
+        jsonschema.validate(orjson.loads(line), load_schema())

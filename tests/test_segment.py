@@ -1,0 +1,186 @@
+"""`m3 segment` and the media API on real video."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import orjson
+import pytest
+
+from conftest import DATA, FIXTURE, HAMILTON, run_m3
+from stages import media
+from stages.cache import Cache
+from stages.errors import InputError
+from stages.segment import SegmentConfig, segment_video
+
+
+def records(proc) -> list[dict]:
+    return [orjson.loads(line) for line in proc.stdout.splitlines()]
+
+
+def make_video(path: Path, seconds: float, fps: int = 10, audio: bool = True) -> Path:
+    """A small real H.264 (+AAC) file with moving content."""
+    with av.open(str(path), "w") as out:
+        vs = out.add_stream("libx264", rate=fps)
+        vs.width, vs.height, vs.pix_fmt = 160, 96, "yuv420p"
+        aus = out.add_stream("aac", rate=16000) if audio else None
+        if aus is not None:
+            aus.layout = "mono"
+        n = int(seconds * fps)
+        for i in range(n):
+            img = np.zeros((96, 160, 3), np.uint8)
+            img[:, (i * 3) % 160] = 255
+            frame = av.VideoFrame.from_ndarray(img, format="rgb24")
+            frame.pts, frame.time_base = i, Fraction(1, fps)
+            out.mux(vs.encode(frame))
+        out.mux(vs.encode())
+        if aus is not None:
+            t = np.arange(int(seconds * 16000)) / 16000
+            tone = (0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
+            for i in range(0, len(tone), 1024):
+                frame = av.AudioFrame.from_ndarray(tone[i:i + 1024].reshape(1, -1), format="flt", layout="mono")
+                frame.sample_rate, frame.pts, frame.time_base = 16000, i, Fraction(1, 16000)
+                out.mux(aus.encode(frame))
+            out.mux(aus.encode())
+    return path
+
+
+def test_hamilton_clips_are_frame_accurate(cache_dir):
+    proc = run_m3("segment", "--clip-seconds", "4", HAMILTON, check=True)
+    recs = records(proc)
+    assert [r["clip"]["index"] for r in recs] == [0, 1, 2]
+    digest = hashlib.sha256(HAMILTON.read_bytes()).hexdigest()[:16]
+    assert {r["video"]["id"] for r in recs} == {digest}
+    assert recs[0]["video"]["path"] == str(HAMILTON.resolve())
+    assert recs[0]["video"]["has_audio"] is True
+    assert (recs[0]["video"]["width"], recs[0]["video"]["height"]) == (640, 360)
+    # boundaries fall on real frames: each clip starts where the previous ends
+    for a, b in zip(recs, recs[1:]):
+        assert a["clip"]["end"] == b["clip"]["start"]
+    # the stream's first frame is at 0.844 s (its own offset); clip 1 starts at the first frame >= 4 s
+    assert recs[0]["clip"]["start"] == pytest.approx(0.844, abs=1e-3)
+    assert 4.0 <= recs[1]["clip"]["start"] < 4.0 + 1 / 29.97
+    # the last clip is the remainder and ends where the last frame does
+    assert recs[-1]["clip"]["end"] == pytest.approx(recs[-1]["video"]["duration"])
+    assert sum(r["clip"]["frames"] for r in recs) == 275
+    assert proc.stderr == b"" or b"error" not in proc.stderr
+
+
+def test_default_thirty_second_clips_and_several_videos(cache_dir):
+    recs = records(run_m3("segment", FIXTURE, HAMILTON, check=True))
+    assert [(r["video"]["path"].endswith("fixture.mp4"), r["clip"]["index"]) for r in recs] == [
+        (True, 0), (True, 1), (False, 0)]
+    assert recs[0]["clip"]["start"] == 0.0 and recs[0]["clip"]["end"] == 30.0
+    assert recs[1]["clip"]["end"] == pytest.approx(49.8)
+    assert len({r["video"]["id"] for r in recs}) == 2
+
+
+def test_rerun_is_identical_and_hits_the_cache(cache_dir):
+    first = run_m3("segment", FIXTURE, check=True).stdout
+    assert Cache(cache_dir).stats().by_stage["segment"][0] == 1
+    second = run_m3("segment", FIXTURE, check=True).stdout
+    assert first == second
+
+
+def test_output_file_is_written_atomically(cache_dir, tmp_path):
+    out = tmp_path / "clips.jsonl"
+    run_m3("segment", FIXTURE, "-o", out, check=True)
+    assert len(out.read_bytes().splitlines()) == 2
+    # a failing run leaves the previous file untouched and no temporary files behind
+    proc = run_m3("segment", FIXTURE, tmp_path / "missing.mp4", "-o", out)
+    assert proc.returncode == 1
+    assert len(out.read_bytes().splitlines()) == 2
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["clips.jsonl"]
+
+
+def test_video_without_audio(cache_dir, tmp_path):
+    video = make_video(tmp_path / "silent.mp4", 3.0, audio=False)
+    (rec,) = records(run_m3("segment", video, check=True))
+    assert rec["video"]["has_audio"] is False and rec["clip"]["has_audio"] is False
+    assert rec["clip"]["frames"] == 30
+
+
+def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    text = tmp_path / "notes.mp4"
+    text.write_text("this is not a video\n")
+    truncated = tmp_path / "truncated.mp4"
+    truncated.write_bytes(HAMILTON.read_bytes()[: HAMILTON.stat().st_size // 3])
+    empty = tmp_path / "empty.mp4"
+    empty.touch()
+    folder = tmp_path / "folder.mp4"
+    folder.mkdir()
+    return {
+        "missing": (tmp_path / "nope.mp4", "no such file"),
+        "text": (text, "not a video"),
+        "truncated": (truncated, "truncated"),
+        "audio only": (DATA / "jfk.wav", "no video stream"),
+        "empty": (empty, "empty file"),
+        "directory": (folder, "is a directory"),
+    }
+
+
+@pytest.mark.parametrize("case", ["missing", "text", "truncated", "audio only", "empty", "directory"])
+def test_bad_input_gives_one_clear_line(cache_dir, tmp_path, case):
+    path, reason = _bad_inputs(tmp_path)[case]
+    proc = run_m3("segment", path)
+    assert proc.returncode == 1
+    assert proc.stdout == b""
+    err = proc.stderr.decode().strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith("m3: error: ") and reason in err[0] and path.name in err[0]
+
+
+def test_unreadable_file(cache_dir, tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root reads files whatever their permission bits")
+    locked = tmp_path / "locked.mp4"
+    shutil.copy(FIXTURE, locked)
+    locked.chmod(0)
+    proc = run_m3("segment", locked)
+    assert proc.returncode == 1 and b"permission denied" in proc.stderr
+
+
+def test_keep_going_processes_the_good_videos(cache_dir, tmp_path):
+    bad = _bad_inputs(tmp_path)
+    proc = run_m3("segment", "--keep-going", bad["text"][0], FIXTURE, bad["truncated"][0])
+    assert proc.returncode == 1
+    assert len(records(proc)) == 2
+    errors = proc.stderr.decode().splitlines()
+    assert sum(line.startswith("m3: error: ") for line in errors) == 2
+
+
+def test_without_keep_going_nothing_is_emitted(cache_dir, tmp_path):
+    proc = run_m3("segment", FIXTURE, _bad_inputs(tmp_path)["text"][0])
+    assert proc.returncode == 1 and proc.stdout == b""
+
+
+def test_non_utf8_file_name_round_trips(cache_dir, tmp_path):
+    odd = Path(os.fsdecode(bytes(tmp_path) + b"/caf\xe9.mp4"))
+    shutil.copy(FIXTURE, odd)
+    recs = records(run_m3("segment", odd, check=True))
+    video = recs[0]["video"]
+    assert "\ufffd" in video["path"] and video["uri"].endswith("caf%E9.mp4")
+    assert media.uri_to_path(video["uri"]) == odd
+    # a later stage can find the file again from the record
+    from m3cli.stream import parse_record
+
+    assert media.source_path(parse_record(recs[0]).video) == odd
+
+
+def test_bad_clip_length(cache_dir):
+    proc = run_m3("segment", "--clip-seconds", "0", FIXTURE)
+    assert proc.returncode == 1 and b"--clip-seconds must be a positive number" in proc.stderr
+
+
+def test_segment_video_api(tmp_path):
+    recs = segment_video(FIXTURE, SegmentConfig(clip_seconds=20), Cache(tmp_path))
+    assert [(r.clip.start, r.clip.end, r.clip.frames) for r in recs] == [
+        (0.0, 20.0, 200), (20.0, 40.0, 200), (40.0, 49.8, 98)]
+    with pytest.raises(InputError, match="no such file"):
+        segment_video(tmp_path / "x.mp4", SegmentConfig(), None)
