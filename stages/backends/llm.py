@@ -1,0 +1,459 @@
+"""Thin client for OpenAI-compatible chat servers (vLLM, llama.cpp, Ollama, OpenAI itself).
+
+The official `openai` client does the HTTP; we switch its own retrying off and retry here instead, so
+the policy (which failures, how long to wait, how often) is deterministic, shared with the embedding
+client, and testable against the loopback fake server in tests/support/fake_openai.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import json
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any, TypeVar
+
+import jsonschema
+
+from stages.errors import M3Error
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LOCAL_API_KEY = "not-needed"  # local servers ignore the key, but the openai client insists on one
+
+
+class ServerError(M3Error):
+    """An OpenAI-compatible server could not answer; `status` is the last failure ("HTTP 503", "timeout")."""
+
+    def __init__(self, message: str, *, status: str | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class LlmError(ServerError):
+    """The LLM server gave no usable answer; the message says which server and model, and what to check."""
+
+
+class LlmJsonError(LlmError):
+    """The model kept answering with JSON that does not parse or does not fit the schema."""
+
+    def __init__(self, message: str, *, text: str, problems: list[str]):
+        super().__init__(message, status="invalid json")
+        self.text = text
+        self.problems = problems
+
+
+@dataclass
+class LlmReply:
+    """One answer plus what it cost, so stages can report tokens and time per clip."""
+
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency_s: float
+    attempts: int
+    model: str
+
+
+@dataclass
+class Usage:
+    """Running totals over every successful call of one client (for `--stats` and bench reports)."""
+
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+
+    def add(self, reply: LlmReply) -> None:
+        self.calls += 1
+        self.prompt_tokens += reply.prompt_tokens
+        self.completion_tokens += reply.completion_tokens
+        self.latency_s += reply.latency_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# ----------------------------------------------------------------------------------------------- retries
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff without jitter (deterministic); `max_wait` caps both backoff and Retry-After."""
+
+    max_retries: int = 4
+    backoff: float = 0.5
+    max_wait: float = 30.0
+
+    def delay(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to sleep after failed attempt number `attempt` (1-based)."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.max_wait)
+        return min(self.backoff * (2 ** (attempt - 1)), self.max_wait)
+
+
+class MalformedResponse(Exception):
+    """The server answered 200 but the body is not what the protocol promises (retried like a 5xx)."""
+
+
+@dataclass
+class _Failure:
+    status: str
+    retryable: bool
+    retry_after: float | None = None
+    detail: str = ""
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds from `retry-after-ms` / `retry-after` (number or HTTP date); None when absent or garbage."""
+    if headers is None:
+        return None
+    for name, divisor in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            seconds = float(value) / divisor
+        except ValueError:
+            parsed = email.utils.parsedate_tz(value)
+            if parsed is None:
+                continue
+            seconds = email.utils.mktime_tz(parsed) - time.time()
+        if math.isfinite(seconds):
+            return max(seconds, 0.0)
+    return None
+
+
+def _server_message(exc: Any) -> str:
+    body = exc.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        msg = inner.get("message") if isinstance(inner, dict) else inner
+        if msg:
+            return str(msg)[:300]
+    return ""
+
+
+def _classify(exc: Exception) -> _Failure | None:
+    """Map an exception to a retry decision; None means 'not ours' (a bug) and it propagates."""
+    import openai  # already loaded by whoever made the call; kept lazy so the CLI starts fast
+
+    if isinstance(exc, openai.APITimeoutError):
+        return _Failure("timeout", True)
+    if isinstance(exc, openai.APIConnectionError):
+        return _Failure("connection error", True)
+    if isinstance(exc, openai.APIStatusError):
+        code = exc.status_code
+        retryable = code == 429 or code >= 500
+        after = parse_retry_after(exc.response.headers) if retryable else None
+        return _Failure(f"HTTP {code}", retryable, after, _server_message(exc))
+    if isinstance(exc, (MalformedResponse, openai.APIResponseValidationError, json.JSONDecodeError)):
+        return _Failure("malformed response", True, detail=str(exc)[:300])
+    return None
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove the API key from anything we are about to log or raise."""
+    if secret and secret != LOCAL_API_KEY and len(secret) >= 4:
+        return text.replace(secret, "***")
+    return text
+
+
+def call_with_retries(
+    fn: Callable[[], T],
+    *,
+    policy: RetryPolicy,
+    where: str,
+    error_cls: type[ServerError] = LlmError,
+    secret: str | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[T, int]:
+    """Run `fn` until it succeeds; return (result, attempts).
+
+    429, 5xx, timeouts, connection errors and malformed bodies are retried up to `policy.max_retries`
+    times; any other 4xx fails at once (retrying a bad request or a wrong key only wastes time).
+    `where` names the server and model for the error message.
+    """
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return fn(), attempt
+        except Exception as exc:  # classified below; unknown ones (bugs) are re-raised
+            failure = _classify(exc)
+            if failure is None:
+                raise
+        detail = redact(f": {failure.detail.rstrip('.')}" if failure.detail else "", secret)
+        if not failure.retryable:
+            raise error_cls(
+                f"{where} rejected the request with {failure.status}{detail}. Check the model name, the API "
+                "key and the request options for this server.",
+                status=failure.status,
+            ) from None
+        if attempt > policy.max_retries:
+            raise error_cls(
+                f"{where} failed after {attempt} attempts; last status: {failure.status}{detail}. Check that "
+                "the server is running and reachable at that URL, that it serves that model, and that it is "
+                "not overloaded (raise the timeout or max_retries if it is just slow).",
+                status=failure.status,
+            ) from None
+        wait = policy.delay(attempt, failure.retry_after)
+        log.warning(
+            "%s: %s%s; retry %d/%d in %.2fs", where, failure.status, detail, attempt, policy.max_retries, wait
+        )
+        sleep(wait)
+
+
+# ----------------------------------------------------------------------------------------------- content
+
+
+def image_part(jpeg_bytes: bytes) -> dict[str, Any]:
+    """A chat content part carrying a JPEG inline (servers in the sandbox cannot fetch URLs)."""
+    data = base64.b64encode(jpeg_bytes).decode("ascii")
+    return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{data}"}}
+
+
+def audio_part(wav_bytes: bytes) -> dict[str, Any]:
+    """A chat content part carrying WAV audio inline, for omni models that listen."""
+    data = base64.b64encode(wav_bytes).decode("ascii")
+    return {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}
+
+
+# ----------------------------------------------------------------------------------------------- JSON
+
+
+def _strip_fences(text: str) -> str:
+    """The body of the first ``` fenced block if there is one, else the text itself."""
+    start = text.find("```")
+    if start < 0:
+        return text
+    body_start = text.find("\n", start)
+    if body_start < 0:
+        return text
+    end = text.find("```", body_start)
+    return text[body_start + 1 : end if end >= 0 else len(text)]
+
+
+def _balanced_end(text: str, start: int) -> int:
+    """Index just past the object opening at `start`, or -1 if it never closes (truncated)."""
+    depth, in_string, escaped = 0, False, False
+    for i in range(start, len(text)):
+        ch = text[i]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+    return -1
+
+
+def extract_json(text: str) -> Any:
+    """Pull the JSON value out of a chatty reply: whole text, else fenced block, else first balanced object.
+
+    Raises ValueError with a message fit to show the model in a repair request.
+    """
+    for candidate in (text, _strip_fences(text)):
+        try:
+            return json.loads(candidate)
+        except json.JSONDecodeError:
+            pass
+    source = _strip_fences(text)
+    first_error = None
+    pos = source.find("{")
+    while pos >= 0:
+        end = _balanced_end(source, pos)
+        if end < 0:
+            truncated = "the JSON object is incomplete (unbalanced braces; was it cut off?)"
+            raise ValueError(first_error or truncated)
+        try:
+            return json.loads(source[pos:end])
+        except json.JSONDecodeError as exc:
+            first_error = first_error or f"the JSON object does not parse: {exc}"
+        pos = source.find("{", end)
+    raise ValueError(first_error or "no JSON object found in the reply")
+
+
+def _path(error: jsonschema.ValidationError) -> str:
+    out = "$"
+    for part in error.absolute_path:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return out
+
+
+def schema_problems(obj: Any, schema: dict, limit: int = 10) -> list[str]:
+    """Human-readable schema violations, each naming where in the object it is."""
+    validator_cls = jsonschema.validators.validator_for(schema)
+    errors = sorted(validator_cls(schema).iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
+    return [f"at {_path(e)}: {e.message[:300]}" for e in errors[:limit]]
+
+
+def repair_prompt(problems: list[str]) -> str:
+    listed = "\n".join(f"- {p}" for p in problems)
+    return (
+        "Your previous reply could not be used. Problems:\n"
+        f"{listed}\n"
+        "Reply again with the corrected JSON object only: no prose, no code fences."
+    )
+
+
+# ----------------------------------------------------------------------------------------------- client
+
+
+class LlmClient:
+    """Chat with an OpenAI-compatible server; deterministic by default (temperature 0, fixed seed)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 4,
+        backoff: float = 0.5,
+        temperature: float = 0.0,
+        seed: int | None = 0,
+        *,
+        json_mode: bool = False,
+        max_wait: float = 30.0,
+    ):
+        self.base_url = base_url
+        self.model = model
+        self.timeout = timeout
+        self.temperature = temperature
+        self.seed = seed
+        self.json_mode = json_mode
+        self.policy = RetryPolicy(max_retries=max_retries, backoff=backoff, max_wait=max_wait)
+        self.usage = Usage()
+        self._secret = api_key or LOCAL_API_KEY
+        import openai  # ~0.3 s; only commands that talk to a model pay it
+
+        self._client = openai.OpenAI(base_url=base_url, api_key=self._secret, timeout=timeout, max_retries=0)
+        self._lock = threading.Lock()
+        self._sleep: Callable[[float], None] = time.sleep
+
+    def __repr__(self) -> str:
+        return f"LlmClient(base_url={self.base_url!r}, model={self.model!r})"
+
+    @property
+    def where(self) -> str:
+        return f"LLM server {self.base_url} (model {self.model})"
+
+    def chat(
+        self,
+        messages: list[dict],
+        *,
+        max_tokens: int | None = None,
+        response_format: dict | None = None,
+    ) -> LlmReply:
+        """One completion, retried per the policy; raises LlmError when the server cannot answer."""
+        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if self.seed is not None:
+            kwargs["seed"] = self.seed
+        if max_tokens is not None:
+            kwargs["max_tokens"] = max_tokens
+        if response_format is not None:
+            kwargs["response_format"] = response_format
+        started = time.monotonic()
+        (text, prompt_tokens, completion_tokens, model), attempts = call_with_retries(
+            lambda: self._complete(kwargs),
+            policy=self.policy,
+            where=self.where,
+            secret=self._secret,
+            sleep=self._sleep,
+        )
+        reply = LlmReply(text, prompt_tokens, completion_tokens, time.monotonic() - started, attempts, model)
+        with self._lock:
+            self.usage.add(reply)
+        return reply
+
+    def _complete(self, kwargs: dict[str, Any]) -> tuple[str, int, int, str]:
+        response = self._client.chat.completions.create(**kwargs)
+        choices = getattr(response, "choices", None)
+        if not choices:
+            raise MalformedResponse("the reply has no choices")
+        message = getattr(choices[0], "message", None)
+        if message is None:
+            raise MalformedResponse("the first choice has no message")
+        usage = getattr(response, "usage", None)
+        prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
+        completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
+        return message.content or "", prompt_tokens, completion_tokens, response.model or self.model
+
+    def chat_json(
+        self,
+        messages: list[dict],
+        schema: dict,
+        *,
+        repairs: int = 2,
+        validator: Callable[[Any], list[str]] | None = None,
+        **kw: Any,
+    ) -> tuple[Any, LlmReply]:
+        """Ask for JSON and insist: parse, validate (schema + `validator`), and ask for repairs.
+
+        Returns the object and an LlmReply whose tokens, latency and attempts add up every round.
+        """
+        if self.json_mode:
+            kw.setdefault("response_format", {"type": "json_object"})
+        convo = list(messages)
+        total: LlmReply | None = None
+        problems: list[str] = []
+        for _ in range(repairs + 1):
+            reply = self.chat(convo, **kw)
+            total = reply if total is None else _accumulate(total, reply)
+            obj, problems = self._check(reply.text, schema, validator)
+            if not problems:
+                return obj, total
+            log.info("%s: JSON reply rejected (%s)", self.where, "; ".join(problems))
+            convo += [
+                {"role": "assistant", "content": reply.text},
+                {"role": "user", "content": repair_prompt(problems)},
+            ]
+        assert total is not None
+        raise LlmJsonError(
+            f"{self.where} did not return valid JSON after {repairs + 1} tries; last problems: "
+            f"{'; '.join(problems)}. Check that the model can follow JSON instructions (try a stronger "
+            "model, or json_mode if the server supports response_format).",
+            text=total.text,
+            problems=problems,
+        )
+
+    @staticmethod
+    def _check(
+        text: str, schema: dict, validator: Callable[[Any], list[str]] | None
+    ) -> tuple[Any, list[str]]:
+        try:
+            obj = extract_json(text)
+        except ValueError as exc:
+            return None, [str(exc)]
+        problems = schema_problems(obj, schema)
+        if not problems and validator is not None:
+            problems = list(validator(obj))
+        return obj, problems
+
+
+def _accumulate(total: LlmReply, reply: LlmReply) -> LlmReply:
+    return LlmReply(
+        text=reply.text,
+        prompt_tokens=total.prompt_tokens + reply.prompt_tokens,
+        completion_tokens=total.completion_tokens + reply.completion_tokens,
+        latency_s=total.latency_s + reply.latency_s,
+        attempts=total.attempts + reply.attempts,
+        model=reply.model,
+    )
