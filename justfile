@@ -1,0 +1,24 @@
+# m3 developer tasks. `just` comes from the dev extra (rust-just).
+
+venv := ".venv"
+py := venv / "bin/python"
+
+# install into .venv (CPU-only torch, dev tools)
+install:
+    bash scripts/install.sh {{venv}} --editable
+
+# run the test suite (what CI runs after installing)
+test *args:
+    {{py}} -m pytest -q {{args}}
+
+# run the benchmarks and write bench/out/results.md (e.g. `just bench segment`)
+bench *names:
+    {{py}} bench/run.py {{names}}
+
+# lint and format check
+lint:
+    {{venv}}/bin/ruff check m3cli stages schemas tests bench examples
+
+# run the pipeline on the bundled real sample
+demo:
+    bash examples/quickstart.sh
