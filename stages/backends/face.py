@@ -1,0 +1,91 @@
+"""Face detection + identity embedding behind one small Protocol, and the registry of backends.
+
+A backend turns one RGB frame into :class:`Detection` rows. Everything after that (quality filter,
+clustering, the per-video face bank) lives in ``stages/faces.py`` and is backend-agnostic; the only
+things that differ between models are the embedding geometry (``metric``) and the threshold at which
+two embeddings are the same person (``threshold``), so each backend states both.
+
+Backends load their weights on the first :meth:`FaceModel.detect` call, not when they are built:
+a rerun whose detections are all cached never pays for loading a model.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from stages.errors import M3Error
+
+Metric = Literal["l2", "cosine"]
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One face in one frame, in the pixel coordinates of the image given to ``detect``.
+
+    ``landmarks`` holds three points, (left eye centre, right eye centre, nose tip) in image
+    coordinates (left/right as seen in the image), which is what both dlib's 5-point model and
+    insightface's keypoints can provide; the stage uses them for a cheap head-pose proxy.
+    """
+
+    box: tuple[float, float, float, float]  # x0, y0, x1, y1
+    score: float  # the detector's own confidence, in the backend's units
+    embedding: np.ndarray  # float32 (dim,)
+    landmarks: np.ndarray | None = None  # float32 (3, 2) or None
+
+
+@runtime_checkable
+class FaceModel(Protocol):
+    """What the faces stage needs from a face backend."""
+
+    name: str  # registry name, written to records as faces.backend
+    model: str  # model name, written to records as faces.model
+    metric: Metric  # "l2": raw embeddings compared by Euclidean distance; "cosine": unit vectors, dot product
+    threshold: float  # same person if distance < threshold (l2) or similarity > threshold (cosine)
+    min_score: float  # default detector-score floor, in the backend's units
+
+    @property
+    def version(self) -> str:
+        """Identity of the exact weights and settings that produce detections (part of cache keys)."""
+        ...
+
+    def config(self) -> dict[str, Any]:
+        """Settings that change detections (detector, upsampling, input size...), for cache keys."""
+        ...
+
+    def score_quality(self, score: float) -> float:
+        """The detector score mapped to 0..1 (one factor of a detection's quality)."""
+        ...
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        """Faces in one RGB uint8 image (h, w, 3), sorted by (x0, y0) for a stable order."""
+        ...
+
+    def detect_frames(self, images: list[np.ndarray]) -> list[list[Detection]]:
+        """``detect`` over frames in time order (lets a backend reuse work between neighbouring frames)."""
+        ...
+
+
+#: name -> "module:Class"; modules are imported only when their backend is asked for.
+FACE_BACKENDS: dict[str, str] = {
+    "dlib": "stages.backends.face_dlib:DlibFaceModel",
+    "insightface": "stages.backends.face_insightface:InsightFaceModel",
+}
+
+
+def make_face_model(name: str, **kw: Any) -> FaceModel:
+    """Build a face backend by name; keyword arguments go to its constructor."""
+    target = FACE_BACKENDS.get(name)
+    if target is None:
+        raise M3Error(f"unknown face backend {name!r}; valid: {', '.join(sorted(FACE_BACKENDS))}")
+    module_name, cls_name = target.split(":")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    return cls(**kw)
+
+
+def sort_detections(dets: list[Detection]) -> list[Detection]:
+    """Left-to-right, then top-to-bottom: the order every backend returns, so outputs are stable."""
+    return sorted(dets, key=lambda d: (round(d.box[0], 3), round(d.box[1], 3), -d.score))

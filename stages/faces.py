@@ -1,0 +1,642 @@
+"""`m3 faces`: who is on screen in each clip, as global ``<face_N>`` ids that persist across the video.
+
+Per clip (expensive, cached): sample frames (default 5 fps), detect faces, embed them, measure each
+detection's sharpness and keep a small crop. Everything after that is a cheap fold replayed from the
+cache, so changing a quality or matching threshold never runs the detector again:
+
+1. quality filter: drop faces that are too small, weakly detected, blurred, turned away, or boxed
+   with an abnormal aspect ratio (M3-Agent drops "abnormal aspect ratios or very low confidence");
+2. local clustering within the clip: HDBSCAN over the embeddings (M3-Agent), each cluster and the
+   noise points then split by average linkage at the backend's same-person threshold, so a dense
+   chain between two people can never become one local cluster and no detection is thrown away;
+3. global assignment per video (M3-Agent's face bank): each local cluster's mean embedding is compared
+   with every known id's stored snapshots (the average over snapshots); the best id within the
+   threshold wins, else a new ``<face_N>`` is created. Ids are numbered in order of first appearance.
+   Two clusters seen in the same frame cannot take the same id. Each id keeps at most
+   ``max_snapshots`` snapshots, the highest-quality ones.
+
+Metrics follow the backend: dlib compares raw 128-d descriptors by Euclidean distance (same person if
+< 0.6); insightface compares unit vectors by cosine similarity (same person if > 0.3). A track's
+``match`` is a similarity in both cases: the cosine, or ``1 - mean L2 distance`` for dlib.
+
+``recluster`` additionally clusters all kept detections of a video at once (offline batch use) and
+records, per clip, which whole-video cluster each online id falls into.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schemas.records import ClipRecord, FacesSection, FaceTrack
+from stages import media
+from stages.backends.face import Detection, FaceModel
+from stages.cache import Cache, CacheKey
+from stages.common import RunContext, by_video
+from stages.errors import InputError
+
+log = logging.getLogger(__name__)
+
+STAGE = "faces"
+DETECT_VERSION = "faces-detect/1"  # bump when what the per-clip step stores changes
+CROP_SIDE = 160
+CROP_MARGIN = 0.25
+CROP_QUALITY = 90
+SHARP_SIDE = 64
+SHARP_REF = 400.0  # Laplacian variance of a crisp 64x64 face crop; maps sharpness to 0..1
+RECOGNITION_SIDE = 112.0  # face size (px) from which size no longer limits quality
+ASPECT_RANGE = (0.5, 2.0)  # box height / width outside this is not a face box
+HDBSCAN_MIN_POINTS = 6  # below this many detections a clip is grouped by linkage alone
+BIG_CLUSTER = 3000  # linkage refinement is quadratic in memory: clusters above this are kept whole
+
+
+@dataclass(frozen=True)
+class FacesConfig:
+    """Everything that changes the faces stage's output. Detection settings key the per-clip cache;
+    the rest (filter, clustering, matching) only key nothing: they are replayed."""
+
+    backend: str = "dlib"
+    fps: float = 5.0
+    detector: str = "hog"
+    upsample: int = 0
+    detect_side: int | None = None  # None: the backend's default
+    frame_side: int | None = 1280
+    model_dir: str | None = None
+    min_face: float = 40.0
+    min_score: float | None = None  # None: the backend's default
+    min_sharpness: float = 0.1
+    max_yaw: float = 0.8
+    threshold: float | None = None  # None: the backend's default
+    max_snapshots: int = 10
+    min_cluster_size: int = 3
+    recluster: bool = False
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.fps > 0 and math.isfinite(self.fps), f"--fps must be a positive number, got {self.fps}"),
+            (self.min_face >= 0, f"--min-face must be >= 0, got {self.min_face}"),
+            (0 <= self.min_sharpness <= 1, f"--min-sharpness must be within 0..1, got {self.min_sharpness}"),
+            (self.max_snapshots >= 1, f"--max-snapshots must be >= 1, got {self.max_snapshots}"),
+            (self.min_cluster_size >= 2, f"min cluster size must be >= 2, got {self.min_cluster_size}"),
+            (self.threshold is None or self.threshold > 0,
+             f"--threshold must be positive, got {self.threshold}"),
+            (self.frame_side is None or self.frame_side >= 32,
+             f"frame size must be >= 32, got {self.frame_side}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise InputError(message)
+
+
+# ------------------------------------------------------------------------------------------ per clip
+@dataclass
+class ClipFaces:
+    """What the per-clip step stores: every detection of the clip, before any filtering."""
+
+    times: np.ndarray  # (frames,) sample times (s, absolute)
+    frame: np.ndarray  # (n,) int32 index into times
+    boxes: np.ndarray  # (n, 4) float32, source-frame pixels
+    scores: np.ndarray  # (n,) float32 detector scores
+    embeddings: np.ndarray  # (n, dim) float32
+    landmarks: np.ndarray  # (n, 3, 2) float32 (NaN when the backend gives none)
+    sharpness: np.ndarray  # (n,) float32 Laplacian variance of the grey 64x64 crop
+    crop_offsets: np.ndarray  # (n + 1,) int64 into crop_data
+    crop_data: np.ndarray  # uint8 JPEG bytes of every crop, concatenated
+    key: CacheKey | None = None  # where it lives in the cache (None without a cache)
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {k: v for k, v in self.__dict__.items() if isinstance(v, np.ndarray)}
+
+    def crop(self, i: int) -> bytes:
+        return self.crop_data[self.crop_offsets[i]:self.crop_offsets[i + 1]].tobytes()
+
+
+def detect_key(record: ClipRecord, model: FaceModel, config: FacesConfig) -> CacheKey:
+    clip = record.clip
+    cfg = {"start": clip.start, "end": clip.end, "fps": config.fps, "frame_side": config.frame_side,
+           "backend": model.name, "model": model.model, **model.config(), "crop": [CROP_SIDE, CROP_MARGIN],
+           "v": DETECT_VERSION}
+    return CacheKey.of(record.video.id, clip.index, f"{STAGE}-detect", cfg, model.version)
+
+
+def _crop(image: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarray:
+    h, w = image.shape[:2]
+    x0, y0, x1, y1 = box
+    mx, my = (x1 - x0) * CROP_MARGIN, (y1 - y0) * CROP_MARGIN
+    a, b = max(0, int(x0 - mx)), max(0, int(y0 - my))
+    c, d = min(w, int(math.ceil(x1 + mx))), min(h, int(math.ceil(y1 + my)))
+    return image[b:max(d, b + 1), a:max(c, a + 1)]
+
+
+def sharpness(crop: np.ndarray) -> float:
+    """Variance of the Laplacian of the grey crop at 64x64: low for blurred or featureless faces."""
+    from PIL import Image
+
+    grey = np.asarray(Image.fromarray(crop).convert("L").resize((SHARP_SIDE, SHARP_SIDE),
+                                                                 Image.Resampling.BILINEAR), dtype=np.float32)
+    lap = grey[1:-1, :-2] + grey[1:-1, 2:] + grey[:-2, 1:-1] + grey[2:, 1:-1] - 4 * grey[1:-1, 1:-1]
+    return float(lap.var())
+
+
+def _small_jpeg(crop: np.ndarray) -> bytes:
+    from PIL import Image
+
+    img = Image.fromarray(crop)
+    if max(img.size) > CROP_SIDE:
+        scale = CROP_SIDE / max(img.size)
+        img = img.resize((max(1, round(img.size[0] * scale)), max(1, round(img.size[1] * scale))),
+                         Image.Resampling.BILINEAR)
+    buf = io.BytesIO()
+    img.save(buf, format="JPEG", quality=CROP_QUALITY)
+    return buf.getvalue()
+
+
+def pack_detections(times: np.ndarray, images: list[np.ndarray], per_frame: list[list[Detection]],
+                    to_source: float = 1.0) -> ClipFaces:
+    """Turn a backend's per-frame detections into the cached arrays (boxes scaled to source pixels)."""
+    frame, boxes, scores, embs, marks, sharp, blobs = [], [], [], [], [], [], []
+    dim = 0
+    for fi, (image, dets) in enumerate(zip(images, per_frame, strict=True)):
+        for d in dets:
+            crop = _crop(image, d.box)
+            frame.append(fi)
+            boxes.append(np.asarray(d.box, dtype=np.float64) * to_source)
+            scores.append(d.score)
+            embs.append(np.asarray(d.embedding, dtype=np.float32))
+            dim = len(embs[-1])
+            marks.append(np.full((3, 2), np.nan, np.float32) if d.landmarks is None
+                         else np.asarray(d.landmarks, np.float32)[:3])
+            sharp.append(sharpness(crop))
+            blobs.append(_small_jpeg(crop))
+    return ClipFaces(
+        times=np.asarray(times, dtype=np.float64),
+        frame=np.asarray(frame, dtype=np.int32),
+        boxes=np.asarray(boxes, dtype=np.float32).reshape(-1, 4),
+        scores=np.asarray(scores, dtype=np.float32),
+        embeddings=np.asarray(embs, dtype=np.float32).reshape(len(embs), dim),
+        landmarks=np.asarray(marks, dtype=np.float32).reshape(-1, 3, 2),
+        sharpness=np.asarray(sharp, dtype=np.float32),
+        crop_offsets=np.cumsum([0] + [len(b) for b in blobs]).astype(np.int64),
+        crop_data=np.frombuffer(b"".join(blobs), dtype=np.uint8).copy(),
+    )
+
+
+def source_scale(record: ClipRecord, frame_shape: tuple[int, ...]) -> float:
+    """Factor from sampled-frame pixels to source-frame pixels (frames may be sampled downscaled)."""
+    width = record.clip.width or record.video.width
+    if not width or len(frame_shape) < 2 or not frame_shape[1]:
+        return 1.0
+    return float(width) / float(frame_shape[1])
+
+
+@dataclass
+class Counters:
+    """Where the per-clip work came from (tests and timing reports read these)."""
+
+    cache_hits: int = 0
+    computed: int = 0
+    frames: int = 0
+    seconds: dict[str, float] = field(default_factory=lambda: {"decode": 0.0, "detect": 0.0, "pack": 0.0})
+
+
+def detect_clip(record: ClipRecord, model: FaceModel, config: FacesConfig, cache: Cache | None,
+                counters: Counters | None = None) -> ClipFaces:
+    """Every face detection of one clip, from the cache or computed (and then cached)."""
+    import time
+
+    counters = counters if counters is not None else Counters()
+    key = detect_key(record, model, config)
+    if cache is not None:
+        stored = cache.get_arrays(key, "detections.npz")
+        if stored is not None and set(stored) >= set(ClipFaces.__dataclass_fields__) - {"key"}:
+            counters.cache_hits += 1
+            return ClipFaces(**stored, key=key)
+    path = media.source_path(record.video)
+    started = time.perf_counter()
+    frames = media.sample_frames(path, record.video.id, record.clip.index, record.clip.start, record.clip.end,
+                                 config.fps, max_side=config.frame_side, cache=cache)
+    t1 = time.perf_counter()
+    per_frame = model.detect_frames(frames.images) if len(frames) else []
+    t2 = time.perf_counter()
+    scale = source_scale(record, frames.images[0].shape) if len(frames) else 1.0
+    faces = pack_detections(frames.times, frames.images, per_frame, scale)
+    t3 = time.perf_counter()
+    counters.computed += 1
+    counters.frames += len(frames)
+    for name, dt in (("decode", t1 - started), ("detect", t2 - t1), ("pack", t3 - t2)):
+        counters.seconds[name] += dt
+    if cache is not None:
+        cache.put_arrays(key, "detections.npz", **faces.arrays())
+        faces.key = key
+    return faces
+
+
+# ------------------------------------------------------------------------------------------- quality
+def yaw_proxy(landmarks: np.ndarray) -> np.ndarray:
+    """|nose - eye midpoint| along the eye line over the eye distance: 0 frontal, ~0.5+ in profile."""
+    left, right, nose = landmarks[:, 0], landmarks[:, 1], landmarks[:, 2]
+    axis = right - left
+    dist = np.linalg.norm(axis, axis=1)
+    safe = np.where(dist > 1e-6, dist, 1.0)
+    along = np.abs(((nose - (left + right) / 2) * axis).sum(axis=1)) / (safe * safe)
+    return np.where(np.isfinite(along) & (dist > 1e-6), along, 0.0)
+
+
+def quality(faces: ClipFaces, model: FaceModel, config: FacesConfig) -> tuple[np.ndarray, np.ndarray]:
+    """(keep mask, quality in 0..1) per detection.
+
+    Quality is the geometric mean of four 0..1 factors: detector confidence, face size (up to the
+    recognition input size), sharpness and frontality, so one bad factor pulls it down strongly.
+    """
+    n = len(faces)
+    if n == 0:
+        return np.zeros(0, bool), np.zeros(0, np.float32)
+    w = faces.boxes[:, 2] - faces.boxes[:, 0]
+    h = faces.boxes[:, 3] - faces.boxes[:, 1]
+    side = np.minimum(w, h)
+    aspect = h / np.maximum(w, 1e-6)
+    yaw = yaw_proxy(faces.landmarks)
+    sharp_q = np.clip(faces.sharpness / SHARP_REF, 0, 1)
+    score_q = np.array([model.score_quality(float(s)) for s in faces.scores])
+    size_q = np.clip(side / RECOGNITION_SIDE, 0, 1)
+    pose_q = np.clip(1 - yaw, 0, 1)
+    q = np.power(np.clip(score_q * size_q * sharp_q * pose_q, 0, 1), 0.25).astype(np.float32)
+    min_score = model.min_score if config.min_score is None else config.min_score
+    keep = ((side >= config.min_face) & (faces.scores >= min_score) & (sharp_q >= config.min_sharpness)
+            & (yaw <= config.max_yaw) & (aspect >= ASPECT_RANGE[0]) & (aspect <= ASPECT_RANGE[1]))
+    return keep, q
+
+
+# ---------------------------------------------------------------------------------------- clustering
+def metric_space(embeddings: np.ndarray, metric: str) -> np.ndarray:
+    """Embeddings in a space where Euclidean distance orders pairs as the backend's metric does."""
+    emb = np.asarray(embeddings, dtype=np.float64)
+    if metric == "cosine":
+        norms = np.linalg.norm(emb, axis=1, keepdims=True)
+        emb = emb / np.where(norms > 0, norms, 1.0)
+    return emb
+
+
+def euclid_threshold(metric: str, threshold: float) -> float:
+    """The same-person threshold as a Euclidean distance in :func:`metric_space` (cos s <-> sqrt(2-2s))."""
+    if metric == "cosine":
+        return math.sqrt(max(0.0, 2.0 - 2.0 * threshold))
+    return threshold
+
+
+def _linkage_groups(points: np.ndarray, cut: float) -> np.ndarray:
+    """Average-linkage groups whose mean pairwise distance stays below ``cut`` (labels 0..k-1)."""
+    n = len(points)
+    if n <= 1:
+        return np.zeros(n, dtype=np.int64)
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    z = linkage(points, method="average", metric="euclidean")
+    return fcluster(z, t=cut, criterion="distance").astype(np.int64) - 1
+
+
+def _merge_close_groups(points: np.ndarray, labels: np.ndarray, cut: float) -> np.ndarray:
+    """Join groups whose centroids lie within ``cut``: HDBSCAN makes every still shot or pose its own
+    dense group, while one person's groups are all within the same-person distance of each other."""
+    groups = sorted(set(labels.tolist()))
+    if len(groups) < 2:
+        return labels
+    centroids = np.stack([points[labels == g].mean(axis=0) for g in groups])
+    merged = _linkage_groups(centroids, cut)
+    lookup = dict(zip(groups, merged.tolist(), strict=True))
+    return np.array([lookup[g] for g in labels.tolist()], dtype=np.int64)
+
+
+def cluster_embeddings(points: np.ndarray, cut: float, min_cluster_size: int = 3) -> np.ndarray:
+    """Labels 0..k-1 for every point (none left out), numbered in order of first occurrence.
+
+    HDBSCAN finds the dense groups and the noise; each group, and the noise, is then split by
+    average linkage at ``cut`` so no group mixes embeddings further apart than one person's, and
+    groups whose centroids are within ``cut`` are joined again. Too few points for density
+    estimates: linkage alone.
+    """
+    n = len(points)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    if n < max(HDBSCAN_MIN_POINTS, 2 * min_cluster_size):
+        raw = _linkage_groups(points, cut)
+    else:
+        import hdbscan
+
+        algorithm = "generic" if n <= 2000 else "best"
+        hd = hdbscan.HDBSCAN(min_cluster_size=min_cluster_size, min_samples=1, metric="euclidean",
+                             algorithm=algorithm, allow_single_cluster=True)
+        coarse = hd.fit_predict(points)
+        raw = np.full(n, -1, dtype=np.int64)
+        next_label = 0
+        for label in sorted(set(coarse.tolist())):
+            idx = np.flatnonzero(coarse == label)
+            small = len(idx) <= BIG_CLUSTER
+            sub = _linkage_groups(points[idx], cut) if small else np.zeros(len(idx), np.int64)
+            raw[idx] = sub + next_label
+            next_label += int(sub.max()) + 1
+    raw = _merge_close_groups(points, raw, cut)
+    order: dict[int, int] = {}
+    for label in raw.tolist():
+        order.setdefault(label, len(order))
+    return np.array([order[label] for label in raw.tolist()], dtype=np.int64)
+
+
+# ------------------------------------------------------------------------------------------ the bank
+@dataclass
+class _Node:
+    number: int
+    snapshots: list[tuple[float, int, np.ndarray]] = field(default_factory=list)  # (quality, seq, emb)
+
+
+class FaceBank:
+    """Per-video identities (M3-Agent's face nodes): bounded snapshot sets, average-similarity matching."""
+
+    def __init__(self, metric: str, threshold: float, max_snapshots: int = 10) -> None:
+        self.metric = metric
+        self.threshold = threshold
+        self.max_snapshots = max_snapshots
+        self.nodes: list[_Node] = []
+        self._seq = 0
+
+    def similarity(self, query: np.ndarray, node: _Node) -> float:
+        """Average similarity of ``query`` to the node's snapshots (cosine, or 1 - L2 distance)."""
+        snaps = np.stack([s[2] for s in node.snapshots]).astype(np.float64)
+        q = np.asarray(query, dtype=np.float64)
+        if self.metric == "cosine":
+            snaps = metric_space(snaps, "cosine")
+            q = metric_space(q[None], "cosine")[0]
+            return float((snaps @ q).mean())
+        return float(1.0 - np.linalg.norm(snaps - q, axis=1).mean())
+
+    def accepts(self, sim: float) -> bool:
+        return sim > self.threshold if self.metric == "cosine" else (1.0 - sim) < self.threshold
+
+    def match(self, query: np.ndarray, exclude: Iterable[int] = ()) -> tuple[int | None, float | None]:
+        """(node number, similarity) of the best node within the threshold, or (None, None)."""
+        banned = set(exclude)
+        best: tuple[float, int] | None = None
+        for node in self.nodes:
+            if node.number in banned:
+                continue
+            sim = self.similarity(query, node)
+            if self.accepts(sim) and (best is None or sim > best[0]):
+                best = (sim, node.number)
+        return (best[1], best[0]) if best else (None, None)
+
+    def create(self) -> int:
+        self.nodes.append(_Node(number=len(self.nodes) + 1))
+        return self.nodes[-1].number
+
+    def add(self, number: int, embeddings: np.ndarray, qualities: np.ndarray) -> None:
+        """Offer snapshots to a node; it keeps the ``max_snapshots`` best (quality, then age)."""
+        node = self.nodes[number - 1]
+        order = sorted(range(len(embeddings)), key=lambda i: (-float(qualities[i]), i))[: self.max_snapshots]
+        for i in order:
+            self._seq += 1
+            node.snapshots.append((float(qualities[i]), self._seq, np.asarray(embeddings[i], np.float32)))
+        node.snapshots.sort(key=lambda s: (-s[0], s[1]))
+        del node.snapshots[self.max_snapshots:]
+
+
+def face_id(number: int) -> str:
+    return f"<face_{number}>"
+
+
+# ------------------------------------------------------------------------------------ the fold
+@dataclass
+class ClipAssignment:
+    """The replayed part for one clip: which kept detection got which global id."""
+
+    kept: np.ndarray  # indices into ClipFaces of kept detections
+    quality: np.ndarray  # (n,) quality of every detection
+    ids: np.ndarray  # (len(kept),) global id number per kept detection
+    match: dict[int, float | None]  # id number -> similarity of its first local cluster (None: new)
+
+
+def assign_clip(faces: ClipFaces, keep: np.ndarray, q: np.ndarray, bank: FaceBank,
+                metric: str, cut: float, min_cluster_size: int) -> ClipAssignment:
+    """Cluster the clip's kept detections and give each local cluster a global id from ``bank``."""
+    kept = np.flatnonzero(keep)
+    ids = np.zeros(len(kept), dtype=np.int64)
+    match: dict[int, float | None] = {}
+    if len(kept) == 0:
+        return ClipAssignment(kept, q, ids, match)
+    points = metric_space(faces.embeddings[kept], metric)
+    labels = cluster_embeddings(points, cut, min_cluster_size)  # numbered by first appearance already
+    frames_of: dict[int, set[int]] = {}
+    for label in range(int(labels.max()) + 1):
+        members = np.flatnonzero(labels == label)
+        frames_of[label] = set(faces.frame[kept[members]].tolist())
+    taken: dict[int, int] = {}  # local label -> id number
+    for label in range(int(labels.max()) + 1):
+        members = np.flatnonzero(labels == label)
+        emb = faces.embeddings[kept[members]].astype(np.float64)
+        query = metric_space(emb, metric).mean(axis=0)
+        clash = {taken[o] for o in taken if frames_of[o] & frames_of[label]}
+        number, sim = bank.match(query, exclude=clash)
+        if number is None:
+            number = bank.create()
+        match.setdefault(number, None if sim is None else round(sim, 4))
+        bank.add(number, faces.embeddings[kept[members]], q[kept[members]])
+        taken[label] = number
+        ids[members] = number
+    return ClipAssignment(kept, q, ids, match)
+
+
+def spans(times: list[float], step: float, end: float) -> list[tuple[float, float]]:
+    """Merge sample times into visible ranges; one missed sample does not break a range."""
+    out: list[list[float]] = []
+    for t in sorted(times):
+        stop = min(end, t + step)
+        if out and t - out[-1][1] <= step * 1.01:
+            out[-1][1] = max(out[-1][1], stop)
+        else:
+            out.append([t, stop])
+    return [(round(a, 3), round(b, 3)) for a, b in out]
+
+
+def _blob_key(video: str, clip: int, kind: str, payload: dict[str, Any], version: str) -> CacheKey:
+    return CacheKey.of(video, clip, kind, payload, version)
+
+
+def _put_once(cache: Cache, key: CacheKey, name: str, write: Callable[[], Any]) -> str:
+    """Write a content-addressed entry unless it exists (so reruns leave the bytes untouched)."""
+    path = cache.path(key, name)
+    if not path.exists():
+        write()
+    return str(path)
+
+
+def build_section(record: ClipRecord, faces: ClipFaces, result: ClipAssignment, model: FaceModel,
+                  config: FacesConfig, cache: Cache | None) -> FacesSection:
+    """The record's ``faces`` section from one clip's detections and their global ids."""
+    step = 1.0 / config.fps
+    tracks: list[FaceTrack] = []
+    means: dict[str, np.ndarray] = {}
+    numbers = sorted(set(result.ids.tolist()), key=lambda k: (int(np.flatnonzero(result.ids == k)[0]), k))
+    for number in numbers:
+        det = result.kept[result.ids == number]  # kept order is frame order
+        times = [float(faces.times[faces.frame[i]]) for i in det]
+        best = int(det[np.argmax(result.quality[det])])  # first of the best on ties
+        fid = face_id(number)
+        boxes = [(round(float(faces.times[faces.frame[i]]), 3), *(round(float(v), 1) for v in faces.boxes[i]))
+                 for i in det]
+        crop = None
+        if cache is not None and faces.key is not None:
+            ckey = _blob_key(record.video.id, record.clip.index, f"{STAGE}-crops",
+                             {"detections": faces.key.config, "index": best}, faces.key.model)
+            crop = _put_once(cache, ckey, "crop.jpg", lambda b=best, k=ckey: cache.put_bytes(k, "crop.jpg",
+                                                                                              faces.crop(b)))
+        tracks.append(FaceTrack(
+            face_id=fid,
+            detections=len(det),
+            quality=round(float(result.quality[best]), 4),
+            score=round(float(faces.scores[det].mean()), 4),
+            spans=spans(times, step, record.clip.end),
+            boxes=boxes,
+            crop=crop,
+            match=result.match.get(number),
+        ))
+        mean = metric_space(faces.embeddings[det], model.metric).mean(axis=0)
+        means[f"face_{number}"] = (mean / max(np.linalg.norm(mean), 1e-12)).astype(np.float32)
+    embeddings = None
+    if cache is not None and means:
+        digest = hashlib.sha256()
+        for name in sorted(means):
+            digest.update(name.encode() + means[name].tobytes())
+        ekey = _blob_key(record.video.id, record.clip.index, f"{STAGE}-embeddings",
+                         {"sha256": digest.hexdigest()}, model.version)
+        embeddings = _put_once(cache, ekey, "embeddings.npz", lambda: cache.put_arrays(ekey, "embeddings.npz",
+                                                                                        **means))
+    return FacesSection(
+        backend=model.name,
+        model=model.model,
+        fps=config.fps,
+        frames=len(faces.times),
+        detections=len(faces),
+        dropped=int(len(faces) - len(result.kept)),
+        tracks=tracks,
+        embeddings=embeddings,
+    )
+
+
+def recluster_video(per_clip: list[tuple[ClipFaces, ClipAssignment]], metric: str, cut: float,
+                    min_cluster_size: int) -> dict[str, str]:
+    """Cluster every kept detection of a video at once; map each online id to its majority cluster.
+
+    Cluster names ``cluster_1, cluster_2, ...`` follow first appearance. A whole-video cluster that
+    several online ids map to marks a likely split of one person; an online id whose detections are
+    spread over clusters marks a likely merge.
+    """
+    points, owners = [], []
+    for faces, result in per_clip:
+        if len(result.kept):
+            points.append(metric_space(faces.embeddings[result.kept], metric))
+            owners.extend(result.ids.tolist())
+    if not points:
+        return {}
+    labels = cluster_embeddings(np.concatenate(points), cut, min_cluster_size)
+    votes: dict[int, Counter] = {}
+    for owner, label in zip(owners, labels.tolist(), strict=True):
+        votes.setdefault(owner, Counter())[label] += 1
+    return {face_id(k): f"cluster_{min(v.items(), key=lambda kv: (-kv[1], kv[0]))[0] + 1}"
+            for k, v in sorted(votes.items())}
+
+
+def faces_video(clips: list[ClipRecord], model: FaceModel, config: FacesConfig, ctx: RunContext,
+                counters: Counters | None = None) -> list[ClipRecord]:
+    """Add ``faces`` to every clip of one video (clips in index order), with one face bank per video."""
+    threshold = model.threshold if config.threshold is None else config.threshold
+    cut = euclid_threshold(model.metric, threshold)
+    bank = FaceBank(model.metric, threshold, config.max_snapshots)
+    out: list[ClipRecord] = []
+    per_clip: list[tuple[ClipFaces, ClipAssignment]] = []
+    for record in ctx.progress(clips, desc="faces", total=len(clips)):
+        faces = detect_clip(record, model, config, ctx.cache, counters)
+        keep, q = quality(faces, model, config)
+        result = assign_clip(faces, keep, q, bank, model.metric, cut, config.min_cluster_size)
+        per_clip.append((faces, result))
+        new = record.model_copy(deep=True)
+        new.faces = build_section(record, faces, result, model, config, ctx.cache)
+        if len(faces.times) == 0 and (record.clip.frames or 0) > 0:
+            clip = record.clip
+            message = (f"no frame of clip {clip.index} ({clip.start:.2f}-{clip.end:.2f} s) could be decoded "
+                       f"from {record.video.path}; faces are unknown for it")
+            log.warning(message)
+            new.errors = [*(new.errors or []), {"stage": STAGE, "message": message}]
+        out.append(new)
+    if config.recluster:
+        mapping = recluster_video(per_clip, model.metric, cut, config.min_cluster_size)
+        for record in out:
+            assert record.faces is not None
+            record.faces.recluster = {t.face_id: mapping[t.face_id] for t in record.faces.tracks}
+    return out
+
+
+def run_faces(records: list[ClipRecord], model: FaceModel, config: FacesConfig, ctx: RunContext,
+              counters: Counters | None = None) -> list[ClipRecord]:
+    """The stage over a stream: every video folded separately, records returned in input order."""
+    done: dict[tuple[str, int], ClipRecord] = {}
+    for clips in by_video(records):
+        for record in faces_video(clips, model, config, ctx, counters):
+            done[record.key] = record
+    return [done[r.key] for r in records]
+
+
+def model_kwargs(config: FacesConfig, device: str = "cpu") -> dict[str, Any]:
+    """Constructor arguments of the configured backend."""
+    if config.backend == "dlib":
+        kw: dict[str, Any] = {"detector": config.detector, "upsample": config.upsample,
+                              "model_dir": config.model_dir, "device": device}
+        if config.detect_side:
+            kw["detect_side"] = config.detect_side
+        return kw
+    kw = {"model_dir": config.model_dir, "device": device}
+    if config.detect_side:
+        kw["det_size"] = config.detect_side
+    return kw
+
+
+def load_model(config: FacesConfig, device: str = "cpu") -> FaceModel:
+    from stages.backends.face import make_face_model
+
+    return make_face_model(config.backend, **model_kwargs(config, device))
+
+
+
+# ------------------------------------------------------------------------------------------- images
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+
+
+def load_image(path: Path) -> np.ndarray:
+    """An image file as RGB uint8 (grey, palette and alpha images converted), or one clear error."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as img:
+            return np.asarray(img.convert("RGB"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
+        raise InputError(f"{path}: not a readable image ({exc})") from None
+
+
+def image_faces(image: np.ndarray, model: FaceModel, config: FacesConfig) -> tuple[ClipFaces, np.ndarray,
+                                                                                    np.ndarray]:
+    """Detections of one still image with their (keep mask, quality), as the stage would judge them."""
+    faces = pack_detections(np.zeros(1), [image], model.detect_frames([image]))
+    keep, q = quality(faces, model, config)
+    return faces, keep, q
