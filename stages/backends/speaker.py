@@ -1,0 +1,54 @@
+"""Speaker embeddings behind one Protocol, with a registry.
+
+Both the diarizer (short sliding windows) and ``m3 voices`` (whole utterances) embed spans of one clip's
+audio, so the interface takes the clip's audio once plus the spans: a backend can then compute its
+features for the whole clip a single time and batch every span through the network together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from stages.errors import M3Error
+
+Span = tuple[float, float]
+
+SPEAKER_BACKENDS = ("resemblyzer", "pyannote")
+
+
+@runtime_checkable
+class SpeakerModel(Protocol):
+    name: str  # backend name
+    model: str  # model as recorded in output
+    version: str  # for cache keys
+    dim: int
+    #: cosine similarity above which two utterance embeddings are taken as one voice (backend-specific)
+    same_speaker_cosine: float
+
+    def embed(self, audio: np.ndarray, spans: Sequence[Span]) -> np.ndarray:
+        """One L2-normalised embedding per span (seconds from the start of ``audio``, mono 16 kHz float32);
+        shape (len(spans), dim), float32."""
+        ...
+
+
+def make_speaker_model(name: str, model: str | None = None, device: str = "cpu") -> SpeakerModel:
+    if name == "resemblyzer":
+        from stages.backends.speaker_resemblyzer import ResemblyzerModel
+
+        if model is not None:
+            return ResemblyzerModel(weights=model, device=device)
+        return ResemblyzerModel(device=device)
+    if name == "pyannote":
+        from stages.backends.speaker_pyannote import PyannoteEmbedding
+
+        return PyannoteEmbedding(model, device=device)
+    raise M3Error(f"unknown speaker-embedding backend {name!r}; choose one of: {', '.join(SPEAKER_BACKENDS)}")
+
+
+def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float32)
+    norm = np.linalg.norm(x, axis=axis, keepdims=True)
+    return x / np.maximum(norm, 1e-12)

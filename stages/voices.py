@@ -1,0 +1,299 @@
+"""`m3 voices`: global voice ids ``<voice_N>`` per video, from speaker embeddings and a voice bank.
+
+As in M3-Agent, each video has a bank of voices; each voice keeps up to ``max_snapshots`` (20) utterance
+embeddings, and a new embedding joins the voice whose snapshots it matches best on average cosine
+similarity if that average reaches ``threshold``, else it founds a new voice. M3-Agent's 0.6 is for its
+ERes2Net embeddings; resemblyzer's GE2E vectors are all in the positive orthant and sit higher: the
+fixture's two LibriSpeech readers score ~0.85-0.95 within a speaker and ~0.55-0.7 across, so the
+resemblyzer default is 0.75 (each backend carries its own default: ``same_speaker_cosine``).
+
+Same-speaker evidence inside a clip is used first, because the diarizer has already decided which
+utterances share a voice there and a mean over several utterances is a far steadier embedding than
+one utterance:
+
+1. Utterances of at least ``min_seconds`` are embedded (cached per clip; a threshold change only
+   replays the fold below).
+2. Per local speaker (``speaker_local``) of the clip, in order of first appearance, the L2-normalised
+   mean of its utterances' embeddings is matched against the bank (or founds a new voice). Two local
+   speakers may land on one voice: that repairs a diarizer that split one person in two.
+3. Per utterance fallback: a long utterance whose own embedding falls below the threshold for its
+   speaker's voice but reaches it for another existing voice moves to that voice (repairs a diarizer
+   that merged two people). Utterances without a local label are matched one by one.
+4. Each long utterance's embedding becomes a snapshot of the voice it ended in (oldest dropped first).
+5. Shorter utterances take the voice of their local speaker (the voice most of its long utterances
+   got); a local speaker with no long utterance stays unassigned (``speaker: null``).
+
+``voice_score`` is the utterance's average cosine similarity to its voice's snapshots once the clip is
+folded in (absent for utterances that inherited their voice). Everything is deterministic: clips in
+order, ties broken by id number, and reruns give byte-identical records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from schemas.records import ClipRecord, Utterance, VoicesSection
+from stages import media
+from stages.backends.speaker import SPEAKER_BACKENDS, SpeakerModel, l2_normalize, make_speaker_model
+from stages.cache import Cache, CacheKey
+from stages.common import RunContext, by_video
+from stages.errors import InputError
+
+log = logging.getLogger(__name__)
+
+STAGE = "voices"
+EMBED_STAGE = "voices-embed"
+DEFAULT_THRESHOLDS = {"resemblyzer": 0.75, "pyannote": 0.5}
+
+
+@dataclass(frozen=True)
+class VoicesConfig:
+    backend: str = "resemblyzer"
+    model: str | None = None
+    min_seconds: float = 2.0
+    threshold: float | None = None  # None: the backend's default
+    max_snapshots: int = 20
+
+    def __post_init__(self) -> None:
+        if self.backend not in SPEAKER_BACKENDS:
+            make_speaker_model(self.backend)  # raises the "unknown backend" error
+        if self.min_seconds < 0:
+            raise InputError(f"--min-seconds must be >= 0, got {self.min_seconds}")
+        if self.threshold is not None and not -1 <= self.threshold <= 1:
+            raise InputError(f"--threshold is a cosine similarity in [-1, 1], got {self.threshold}")
+        if self.max_snapshots < 1:
+            raise InputError(f"--max-snapshots must be at least 1, got {self.max_snapshots}")
+
+    @property
+    def cosine(self) -> float:
+        return self.threshold if self.threshold is not None else DEFAULT_THRESHOLDS[self.backend]
+
+
+# -- the bank --------------------------------------------------------------------------------------
+class VoiceBank:
+    """Per-video voices, each a bounded list of snapshot embeddings."""
+
+    def __init__(self, threshold: float, max_snapshots: int) -> None:
+        self.threshold = threshold
+        self.max_snapshots = max_snapshots
+        self.snapshots: dict[str, list[np.ndarray]] = {}
+
+    def scores(self, vec: np.ndarray) -> dict[str, float]:
+        return {vid: float(np.mean(np.stack(snaps) @ vec)) for vid, snaps in self.snapshots.items()}
+
+    def best(self, vec: np.ndarray, exclude: str | None = None) -> tuple[str | None, float]:
+        """Best-matching voice and its score (ties: the older voice)."""
+        best_id, best_score = None, -np.inf
+        for vid, score in self.scores(vec).items():  # dict order = creation order
+            if vid != exclude and score > best_score + 1e-9:
+                best_id, best_score = vid, score
+        return best_id, float(best_score)
+
+    def match(self, vec: np.ndarray) -> tuple[str, float]:
+        """The voice ``vec`` belongs to, creating one if none reaches the threshold."""
+        vid, score = self.best(vec)
+        if vid is not None and score >= self.threshold:
+            return vid, score
+        return self.create(), float("nan")
+
+    def create(self) -> str:
+        vid = f"<voice_{len(self.snapshots) + 1}>"
+        self.snapshots[vid] = []
+        return vid
+
+    def add(self, vid: str, vec: np.ndarray) -> None:
+        snaps = self.snapshots[vid]
+        snaps.append(vec)
+        if len(snaps) > self.max_snapshots:
+            del snaps[0]
+
+
+# -- per-clip embeddings ---------------------------------------------------------------------------
+def speaker_identity(config: VoicesConfig) -> str:
+    """Model identity for cache keys without loading the model."""
+    if config.backend == "resemblyzer":
+        from stages.backends.speaker_resemblyzer import PARTIAL, PARTIAL_RATE, bundled_weights
+
+        path = bundled_weights() if config.model is None else Path(config.model).expanduser()
+        size = path.stat().st_size if path.is_file() else "missing"
+        return f"resemblyzer {_dist('resemblyzer')}; weights {size}; partial {PARTIAL}@{PARTIAL_RATE}"
+    return f"{config.backend}; {config.model}; pyannote.audio {_dist('pyannote.audio')}"
+
+
+def _dist(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+class Embedder:
+    """Loads the speaker model on the first cache miss only."""
+
+    def __init__(self, config: VoicesConfig, device: str) -> None:
+        self.config = config
+        self.device = device
+        self._model: SpeakerModel | None = None
+        self.identity = speaker_identity(config)
+
+    @property
+    def model(self) -> SpeakerModel:
+        if self._model is None:
+            self._model = make_speaker_model(self.config.backend, self.config.model, self.device)
+        return self._model
+
+
+def clip_embeddings(
+    record: ClipRecord, spans: list[tuple[float, float]], embedder: Embedder, cache: Cache | None
+) -> np.ndarray:
+    """Embeddings of ``spans`` (absolute times) of one clip, cached per clip and span list."""
+    if not spans:
+        return np.zeros((0, 0), np.float32)
+    start, end = record.clip.start, record.clip.end
+    cfg = {
+        "start": start,
+        "end": end,
+        "spans": spans,
+        "backend": embedder.config.backend,
+        "model": embedder.config.model,
+    }
+    key = CacheKey.of(record.video.id, record.clip.index, EMBED_STAGE, cfg, embedder.identity)
+    if cache is not None:
+        hit = cache.get_arrays(key, "embeddings.npz")
+        if hit is not None and len(hit["emb"]) == len(spans):
+            return hit["emb"]
+    path = media.source_path(record.video)
+    audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
+    rel = [(max(0.0, s - start), max(0.0, e - start)) for s, e in spans]
+    emb = embedder.model.embed(audio, rel).astype(np.float32)
+    if cache is not None:
+        cache.put_arrays(key, "embeddings.npz", emb=emb)
+    return emb
+
+
+# -- the fold --------------------------------------------------------------------------------------
+@dataclass
+class ClipVoices:
+    ids: list[str | None]  # per utterance
+    scores: list[float | None]
+    means: dict[str, np.ndarray]  # per voice id present, over this clip's long utterances
+
+
+def assign_clip(
+    utterances: Sequence[Utterance], long_idx: list[int], emb: np.ndarray, bank: VoiceBank
+) -> ClipVoices:
+    """Fold one clip into ``bank`` (steps 2-5 of the module docstring)."""
+    n = len(utterances)
+    ids: list[str | None] = [None] * n
+    vec = {i: emb[k] for k, i in enumerate(long_idx)}
+    groups: dict[object, list[int]] = {}
+    for i in long_idx:
+        label = utterances[i].speaker_local
+        groups.setdefault(label if label is not None else ("utt", i), []).append(i)
+    for members in groups.values():  # dict order = first appearance (utterances are in time order)
+        mean = l2_normalize(np.mean(np.stack([vec[i] for i in members]), axis=0))
+        vid, _ = bank.match(mean)
+        fresh = not bank.snapshots[vid]
+        for i in members:
+            ids[i] = vid
+            if fresh or len(members) == 1:
+                continue
+            own = bank.scores(vec[i]).get(vid, -1.0)
+            other, score = bank.best(vec[i], exclude=vid)
+            if own < bank.threshold and other is not None and score >= bank.threshold and score > own:
+                ids[i] = other
+        for i in members:
+            bank.add(ids[i], vec[i])  # type: ignore[arg-type]
+    # short utterances: the voice most long utterances of their local speaker got
+    by_label: dict[str, list[str]] = {}
+    for i in long_idx:
+        if utterances[i].speaker_local is not None:
+            by_label.setdefault(utterances[i].speaker_local, []).append(ids[i])  # type: ignore[arg-type]
+    for i, u in enumerate(utterances):
+        if ids[i] is None and u.speaker_local in by_label:
+            votes = by_label[u.speaker_local]
+            ids[i] = max(sorted(set(votes), key=_num), key=votes.count)
+    scores: list[float | None] = [None] * n
+    for i in long_idx:
+        scores[i] = round(bank.scores(vec[i])[ids[i]], 4)  # type: ignore[index]
+    means = {}
+    for vid in sorted({ids[i] for i in long_idx}, key=_num):  # type: ignore[arg-type]
+        means[vid] = l2_normalize(np.mean(np.stack([vec[i] for i in long_idx if ids[i] == vid]), axis=0))
+    return ClipVoices(ids, scores, means)
+
+
+def _num(vid: str | None) -> int:
+    return int(vid.strip("<>").split("_")[1]) if vid else 0
+
+
+def _store_means(record: ClipRecord, means: dict[str, np.ndarray], cache: Cache | None) -> str | None:
+    if cache is None or not means:
+        return None
+    names = {vid.strip("<>"): vec.astype(np.float32) for vid, vec in means.items()}
+    digest = hashlib.sha256(b"".join(k.encode() + v.tobytes() for k, v in sorted(names.items()))).hexdigest()[
+        :16
+    ]
+    key = CacheKey.of(record.video.id, record.clip.index, STAGE, {"means": digest}, "voice-means/1")
+    path = cache.path(key, "voices.npz")
+    if not path.is_file():
+        cache.put_arrays(key, "voices.npz", **names)
+    return str(path)
+
+
+def voices_records(
+    records: Sequence[ClipRecord], config: VoicesConfig, ctx: RunContext | None = None
+) -> list[ClipRecord]:
+    """Set ``speaker``/``voice_score`` on every utterance and add the ``voices`` section."""
+    ctx = ctx or RunContext()
+    for r in records:
+        if r.utterances is None:
+            raise InputError(
+                f"{r.video.path} clip {r.clip.index}: no utterances in the record; "
+                "run `m3 diarize` before `m3 voices`"
+            )
+    embedder = Embedder(config, ctx.device)
+    model_name = _model_name(config)
+    out: dict[tuple[str, int], ClipRecord] = {}
+    videos = list(by_video(records))
+    total = sum(len(v) for v in videos)
+    clips = (clip for video in videos for clip in video)
+    bank: VoiceBank | None = None
+    current: str | None = None
+    for record in ctx.progress(clips, desc="voices", total=total):
+        if record.video.id != current:
+            bank, current = VoiceBank(config.cosine, config.max_snapshots), record.video.id
+        assert bank is not None
+        utts = list(record.utterances or [])
+        long_idx = [i for i, u in enumerate(utts) if u.end - u.start >= config.min_seconds]
+        emb = clip_embeddings(record, [(utts[i].start, utts[i].end) for i in long_idx], embedder, ctx.cache)
+        result = assign_clip(utts, long_idx, emb, bank)
+        new_utts = [
+            u.model_copy(update={"speaker": vid, "voice_score": score})
+            for u, vid, score in zip(utts, result.ids, result.scores, strict=True)
+        ]
+        present = sorted({vid for vid in result.ids if vid}, key=_num)
+        section = VoicesSection(
+            backend=config.backend,
+            model=model_name,
+            min_seconds=config.min_seconds,
+            ids=present,
+            assigned=sum(1 for v in result.ids if v),
+            unassigned=sum(1 for v in result.ids if not v),
+            embeddings=_store_means(record, result.means, ctx.cache),
+        )
+        section.threshold = config.cosine  # type: ignore[attr-defined]
+        out[record.key] = record.model_copy(update={"utterances": new_utts, "voices": section})
+    return [out[r.key] for r in records]
+
+
+def _model_name(config: VoicesConfig) -> str:
+    if config.backend == "resemblyzer":
+        return "ge2e-256" if config.model is None else Path(config.model).name
+    return Path(config.model).name if config.model else "-"

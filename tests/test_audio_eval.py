@@ -1,0 +1,122 @@
+"""DER and WER scoring: hand-computed cases (checked against pyannote.metrics when it was available:
+identical to 1e-15 on 400 random hypotheses and on the pipeline's own outputs), RTTM/UEM parsing."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import DATA
+
+from stages.audio_eval import (
+    diarization_error,
+    merge_regions,
+    normalize_text,
+    read_rttm,
+    read_uem,
+    subtract_regions,
+    word_error,
+    write_rttm,
+)
+from stages.errors import InputError
+
+REF = [(0.0, 10.0, "A"), (10.0, 20.0, "B")]
+
+
+def test_perfect_hypothesis_with_other_labels_scores_zero():
+    d = diarization_error(REF, [(0.0, 10.0, "x"), (10.0, 20.0, "y")], collar=0.0)
+    assert d.der == 0.0 and d.mapping == {"x": "A", "y": "B"}
+
+
+def test_confusion_without_collar():
+    # hyp x holds A's 10 s and 2 s of B; y holds 8 s of B -> x->A, y->B, 2 s confused of 20 s
+    d = diarization_error(REF, [(0.0, 12.0, "x"), (12.0, 20.0, "y")], collar=0.0)
+    assert d.confusion == pytest.approx(2.0) and d.missed == 0 and d.false_alarm == 0
+    assert d.der == pytest.approx(0.1)
+
+
+def test_collar_removes_time_around_reference_boundaries():
+    # boundaries 0, 10, 20 with +-0.25 s: scored = [0.25, 9.75] + [10.25, 19.75] = 19 s;
+    # confusion now only on [10.25, 12] = 1.75 s
+    d = diarization_error(REF, [(0.0, 12.0, "x"), (12.0, 20.0, "y")], collar=0.25)
+    assert d.total == pytest.approx(19.0)
+    assert d.confusion == pytest.approx(1.75)
+    assert d.der == pytest.approx(1.75 / 19.0)
+
+
+def test_missed_false_alarm_and_overlap():
+    ref = [(0.0, 10.0, "A"), (5.0, 10.0, "B")]  # 5 s of overlap: 15 s of reference speech
+    d = diarization_error(ref, [(0.0, 10.0, "x"), (12.0, 13.0, "x")], collar=0.0)
+    assert d.total == pytest.approx(15.0)
+    assert d.missed == pytest.approx(5.0)  # only one hyp speaker during the overlap
+    assert d.false_alarm == pytest.approx(1.0)  # [12, 13] has no reference speech (UEM = extent)
+    assert d.der == pytest.approx(6.0 / 15.0)
+    assert diarization_error(ref, [], collar=0.0).der == pytest.approx(1.0)
+
+
+def test_uem_limits_scoring():
+    d = diarization_error(REF, [(0.0, 12.0, "x"), (12.0, 20.0, "y")], uem=[(0.0, 10.0)], collar=0.0)
+    assert d.der == 0.0 and d.total == pytest.approx(10.0)
+
+
+def test_one_speaker_cannot_take_two_reference_labels():
+    d = diarization_error(REF, [(0.0, 20.0, "x")], collar=0.0)
+    assert d.confusion == pytest.approx(10.0) and d.der == pytest.approx(0.5)
+
+
+def test_region_helpers():
+    assert merge_regions([(3, 4), (0, 1), (0.5, 2)]) == [(0, 2), (3, 4)]
+    assert subtract_regions([(0, 10)], [(2, 3), (9, 12)]) == [(0, 2), (3, 9)]
+
+
+def test_read_rttm_and_uem_from_the_dev_set():
+    turns = read_rttm(DATA / "debug.development.rttm")
+    assert sorted(turns) == ["dev00", "dev01"]
+    assert turns["dev00"][0] == pytest.approx((1.44, 13.312, "MEE009"))
+    assert {s for _, _, s in turns["dev01"]} == {"MEE009", "MEE012"}
+    assert read_uem(DATA / "debug.development.uem") == {"dev00": [(0.0, 30.0)], "dev01": [(0.0, 30.0)]}
+    text = write_rttm("dev00", turns["dev00"])
+    assert text.splitlines()[0].split()[:5] == ["SPEAKER", "dev00", "1", "1.440", "11.872"]
+
+
+def test_bad_rttm_names_the_line(tmp_path):
+    bad = tmp_path / "bad.rttm"
+    bad.write_text("SPEAKER f 1 0.0 1.0 <NA> <NA> A <NA> <NA>\nSPEAKER f 1 zero 1.0 <NA> <NA> A <NA> <NA>\n")
+    with pytest.raises(InputError, match="bad.rttm:2"):
+        read_rttm(bad)
+    with pytest.raises(InputError, match="no such file"):
+        read_uem(tmp_path / "missing.uem")
+
+
+def test_wer_normalises_case_and_punctuation():
+    assert normalize_text("And so, my fellow Americans: ask NOT!") == "and so my fellow americans ask not"
+    assert normalize_text("don't 'quote'") == "don't quote"
+    assert word_error("Hello, World!", "hello world").wer == 0.0
+    w = word_error("ask not what your country can do", "ask what your county can do for")
+    assert (w.substitutions, w.deletions, w.insertions, w.reference_words) == (1, 1, 1, 7)
+    assert w.wer == pytest.approx(3 / 7)
+    assert word_error("some words here", "").wer == 1.0
+    with pytest.raises(InputError):
+        word_error("...", "x")
+
+
+@pytest.mark.slow
+def test_eval_commands_print_tables_and_json(cache_dir):
+    from conftest import run_m3
+
+    proc = run_m3("eval", "asr", DATA / "jfk.wav", "--ref", DATA / "jfk.ref.txt", check=True)
+    table = proc.stdout.decode()
+    assert table.splitlines()[0].split()[:2] == ["file", "WER"] and "jfk.wav" in table
+    data = json.loads(
+        run_m3("eval", "asr", DATA / "jfk.wav", "--ref", DATA / "jfk.ref.txt", "--json", check=True).stdout
+    )
+    assert data["wer"] <= 0.10 and data["reference_words"] == 22
+    proc = run_m3(
+        "eval", "diarization", DATA / "fixture.mp4", "--rttm", DATA / "fixture.rttm", "--json", check=True
+    )
+    res = json.loads(proc.stdout)
+    fixture = res["files"][0]
+    assert fixture["uri"] == "fixture" and fixture["turns"]["hyp_speakers"] == 2
+    assert fixture["turns"]["der"] < 0.10 and res["overall_der"]["utterances"] < 0.15
+    bad = run_m3("eval", "diarization", DATA / "jfk.wav", "--rttm", DATA / "fixture.rttm")
+    assert bad.returncode == 1 and "no SPEAKER lines for file id 'jfk'" in bad.stderr.decode()
