@@ -33,7 +33,6 @@ def main() -> str:
 
         from stages import media
         from stages.cache import Cache
-
         from stages.segment import SegmentConfig, segment_video
 
         inproc = Path(tempfile.mkdtemp(prefix="m3-bench-cache-"))
@@ -56,19 +55,38 @@ def main() -> str:
     rows = [
         ["segment_video(), first run (in-process)", f"{t_first:.3f} s", f"{duration / t_first:.0f}x", ""],
         ["segment_video(), cached rerun (in-process)", f"{t_rerun:.4f} s", f"{duration / t_rerun:.0f}x", ""],
-        ["segment, first run (hash + demux)", f"{first.seconds:.2f} s", f"{duration / first.seconds:.0f}x",
-         f"{first.peak_rss_mb:.0f} MB"],
-        ["segment, cached rerun", f"{rerun.seconds:.2f} s", f"{duration / rerun.seconds:.0f}x",
-         f"{rerun.peak_rss_mb:.0f} MB"],
-        ["`m3 --version` (process start-up)", f"{startup.seconds:.2f} s", "", f"{startup.peak_rss_mb:.0f} MB"],
-        ["sample 30 s of frames at 5 fps (decode + cache)", f"{t_frames:.2f} s", f"{30 / t_frames:.0f}x",
-         f"{len(frames)} frames"],
+        [
+            "segment, first run (hash + demux)",
+            f"{first.seconds:.2f} s",
+            f"{duration / first.seconds:.0f}x",
+            f"{first.peak_rss_mb:.0f} MB",
+        ],
+        [
+            "segment, cached rerun",
+            f"{rerun.seconds:.2f} s",
+            f"{duration / rerun.seconds:.0f}x",
+            f"{rerun.peak_rss_mb:.0f} MB",
+        ],
+        [
+            "`m3 --version` (process start-up)",
+            f"{startup.seconds:.2f} s",
+            "",
+            f"{startup.peak_rss_mb:.0f} MB",
+        ],
+        [
+            "sample 30 s of frames at 5 fps (decode + cache)",
+            f"{t_frames:.2f} s",
+            f"{30 / t_frames:.0f}x",
+            f"{len(frames)} frames",
+        ],
         ["30 s of 16 kHz mono audio (decode + cache)", f"{t_audio:.3f} s", f"{30 / t_audio:.0f}x", ""],
     ]
     size_mb = video.stat().st_size / 1e6
-    title = (f"segment: {MINUTES}-min 640x360 30 fps H.264+AAC ({size_mb:.0f} MB), {clips} clips ({machine()}); "
-             f"cached rerun {t_first / t_rerun:.0f}x faster in-process, {first.seconds / rerun.seconds:.1f}x "
-             "as whole processes (start-up included)")
+    title = (
+        f"segment: {MINUTES}-min 640x360 30 fps H.264+AAC ({size_mb:.0f} MB), {clips} clips ({machine()}); "
+        f"cached rerun {t_first / t_rerun:.0f}x faster in-process, {first.seconds / rerun.seconds:.1f}x "
+        "as whole processes (start-up included)"
+    )
     return table(title, ["what", "wall time", "x real time", "peak RSS / note"], rows)
 
 

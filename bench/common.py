@@ -35,8 +35,9 @@ def run_cmd(args: list[str], env: dict | None = None, stdin: bytes | None = None
     """Run a command in a fresh process; a wrapper process reports the command's own peak RSS."""
     full_env = dict(os.environ, **(env or {}))
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", _MEASURE, *args], input=stdin or b"", capture_output=True,
-                          env=full_env)
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEASURE, *args], input=stdin or b"", capture_output=True, env=full_env
+    )
     seconds = time.perf_counter() - start
     if proc.returncode:
         raise SystemExit(f"{' '.join(args)} failed:\n{proc.stderr.decode()}")
@@ -84,7 +85,9 @@ def make_test_video(path: Path, seconds: int, fps: int = 30, width: int = 640, h
         out.mux(vs.encode())
         for s in range(seconds):
             for j in range(0, 16000, 1000):
-                frame = av.AudioFrame.from_ndarray(tone[j:j + 1000].reshape(1, -1), format="flt", layout="mono")
+                frame = av.AudioFrame.from_ndarray(
+                    tone[j : j + 1000].reshape(1, -1), format="flt", layout="mono"
+                )
                 frame.sample_rate, frame.pts, frame.time_base = 16000, s * 16000 + j, Fraction(1, 16000)
                 out.mux(aus.encode(frame))
         out.mux(aus.encode())

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -18,7 +17,8 @@ HELP = """Turn long videos into an entity-centric multimodal memory, and ask it 
 Each stage reads clip records (JSONL) on stdin or from files and writes them to stdout:
 
 \b
-    m3 segment talk.mp4 | m3 diarize | m3 voices | m3 faces | m3 memorize | m3 link | m3 abstract | m3 index -o mem.lance
+    m3 segment talk.mp4 | m3 diarize | m3 voices | m3 faces \\
+      | m3 memorize | m3 link | m3 abstract | m3 index -o mem.lance
 
     m3 ask mem.lance "Who likes coffee?"
 """
@@ -43,12 +43,22 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     ctx: typer.Context,
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML config file (default: the user config dir's m3.toml)."),
-    cache_dir: Optional[Path] = typer.Option(None, "--cache-dir", help="Cache root (default: $M3_CACHE or the platform cache dir)."),
-    device: Optional[str] = typer.Option(None, "--device", help="cpu or cuda for model backends (default: cpu)."),
+    config: Path | None = typer.Option(
+        None, "--config", help="TOML config file (default: the user config dir's m3.toml)."
+    ),
+    cache_dir: Path | None = typer.Option(
+        None, "--cache-dir", help="Cache root (default: $M3_CACHE or the platform cache dir)."
+    ),
+    device: str | None = typer.Option(
+        None, "--device", help="cpu or cuda for model backends (default: cpu)."
+    ),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr; no progress bars."),
-    verbose: int = typer.Option(0, "--verbose", "-v", count=True, help="More logging on stderr (-vv for debug)."),
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    verbose: int = typer.Option(
+        0, "--verbose", "-v", count=True, help="More logging on stderr (-vv for debug)."
+    ),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version."
+    ),
 ) -> None:
     st = state(ctx)
     st.config_path = config
@@ -69,8 +79,12 @@ def _register() -> None:
 
     from m3cli import commands
 
-    modules = [importlib.import_module(f"m3cli.commands.{m.name}") for m in pkgutil.iter_modules(commands.__path__)]
-    for module in sorted((m for m in modules if hasattr(m, "register")), key=lambda m: (getattr(m, "RANK", 50), m.__name__)):
+    modules = [
+        importlib.import_module(f"m3cli.commands.{m.name}") for m in pkgutil.iter_modules(commands.__path__)
+    ]
+    for module in sorted(
+        (m for m in modules if hasattr(m, "register")), key=lambda m: (getattr(m, "RANK", 50), m.__name__)
+    ):
         module.register(app)
 
 

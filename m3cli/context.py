@@ -48,7 +48,11 @@ def cache(s: Settings) -> Cache:
 
 
 def setup_logging(verbose: int, quiet: bool) -> None:
-    level = logging.ERROR if quiet else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
+    level = (
+        logging.ERROR
+        if quiet
+        else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
+    )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("m3: %(levelname)s: %(message)s"))
     root = logging.getLogger()
@@ -58,9 +62,18 @@ def setup_logging(verbose: int, quiet: bool) -> None:
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
 
 
-def progress(ctx: typer.Context, items: Iterable[T], desc: str, total: int | None = None,
-             unit: str = "clip") -> Iterator[T]:
+def progress(
+    ctx: typer.Context, items: Iterable[T], desc: str, total: int | None = None, unit: str = "clip"
+) -> Iterator[T]:
     """A progress bar on stderr, shown only to a person watching a terminal."""
     quiet = state(ctx).quiet or not sys.stderr.isatty()
-    yield from tqdm(items, desc=desc, total=total, unit=unit, file=sys.stderr, disable=quiet,
-                    dynamic_ncols=True, leave=False)
+    yield from tqdm(
+        items,
+        desc=desc,
+        total=total,
+        unit=unit,
+        file=sys.stderr,
+        disable=quiet,
+        dynamic_ncols=True,
+        leave=False,
+    )

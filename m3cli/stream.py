@@ -101,8 +101,9 @@ def write_atomic(path: Path, data: bytes) -> None:
         raise
 
 
-def write_records(records: Iterable[ClipRecord | dict], output: str | None = None,
-                  stdout: IO[bytes] | None = None) -> int:
+def write_records(
+    records: Iterable[ClipRecord | dict], output: str | None = None, stdout: IO[bytes] | None = None
+) -> int:
     """Emit records to stdout (``output`` None or ``-``) or atomically to a file; returns the count."""
     lines = [dumps(r) for r in records]
     blob = b"".join(lines)

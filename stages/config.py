@@ -8,12 +8,12 @@ reach records, cache keys or logs.
 from __future__ import annotations
 
 import os
-import tomllib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import platformdirs
+import tomllib
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from stages.errors import M3Error

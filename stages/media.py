@@ -94,8 +94,12 @@ def content_id(path: Path, cache: Cache | None = None) -> str:
     (path, size, mtime, inode): a rerun on an unchanged file only stats it.
     """
     st = check_readable_file(path)
-    stamp = {"path": os.fsencode(path.resolve()).hex(), "size": st.st_size, "mtime": st.st_mtime_ns,
-             "ino": st.st_ino}
+    stamp = {
+        "path": os.fsencode(path.resolve()).hex(),
+        "size": st.st_size,
+        "mtime": st.st_mtime_ns,
+        "ino": st.st_ino,
+    }
     key = CacheKey.of("files", None, "content-id", stamp, "sha256")
     if cache is not None:
         known = cache.get_json(key, "id.json")
@@ -134,7 +138,9 @@ def open_container(path: Path) -> av.container.InputContainer:
     try:
         return av.open(os.fsdecode(path), mode="r")
     except av.error.InvalidDataError:
-        raise InputError(f"{name}: not a video (no decodable container; truncated or not a media file)") from None
+        raise InputError(
+            f"{name}: not a video (no decodable container; truncated or not a media file)"
+        ) from None
     except av.error.FFmpegError as exc:
         raise InputError(f"{name}: cannot open as media: {exc}") from None
 
@@ -162,7 +168,9 @@ def probe(path: Path) -> Probe:
                 if packet.duration:
                     durations.append(packet.duration)
         except av.error.FFmpegError as exc:
-            raise InputError(f"{name}: corrupt or truncated video stream after {len(pts)} frames: {exc}") from None
+            raise InputError(
+                f"{name}: corrupt or truncated video stream after {len(pts)} frames: {exc}"
+            ) from None
         if not pts:
             raise InputError(f"{name}: the video stream has no frames (truncated or empty)")
         times = np.unique(np.asarray(pts, dtype=np.int64)) * tb - origin
@@ -284,9 +292,13 @@ def sample_frames(
     """RGB frames of one clip sampled at ``fps``, decoded once and cached as JPEG."""
     if fps <= 0:
         raise InputError(f"frame rate must be positive, got {fps}")
-    key = CacheKey.of(video_id, clip_index, "frames", {"start": start, "end": end, "fps": fps,
-                                                      "max_side": max_side, "q": FRAME_JPEG_QUALITY},
-                      DECODER_VERSION)
+    key = CacheKey.of(
+        video_id,
+        clip_index,
+        "frames",
+        {"start": start, "end": end, "fps": fps, "max_side": max_side, "q": FRAME_JPEG_QUALITY},
+        DECODER_VERSION,
+    )
     if cache is not None:
         stored = cache.get_arrays(key, "frames.npz")
         if stored is not None:
@@ -306,7 +318,7 @@ def sample_frames(
 def _unpack_frames(packed: dict[str, np.ndarray]) -> Frames:
     data = packed["data"].tobytes()
     offsets = packed["offsets"]
-    images = [decode_jpeg(data[offsets[i]:offsets[i + 1]]) for i in range(len(offsets) - 1)]
+    images = [decode_jpeg(data[offsets[i] : offsets[i + 1]]) for i in range(len(offsets) - 1)]
     return Frames(np.asarray(packed["times"], dtype=np.float64), images)
 
 
@@ -350,7 +362,7 @@ def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray
     if offset < 0:  # audio starts after the clip does: pad the gap with silence
         audio = np.concatenate([np.zeros(-offset, np.float32), audio])
         offset = 0
-    audio = audio[offset:offset + n_out]
+    audio = audio[offset : offset + n_out]
     if len(audio) < n_out:
         audio = np.concatenate([audio, np.zeros(n_out - len(audio), np.float32)])
     return audio
@@ -366,7 +378,9 @@ def clip_audio(
     cache: Cache | None = None,
 ) -> np.ndarray:
     """Mono float32 audio of [start, end) at ``rate`` Hz (empty if the video has no audio)."""
-    key = CacheKey.of(video_id, clip_index, "audio", {"start": start, "end": end, "rate": rate}, DECODER_VERSION)
+    key = CacheKey.of(
+        video_id, clip_index, "audio", {"start": start, "end": end, "rate": rate}, DECODER_VERSION
+    )
     if cache is not None:
         stored = cache.get_arrays(key, "audio.npz")
         if stored is not None:
@@ -400,7 +414,7 @@ def source_path(video: object) -> Path:
     Records carry ``uri`` (exact bytes) when the file name is not valid UTF-8, else ``path``.
     """
     uri = getattr(video, "uri", None)
-    path = uri_to_path(uri) if uri else Path(getattr(video, "path"))
+    path = uri_to_path(uri) if uri else Path(video.path)
     if not path.exists():
         raise InputError(
             f"{display_name(path)}: video file not found (moved or deleted since `m3 segment`); "

@@ -45,16 +45,18 @@ def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
     for index, (lo, hi) in enumerate(zip(firsts, lasts, strict=True)):
         start = max(0.0, float(times[lo]))
         end = float(times[hi]) if hi < len(times) else probe.duration
-        clips.append({
-            "index": index,
-            "start": round(start, 6),
-            "end": round(end, 6),
-            "frames": int(hi - lo),
-            "fps": probe.fps,
-            "has_audio": probe.has_audio,
-            "width": probe.width,
-            "height": probe.height,
-        })
+        clips.append(
+            {
+                "index": index,
+                "start": round(start, 6),
+                "end": round(end, 6),
+                "frames": int(hi - lo),
+                "fps": probe.fps,
+                "has_audio": probe.has_audio,
+                "width": probe.width,
+                "height": probe.height,
+            }
+        )
     return clips
 
 

@@ -22,8 +22,13 @@ def cache_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-def run_m3(*args: str | os.PathLike, input: bytes | None = None, env: dict | None = None,
-           check: bool = False, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def run_m3(
+    *args: str | os.PathLike,
+    input: bytes | None = None,
+    env: dict | None = None,
+    check: bool = False,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess:
     """Run ``python -m m3cli ARGS`` as a user would, capturing bytes."""
     full_env = dict(os.environ)
     full_env.update(env or {})
@@ -36,7 +41,9 @@ def run_m3(*args: str | os.PathLike, input: bytes | None = None, env: dict | Non
         timeout=600,
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"m3 {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr.decode()}")
+        raise AssertionError(
+            f"m3 {' '.join(map(str, args))} failed ({proc.returncode}):\n{proc.stderr.decode()}"
+        )
     return proc
 
 

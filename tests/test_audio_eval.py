@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import DATA
 
+from conftest import DATA
 from stages.audio_eval import (
     diarization_error,
     merge_regions,

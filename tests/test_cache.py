@@ -23,8 +23,13 @@ def key(clip=0, stage="faces", config=None, model="dlib-20"):
 def test_key_covers_every_component():
     base = key()
     assert config_hash({"a": 1, "b": 2}) == config_hash({"b": 2, "a": 1})
-    variants = [key(clip=1), key(stage="voices"), key(config={"fps": 4}), key(model="dlib-21"),
-                CacheKey.of("cd" * 8, 0, "faces", {"fps": 5}, "dlib-20")]
+    variants = [
+        key(clip=1),
+        key(stage="voices"),
+        key(config={"fps": 4}),
+        key(model="dlib-21"),
+        CacheKey.of("cd" * 8, 0, "faces", {"fps": 5}, "dlib-20"),
+    ]
     paths = {base.relpath("x")} | {v.relpath("x") for v in variants}
     assert len(paths) == 6
 
@@ -65,8 +70,15 @@ WRITER = textwrap.dedent("""
 
 
 def test_two_processes_share_one_cache(tmp_path):
-    procs = [subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), "200"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, cwd=os.getcwd()) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(tmp_path), "200"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=os.getcwd(),
+        )
+        for _ in range(2)
+    ]
     outs = [p.communicate(timeout=120) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
     stats = Cache(tmp_path).stats()
@@ -74,8 +86,11 @@ def test_two_processes_share_one_cache(tmp_path):
 
 
 def test_killed_writer_leaves_a_usable_cache(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path), "100000"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(tmp_path), "100000"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     deadline = time.time() + 60
     while Cache(tmp_path).stats().entries < 3 and time.time() < deadline:
         time.sleep(0.05)
@@ -125,7 +140,9 @@ def test_cache_commands(cache_dir):
     assert bad.returncode == 1 and b"--older-than: cannot read 'soon'" in bad.stderr
 
 
-@pytest.mark.parametrize("text,expected", [("500M", 500 << 20), ("20G", 20 << 30), ("1024", 1024), ("1.5k", 1536)])
+@pytest.mark.parametrize(
+    "text,expected", [("500M", 500 << 20), ("20G", 20 << 30), ("1024", 1024), ("1.5k", 1536)]
+)
 def test_size_parsing(text, expected):
     from m3cli.commands.cache_cmd import parse_size
 

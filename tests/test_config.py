@@ -19,10 +19,17 @@ def write_toml(path: Path, text: str) -> Path:
 
 
 def test_precedence_flags_env_file_defaults(tmp_path):
-    cfg = write_toml(tmp_path / "m3.toml", '[llm]\nmodel = "from-file"\nbase_url = "http://file"\ntimeout = 9\n')
+    cfg = write_toml(
+        tmp_path / "m3.toml", '[llm]\nmodel = "from-file"\nbase_url = "http://file"\ntimeout = 9\n'
+    )
     env = {"M3_LLM_MODEL": "from-env"}
     s = load_settings(flags={"llm.model": "from-flag"}, config_path=cfg, environ=env)
-    assert (s.llm.model, s.llm.base_url, s.llm.timeout, s.llm.max_retries) == ("from-flag", "http://file", 9, 4)
+    assert (s.llm.model, s.llm.base_url, s.llm.timeout, s.llm.max_retries) == (
+        "from-flag",
+        "http://file",
+        9,
+        4,
+    )
     s = load_settings(flags={"llm.model": None}, config_path=cfg, environ=env)
     assert s.llm.model == "from-env"
     s = load_settings(config_path=cfg, environ={})
@@ -54,7 +61,9 @@ def test_secrets_are_masked(tmp_path):
 
 
 def test_config_show_masks_the_key_and_the_key_never_reaches_outputs(tmp_path, cache_dir):
-    cfg = write_toml(tmp_path / "m3.toml", f'[llm]\nbase_url = "http://127.0.0.1:9"\nmodel = "m"\napi_key = "{SECRET}"\n')
+    cfg = write_toml(
+        tmp_path / "m3.toml", f'[llm]\nbase_url = "http://127.0.0.1:9"\nmodel = "m"\napi_key = "{SECRET}"\n'
+    )
     shown = run_m3("--config", cfg, "config", "show", check=True).stdout.decode()
     assert 'api_key = "********"' in shown and SECRET not in shown
     assert 'model = "m"' in shown

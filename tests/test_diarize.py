@@ -8,8 +8,8 @@ import os
 import numpy as np
 import orjson
 import pytest
-from conftest import DATA, FIXTURE, run_m3
 
+from conftest import DATA, FIXTURE, run_m3
 from stages.audio_eval import diarization_error, read_rttm, read_uem, word_error
 from stages.backends.asr import AsrSegment, SpeakerTurn, Word, make_asr, make_vad
 from stages.cache import Cache

@@ -38,7 +38,7 @@ def test_frames_are_cached_and_identical(tmp_path):
     assert cache.stats().by_stage["frames"][0] == 1
     assert len(first) == len(second) == 4
     assert max(first.images[0].shape[:2]) == 320
-    assert all(np.array_equal(a, b) for a, b in zip(first.images, second.images))
+    assert all(np.array_equal(a, b) for a, b in zip(first.images, second.images, strict=False))
 
 
 def test_clip_audio_is_16k_mono_and_in_sync(tmp_path):
@@ -46,7 +46,7 @@ def test_clip_audio_is_16k_mono_and_in_sync(tmp_path):
     cache = Cache(tmp_path)
     audio = media.clip_audio(FIXTURE, FIXTURE_ID, 0, 0.0, 30.0, cache=cache)
     assert audio.dtype == np.float32 and audio.shape == (480000,)
-    rms = lambda a, b: float(np.sqrt(np.mean(audio[int(a * 16000):int(b * 16000)] ** 2)))  # noqa: E731
+    rms = lambda a, b: float(np.sqrt(np.mean(audio[int(a * 16000) : int(b * 16000)] ** 2)))  # noqa: E731
     first = truth["turns"][0]
     assert rms(0.05, 0.5) < 0.01  # leading silence
     assert rms(first["start"] + 0.5, first["end"] - 0.5) > 0.02  # speech during the first turn
@@ -77,4 +77,4 @@ def test_windows_are_short_and_cover_the_clip(start, end, expected):
     if wins:
         assert wins[0][0] == start and wins[-1][1] == pytest.approx(end)
         assert all(b - a <= 5.0 + 1e-9 for a, b in wins)
-        assert all(a[1] == b[0] for a, b in zip(wins, wins[1:]))
+        assert all(a[1] == b[0] for a, b in zip(wins, wins[1:], strict=False))

@@ -62,12 +62,33 @@ def _valid_record() -> dict:
         "schema": "m3.clip/1",
         "video": {"id": "0123456789abcdef", "path": "/v.mp4", "duration": 60.0},
         "clip": {"index": 1, "start": 30.0, "end": 60.0},
-        "faces": {"backend": "dlib", "tracks": [{"face_id": "<face_1>", "detections": 3, "spans": [[31.0, 32.5]],
-                                                 "boxes": [[31.0, 1, 2, 30, 40]], "quality": 0.8}]},
-        "utterances": [{"start": 31.0, "end": 33.0, "text": "hi", "speaker": "<voice_2>",
-                        "words": [{"start": 31.0, "end": 31.4, "word": "hi", "p": 0.9}]}],
-        "memory": {"source": "offline", "episodic": [{"text": "<voice_2> says: \"hi\"", "entities": ["<voice_2>"]}],
-                   "semantic": [], "equivalences": [["<face_1>", "<voice_2>"]]},
+        "faces": {
+            "backend": "dlib",
+            "tracks": [
+                {
+                    "face_id": "<face_1>",
+                    "detections": 3,
+                    "spans": [[31.0, 32.5]],
+                    "boxes": [[31.0, 1, 2, 30, 40]],
+                    "quality": 0.8,
+                }
+            ],
+        },
+        "utterances": [
+            {
+                "start": 31.0,
+                "end": 33.0,
+                "text": "hi",
+                "speaker": "<voice_2>",
+                "words": [{"start": 31.0, "end": 31.4, "word": "hi", "p": 0.9}],
+            }
+        ],
+        "memory": {
+            "source": "offline",
+            "episodic": [{"text": '<voice_2> says: "hi"', "entities": ["<voice_2>"]}],
+            "semantic": [],
+            "equivalences": [["<face_1>", "<voice_2>"]],
+        },
         "characters": {"<face_1>": "<character_1>"},
     }
 

@@ -44,7 +44,9 @@ def make_video(path: Path, seconds: float, fps: int = 10, audio: bool = True) ->
             t = np.arange(int(seconds * 16000)) / 16000
             tone = (0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
             for i in range(0, len(tone), 1024):
-                frame = av.AudioFrame.from_ndarray(tone[i:i + 1024].reshape(1, -1), format="flt", layout="mono")
+                frame = av.AudioFrame.from_ndarray(
+                    tone[i : i + 1024].reshape(1, -1), format="flt", layout="mono"
+                )
                 frame.sample_rate, frame.pts, frame.time_base = 16000, i, Fraction(1, 16000)
                 out.mux(aus.encode(frame))
             out.mux(aus.encode())
@@ -61,7 +63,7 @@ def test_hamilton_clips_are_frame_accurate(cache_dir):
     assert recs[0]["video"]["has_audio"] is True
     assert (recs[0]["video"]["width"], recs[0]["video"]["height"]) == (640, 360)
     # boundaries fall on real frames: each clip starts where the previous ends
-    for a, b in zip(recs, recs[1:]):
+    for a, b in zip(recs, recs[1:], strict=False):
         assert a["clip"]["end"] == b["clip"]["start"]
     # the stream's first frame is at 0.844 s (its own offset); clip 1 starts at the first frame >= 4 s
     assert recs[0]["clip"]["start"] == pytest.approx(0.844, abs=1e-3)
@@ -75,7 +77,10 @@ def test_hamilton_clips_are_frame_accurate(cache_dir):
 def test_default_thirty_second_clips_and_several_videos(cache_dir):
     recs = records(run_m3("segment", FIXTURE, HAMILTON, check=True))
     assert [(r["video"]["path"].endswith("fixture.mp4"), r["clip"]["index"]) for r in recs] == [
-        (True, 0), (True, 1), (False, 0)]
+        (True, 0),
+        (True, 1),
+        (False, 0),
+    ]
     assert recs[0]["clip"]["start"] == 0.0 and recs[0]["clip"]["end"] == 30.0
     assert recs[1]["clip"]["end"] == pytest.approx(49.8)
     assert len({r["video"]["id"] for r in recs}) == 2
@@ -181,6 +186,9 @@ def test_bad_clip_length(cache_dir):
 def test_segment_video_api(tmp_path):
     recs = segment_video(FIXTURE, SegmentConfig(clip_seconds=20), Cache(tmp_path))
     assert [(r.clip.start, r.clip.end, r.clip.frames) for r in recs] == [
-        (0.0, 20.0, 200), (20.0, 40.0, 200), (40.0, 49.8, 98)]
+        (0.0, 20.0, 200),
+        (20.0, 40.0, 200),
+        (40.0, 49.8, 98),
+    ]
     with pytest.raises(InputError, match="no such file"):
         segment_video(tmp_path / "x.mp4", SegmentConfig(), None)

@@ -42,7 +42,7 @@ def test_bad_line_is_reported_with_file_and_line(clip_lines, tmp_path):
         (b"not json", "<stdin>:1: not valid JSON"),
         (b"[1, 2]", "<stdin>:1: expected a JSON object, got list"),
         (b'{"schema": "m3.clip/9"}', "<stdin>:1: unsupported record schema 'm3.clip/9'"),
-        (b'\xff\xfe', "<stdin>:1: not valid JSON"),
+        (b"\xff\xfe", "<stdin>:1: not valid JSON"),
     ],
 )
 def test_malformed_stdin(cache_dir, line, reason):

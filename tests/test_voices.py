@@ -9,8 +9,8 @@ import types
 import numpy as np
 import orjson
 import pytest
-from conftest import DATA, FIXTURE, run_m3
 
+from conftest import DATA, FIXTURE, run_m3
 from schemas.records import Utterance
 from stages.errors import M3Error
 from stages.voices import VoiceBank, VoicesConfig, assign_clip

@@ -12,7 +12,10 @@ from stages.errors import InputError
 cache_app = typer.Typer(
     help="Inspect and trim the on-disk cache of per-clip work.",
     no_args_is_help=True,
-    epilog="\b\nExamples:\n  m3 cache info\n  m3 cache prune --older-than 30d --max-size 20G\n  du -sh \"$(m3 cache path)\"",
+    epilog=(
+        "\b\nExamples:\n  m3 cache info\n  m3 cache prune --older-than 30d --max-size 20G\n"
+        '  du -sh "$(m3 cache path)"'
+    ),
 )
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
@@ -54,7 +57,10 @@ def info(ctx: typer.Context) -> None:
     typer.echo(f"entries\t{stats.entries}")
     typer.echo(f"size\t{human(stats.bytes)}")
     if stats.stray_temp_files:
-        typer.echo(f"unfinished\t{stats.stray_temp_files} temporary files (from killed runs; `m3 cache prune` removes them)")
+        typer.echo(
+            f"unfinished\t{stats.stray_temp_files} temporary files "
+            "(from killed runs; `m3 cache prune` removes them)"
+        )
     for stage, (count, size) in sorted(stats.by_stage.items()):
         typer.echo(f"stage {stage}\t{count} entries\t{human(size)}")
 
@@ -62,8 +68,12 @@ def info(ctx: typer.Context) -> None:
 @cache_app.command()
 def prune(
     ctx: typer.Context,
-    older_than: str = typer.Option(None, "--older-than", help="Remove entries not used for this long (30d, 12h)."),
-    max_size: str = typer.Option(None, "--max-size", help="Then remove least recently used entries until the cache fits (20G)."),
+    older_than: str = typer.Option(
+        None, "--older-than", help="Remove entries not used for this long (30d, 12h)."
+    ),
+    max_size: str = typer.Option(
+        None, "--max-size", help="Then remove least recently used entries until the cache fits (20G)."
+    ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would go."),
 ) -> None:
     """Remove old or least recently used entries (and leftovers of killed runs)."""

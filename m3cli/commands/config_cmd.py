@@ -11,7 +11,10 @@ from stages.config import default_config_path, masked
 config_app = typer.Typer(
     help="Show the effective configuration (flags > M3_* environment > m3.toml > defaults).",
     no_args_is_help=True,
-    epilog="\b\nExamples:\n  m3 config show\n  M3_LLM_MODEL=qwen2.5-vl m3 config show\n  m3 --config lab.toml config show",
+    epilog=(
+        "\b\nExamples:\n  m3 config show\n  M3_LLM_MODEL=qwen2.5-vl m3 config show\n"
+        "  m3 --config lab.toml config show"
+    ),
 )
 
 

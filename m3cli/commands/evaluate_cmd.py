@@ -13,7 +13,12 @@ import typer
 eval_app = typer.Typer(
     help="Score perception and answers against ground truth (faces, diarization, ASR, M3-Bench QA).",
     no_args_is_help=True,
-    epilog="\b\nExamples:\n  m3 eval faces tests/data/fixture_src\n  m3 eval asr tests/data/jfk.wav --ref tests/data/jfk.ref.txt",
+    epilog=(
+        "\b\nExamples:\n  m3 eval faces tests/data/fixture_src\n"
+        "  m3 eval asr tests/data/jfk.wav --ref tests/data/jfk.ref.txt\n"
+        "  m3 eval diarization tests/data/dev00.wav --rttm tests/data/debug.development.rttm\n"
+        "  m3 eval qa questions.json --memory mem.lance"
+    ),
 )
 
 RANK = 80

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -24,10 +23,18 @@ Examples:
 
 def segment(
     ctx: typer.Context,
-    videos: list[Path] = typer.Argument(..., help="Video files (any container/codec FFmpeg reads).", show_default=False),
-    clip_seconds: float = typer.Option(30.0, "--clip-seconds", "-l", help="Clip length in seconds; the last clip is the remainder."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write records to this file (atomically) instead of stdout."),
-    keep_going: bool = typer.Option(False, "--keep-going", "-k", help="Report a bad video and go on with the others (exit 1 at the end)."),
+    videos: list[Path] = typer.Argument(
+        ..., help="Video files (any container/codec FFmpeg reads).", show_default=False
+    ),
+    clip_seconds: float = typer.Option(
+        30.0, "--clip-seconds", "-l", help="Clip length in seconds; the last clip is the remainder."
+    ),
+    output: str | None = typer.Option(
+        None, "--output", "-o", help="Write records to this file (atomically) instead of stdout."
+    ),
+    keep_going: bool = typer.Option(
+        False, "--keep-going", "-k", help="Report a bad video and go on with the others (exit 1 at the end)."
+    ),
 ) -> None:
     """Cut videos into fixed-length clips: one m3.clip/1 record per clip on stdout."""
     settings = context.settings(ctx)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Optional
 
 import typer
 
@@ -20,16 +19,22 @@ RANK = 89
 
 
 def validate(
-    inputs: list[str] = typer.Argument(None, help="JSONL files of clip records ('-' or none: stdin).", show_default=False),
+    inputs: list[str] = typer.Argument(
+        None, help="JSONL files of clip records ('-' or none: stdin).", show_default=False
+    ),
     pass_through: bool = typer.Option(False, "--pass", help="Also write the records to stdout unchanged."),
-    output: Optional[str] = typer.Option(None, "--output", "-o", help="Write the validated records to this file."),
+    output: str | None = typer.Option(
+        None, "--output", "-o", help="Write the validated records to this file."
+    ),
 ) -> None:
     """Check clip records against the schema; report `file:line: reason` for the first bad one."""
     records = stream.read_records(inputs or [stream.STDIO])
     if pass_through or output:
         stream.write_records(records, output)
     videos = Counter(r.video.id for r in records)
-    sections = Counter(k for r in records for k, v in r.to_json().items() if k not in ("schema", "video", "clip"))
+    sections = Counter(
+        k for r in records for k, v in r.to_json().items() if k not in ("schema", "video", "clip")
+    )
     summary = ", ".join(f"{name} {count}" for name, count in sorted(sections.items())) or "no stage sections"
     typer.echo(f"ok: {len(records)} clip records from {len(videos)} videos ({summary})", err=True)
 
