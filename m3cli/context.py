@@ -13,6 +13,7 @@ import typer
 from tqdm import tqdm
 
 from stages.cache import Cache
+from stages.common import RunContext
 from stages.config import Settings, load_settings
 
 T = TypeVar("T")
@@ -77,3 +78,12 @@ def progress(
         dynamic_ncols=True,
         leave=False,
     )
+
+
+def run_context(ctx: typer.Context, s: Settings, unit: str = "clip") -> RunContext:
+    """The stages' view of this command: its cache, device and a stderr progress bar."""
+
+    def bar(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
+        return progress(ctx, items, desc, total, unit=unit)
+
+    return RunContext(cache=cache(s), device=s.device, progress=bar)

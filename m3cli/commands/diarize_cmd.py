@@ -82,7 +82,6 @@ def diarize(
     ),
 ) -> None:
     """Transcribe each clip with word timestamps and split it into single-speaker utterances."""
-    from stages.common import RunContext
     from stages.diarize import ClusterConfig, DiarizeConfig, diarize_records
 
     settings = context.settings(ctx, device=device)
@@ -100,11 +99,7 @@ def diarize(
         cluster=ClusterConfig(threshold=cluster_threshold),
     )
     records = stream.read_records(inputs or ["-"])
-    run = RunContext(
-        cache=context.cache(settings),
-        device=settings.device,
-        progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total),
-    )
+    run = context.run_context(ctx, settings)
     stream.write_records(diarize_records(records, config, run), output)
 
 

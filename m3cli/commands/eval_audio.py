@@ -24,14 +24,9 @@ Examples:
 
 
 def _run_context(ctx: typer.Context, device: str | None):
-    from stages.common import RunContext
 
     settings = context.settings(ctx, device=device)
-    return RunContext(
-        cache=context.cache(settings),
-        device=settings.device,
-        progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total),
-    )
+    return context.run_context(ctx, settings)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:

@@ -80,7 +80,6 @@ def faces(
     ),
 ) -> None:
     """Detect, cluster and identify faces: add global <face_N> tracks to each clip record."""
-    from stages.common import RunContext
     from stages.faces import FacesConfig, load_model, run_faces
 
     settings = context.settings(ctx)
@@ -88,10 +87,9 @@ def faces(
                          detect_side=detect_side, model_dir=model_dir, min_face=min_face,
                          min_score=min_score, min_sharpness=min_sharpness, threshold=threshold,
                          max_snapshots=max_snapshots, recluster=recluster)
+    records = stream.read_records(inputs or [stream.STDIO])  # bad input fails before any model loads
     model = load_model(config, settings.device)
-    records = stream.read_records(inputs or [stream.STDIO])
-    run = RunContext(cache=context.cache(settings), device=settings.device,
-                     progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total))
+    run = context.run_context(ctx, settings)
     stream.write_records(run_faces(records, model, config, run), output)
 
 

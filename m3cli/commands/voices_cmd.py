@@ -51,7 +51,6 @@ def voices(
     device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: the global --device)."),
 ) -> None:
     """Give utterances global voice ids <voice_N> by matching speaker embeddings to a per-video voice bank."""
-    from stages.common import RunContext
     from stages.voices import VoicesConfig, voices_records
 
     settings = context.settings(ctx, device=device)
@@ -63,11 +62,7 @@ def voices(
         max_snapshots=max_snapshots,
     )
     records = stream.read_records(inputs or ["-"])
-    run = RunContext(
-        cache=context.cache(settings),
-        device=settings.device,
-        progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total),
-    )
+    run = context.run_context(ctx, settings)
     stream.write_records(voices_records(records, config, run), output)
 
 
