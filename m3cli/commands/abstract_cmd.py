@@ -1,0 +1,89 @@
+"""`m3 abstract`"""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from m3cli import context, stream
+
+log = logging.getLogger(__name__)
+
+EPILOG = """\b
+Examples:
+  m3 memorize perceived.jsonl | m3 link | m3 abstract | m3 index -o mem.lance
+  m3 abstract --tau-char 20 --tau-rel 10 linked.jsonl -o abstracted.jsonl
+  m3 abstract --check linked.jsonl | jq -c '.abstractions[] | select(.kind == "conflict")'
+  m3 abstract --no-embed linked.jsonl | jq -r '.abstractions[] | select(.kind == "clip") | .text'
+  m3 abstract --llm-base-url http://localhost:8000/v1 --llm-model Qwen3-8B linked.jsonl
+"""
+
+
+def abstract(
+    ctx: typer.Context,
+    inputs: list[str] = typer.Argument(None, help="Clip record files (JSONL); '-' or nothing reads stdin."),
+    output: str | None = typer.Option(None, "--output", "-o", help="Write records here instead of stdout."),
+    tau_char: int = typer.Option(
+        50, "--tau-char", help="New evidence lines about a character that trigger its summary."
+    ),
+    tau_rel: int = typer.Option(
+        30, "--tau-rel", help="New interactions of a pair that trigger a relationship summary."
+    ),
+    check: bool = typer.Option(
+        False, "--check", help="Flag contradicting statements about a character (kind conflict)."
+    ),
+    similar: float = typer.Option(
+        0.8, "--similar", help="Cosine similarity above which two facts are linked."
+    ),
+    no_embed: bool = typer.Option(False, "--no-embed", help="Skip text embeddings (no 'similar' links)."),
+    no_causal: bool = typer.Option(False, "--no-causal", help="Do not ask the LLM for causal links."),
+    offline: bool = typer.Option(False, "--offline", help="Never call an LLM, even if one is configured."),
+    llm_base_url: str | None = typer.Option(
+        None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
+    ),
+    llm_model: str | None = typer.Option(None, "--llm-model", help="Chat model (env M3_LLM_MODEL)."),
+    llm_api_key: str | None = typer.Option(None, "--llm-api-key", help="API key (env M3_LLM_API_KEY)."),
+    embed_backend: str | None = typer.Option(
+        None, "--embed-backend", help="local (bundled MiniLM) or openai."
+    ),
+) -> None:
+    """Summarise characters, relationships, clips and the video; link related facts."""
+    from stages.abstract import AbstractConfig, abstract_records
+    from stages.common import RunContext
+    from stages.memorize import make_llm
+    from stages.memory_store import make_text_embedder
+
+    settings = context.settings(
+        ctx,
+        **{
+            "llm.base_url": llm_base_url,
+            "llm.model": llm_model,
+            "llm.api_key": llm_api_key,
+            "embed.backend": embed_backend,
+        },
+    )
+    config = AbstractConfig(
+        tau_char=tau_char,
+        tau_rel=tau_rel,
+        check=check,
+        similar_threshold=similar,
+        embed=not no_embed,
+        causal=not no_causal,
+    )
+    records = stream.read_records(inputs or ["-"])
+    client = None if offline else make_llm(settings.llm)
+    embedder = None if no_embed else make_text_embedder(settings.embed, settings.device)
+    run = RunContext(
+        cache=context.cache(settings),
+        device=settings.device,
+        progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total),
+    )
+    stream.write_records(abstract_records(records, config, client, embedder, run), output)
+
+
+RANK = 70
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(abstract)

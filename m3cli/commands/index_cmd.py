@@ -1,0 +1,69 @@
+"""`m3 index`"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+
+from m3cli import context, stream
+
+log = logging.getLogger(__name__)
+
+EPILOG = """\b
+Examples:
+  m3 memorize perceived.jsonl | m3 link | m3 abstract | m3 index -o mem.lance
+  m3 index -o mem.lance abstracted.jsonl
+  cat day1.jsonl day2.jsonl | m3 index -o mem.lance
+  m3 index --no-fts -o mem.lance abstracted.jsonl
+  python -c "import lancedb; print(lancedb.connect('mem.lance').open_table('nodes').to_arrow())"
+"""
+
+
+def index(
+    ctx: typer.Context,
+    inputs: list[str] = typer.Argument(None, help="Clip record files (JSONL); '-' or nothing reads stdin."),
+    output: Path = typer.Option(
+        ..., "--output", "-o", help="Memory dataset directory (created, or appended to)."
+    ),
+    embed_backend: str | None = typer.Option(
+        None, "--embed-backend", help="local (bundled MiniLM) or openai."
+    ),
+    no_fts: bool = typer.Option(False, "--no-fts", help="Do not build the full-text index on node text."),
+    ann_min_rows: int = typer.Option(
+        50_000, "--ann-min-rows", help="Build a vector index once nodes reach this many rows."
+    ),
+) -> None:
+    """Write memory records into a LanceDB dataset (nodes, edges, entities, clips); appends are idempotent."""
+    from stages.common import RunContext
+    from stages.index import IndexConfig, index_records
+    from stages.memory_store import make_text_embedder
+
+    settings = context.settings(ctx, **{"embed.backend": embed_backend})
+    records = stream.read_records(inputs or ["-"])
+    embedder = make_text_embedder(settings.embed, settings.device)
+    run = RunContext(
+        cache=context.cache(settings),
+        device=settings.device,
+        progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total, unit="video"),
+    )
+    stats = index_records(
+        records, output, embedder, IndexConfig(fts=not no_fts, ann_min_rows=ann_min_rows), run
+    )
+    log.info(
+        "%s: %d nodes written (%d reinforced), %d edges, %d entities, %d clips",
+        output,
+        stats.nodes_written,
+        stats.nodes_reinforced,
+        stats.edges_written,
+        stats.entities_written,
+        stats.clips_written,
+    )
+
+
+RANK = 75
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(index)

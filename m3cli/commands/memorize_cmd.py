@@ -1,0 +1,92 @@
+"""`m3 memorize`"""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from m3cli import context, stream
+
+log = logging.getLogger(__name__)
+
+EPILOG = """\b
+Examples:
+  m3 segment talk.mp4 | m3 diarize | m3 voices | m3 faces | m3 memorize > mem.jsonl
+  m3 memorize --llm-base-url http://localhost:8000/v1 --llm-model Qwen2.5-Omni-7B perceived.jsonl
+  M3_LLM_BASE_URL=https://api.openai.com/v1 M3_LLM_MODEL=gpt-4o m3 memorize --frames 6 perceived.jsonl
+  m3 memorize --no-semantic perceived.jsonl | jq -c '.memory.episodic[].text'
+  m3 memorize --offline perceived.jsonl -o mem.jsonl
+"""
+
+
+def memorize(
+    ctx: typer.Context,
+    inputs: list[str] = typer.Argument(None, help="Clip record files (JSONL); '-' or nothing reads stdin."),
+    output: str | None = typer.Option(None, "--output", "-o", help="Write records here instead of stdout."),
+    llm_base_url: str | None = typer.Option(
+        None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
+    ),
+    llm_model: str | None = typer.Option(
+        None, "--llm-model", help="Multimodal chat model name (env M3_LLM_MODEL)."
+    ),
+    llm_api_key: str | None = typer.Option(
+        None, "--llm-api-key", help="API key (env M3_LLM_API_KEY); local servers need none."
+    ),
+    frames: int = typer.Option(8, "--frames", help="Frames sampled per clip and sent to the LLM (0-32)."),
+    max_side: int = typer.Option(
+        512, "--max-side", help="Longest side of frames and crops sent to the LLM (px)."
+    ),
+    no_semantic: bool = typer.Option(False, "--no-semantic", help="Ablation: episodic memory only."),
+    no_equivalence: bool = typer.Option(
+        False, "--no-equivalence", help="Ablation: no face-voice equivalence lines."
+    ),
+    offline: bool = typer.Option(
+        False, "--offline", help="Use the deterministic offline memorizer even if an LLM is configured."
+    ),
+    jobs: int = typer.Option(4, "--jobs", "-j", help="Concurrent LLM requests."),
+) -> None:
+    """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
+    from stages.common import RunContext
+    from stages.memorize import MemorizeConfig, make_llm, memorize_records
+
+    settings = context.settings(
+        ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
+    )
+    config = MemorizeConfig(
+        frames=frames, max_side=max_side, semantic=not no_semantic, equivalence=not no_equivalence, jobs=jobs
+    )
+    records = stream.read_records(inputs or ["-"])
+    client = None if offline else make_llm(settings.llm)
+    if client is None:
+        log.info("no LLM configured (or --offline): using the offline memorizer")
+    run = RunContext(
+        cache=context.cache(settings),
+        device=settings.device,
+        progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total),
+    )
+    out = memorize_records(records, config, client, run)
+    if client is not None:
+        fallbacks = sum(1 for r in out if r.memory and r.memory.fallback)
+        usage = client.usage
+        log.info(
+            "LLM usage: %d calls, %d prompt + %d completion tokens, %.1fs",
+            usage.calls,
+            usage.prompt_tokens,
+            usage.completion_tokens,
+            usage.latency_s,
+        )
+        if fallbacks:
+            log.warning(
+                "%d of %d clips fell back to the offline memorizer (see each record's errors)",
+                fallbacks,
+                len(out),
+            )
+    stream.write_records(out, output)
+
+
+RANK = 50
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(memorize)

@@ -1,0 +1,686 @@
+"""`m3 index`: write clip records into a LanceDB memory dataset (schemas in :mod:`stages.memory_store`).
+
+Design points:
+
+* **One commit per table write.** Each table gets at most one ``merge_insert`` on ``id`` (or one
+  ``create_table``) per run, so a run killed mid-write leaves every table at a complete version; a
+  rerun finishes the job. Rows identical to what the dataset holds are not written at all, so indexing
+  the same stream twice changes nothing.
+* **Weight voting.** A memory line whose normalised text and entities repeat an existing line of the
+  same video reinforces it: the first occurrence's node keeps its id, records every occurrence id in
+  ``occurrences`` and gets ``weight = len(occurrences)``. Occurrence ids are stable, so reinforcement is
+  idempotent too. Edges naming a merged occurrence are redirected to the surviving node.
+* **Text resolution.** ``raw_text`` keeps perception ids (abstractions' clip-time ``<character_k>``
+  labels are rewritten to a member id so they stay resolvable); ``text`` resolves ids with the video's
+  latest ``characters`` mapping and the names people stated ("Barack (<character_1>)"). When appended
+  clips change the mapping, existing nodes of that video are re-resolved and re-embedded.
+* **Conflicts.** ``conflict`` abstractions mark the losing statements ``superseded`` and list the
+  conflict id in ``conflicts`` of both sides.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import warnings
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from schemas.records import ClipRecord
+from stages.cache import Cache, CacheKey
+from stages.common import RunContext, by_video
+from stages.errors import InputError, M3Error
+from stages.memorize import ID_RE, entities_in, name_fact
+from stages.memory_store import (
+    EDGES_SCHEMA,
+    ENTITIES_SCHEMA,
+    META_SCHEMA,
+    SCHEMA_VERSION,
+    clip_node_id,
+    clips_schema,
+    fact_id,
+    global_node_id,
+    link_id,
+    nodes_schema,
+    read_meta,
+)
+
+log = logging.getLogger(__name__)
+
+STAGE = "index"
+FACT_KINDS = ("episodic", "semantic")
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    fts: bool = True
+    ann_min_rows: int = 50_000
+    embed_batch: int = 256
+
+
+@dataclass
+class IndexStats:
+    nodes_written: int = 0
+    nodes_reinforced: int = 0
+    edges_written: int = 0
+    entities_written: int = 0
+    clips_written: int = 0
+    tables_committed: list[str] = field(default_factory=list)
+
+
+def _norm(text: str) -> str:
+    return " ".join(re.sub(r"[^\w<>' ]+", " ", text.lower()).split())
+
+
+def fact_key(video: str, section: str, text: str, entities: list[str]) -> str:
+    """Identity for weight voting: same video, same memory type, same normalised text and entities."""
+    blob = "\x1f".join([video, section, _norm(text), ",".join(sorted(entities))])
+    return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def _sql_list(values: list[str]) -> str:
+    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
+
+
+# ================================================================================ per video view
+
+
+@dataclass
+class VideoView:
+    """What index needs to know about one video from the stream."""
+
+    video: str
+    mapping: dict[str, str]
+    names: dict[str, str]
+
+    def character(self, eid: str) -> str:
+        return self.mapping.get(eid, eid)
+
+    def resolve(self, raw: str) -> str:
+        def sub(m: re.Match) -> str:
+            c = self.mapping.get(m.group(0), m.group(0))
+            name = self.names.get(c)
+            return f"{name} ({c})" if name else c
+
+        return ID_RE.sub(sub, raw)
+
+
+def _names(nodes: dict[str, dict], mapping: dict[str, str]) -> dict[str, str]:
+    """Character -> the name its people stated most often (semantic name facts, weighted by repetition)."""
+    votes: dict[str, Counter] = defaultdict(Counter)
+    for row in nodes.values():
+        if row.get("kind") != "semantic":
+            continue
+        fact = name_fact(row.get("raw_text") or "")
+        if fact:
+            votes[mapping.get(fact[0], fact[0])][fact[1]] += len(row.get("occurrences") or [1])
+    return {c: min(v.items(), key=lambda kv: (-kv[1], kv[0]))[0] for c, v in votes.items()}
+
+
+def _member_rewrite(text: str, clip_mapping: dict[str, str]) -> str:
+    """Clip-time ``<character_k>`` labels -> a member's perception id (so the text can be re-resolved)."""
+    members: dict[str, list[str]] = defaultdict(list)
+    for eid, c in clip_mapping.items():
+        members[c].append(eid)
+    return re.sub(
+        r"<character_\d+>",
+        lambda m: sorted(members[m.group(0)])[0] if members.get(m.group(0)) else m.group(0),
+        text,
+    )
+
+
+# ================================================================================ the indexer
+
+
+class Indexer:
+    def __init__(
+        self, path: Path, embedder: Any, config: IndexConfig | None = None, ctx: RunContext | None = None
+    ):
+        import lancedb
+
+        self.path = Path(path)
+        self.config = config or IndexConfig()
+        self.ctx = ctx or RunContext()
+        self.embedder = embedder
+        if self.path.exists() and not self.path.is_dir():
+            raise InputError(f"{self.path}: exists and is not a directory (a memory dataset is a directory)")
+        self.db = lancedb.connect(str(self.path))
+        self.tables = set(self._table_names())
+        self.dim = int(embedder.dim)
+        self._check_meta()
+
+    def _table_names(self) -> list[str]:
+        listed = self.db.list_tables() if hasattr(self.db, "list_tables") else self.db.table_names()
+        return list(getattr(listed, "tables", listed))
+
+    def _check_meta(self) -> None:
+        if "meta" not in self.tables:
+            if self.tables - {"nodes", "edges", "entities", "clips"}:
+                raise M3Error(f"{self.path}: holds tables that are not an m3 memory ({sorted(self.tables)})")
+            return
+        meta = read_meta(self.db)
+        if meta.get("schema") != SCHEMA_VERSION:
+            raise M3Error(
+                f"{self.path}: memory schema {meta.get('schema')!r} is not {SCHEMA_VERSION!r}; "
+                "index into a new directory"
+            )
+        if meta.get("embed_model") != self.embedder.version:
+            raise M3Error(
+                f"{self.path}: vectors were made by {meta.get('embed_model')!r} but this run embeds "
+                f"with {self.embedder.version!r}; use the same embedder (--embed-backend/M3_EMBED_*) "
+                "or index into a new directory"
+            )
+
+    # ---------------------------------------------------------------- reading what is there
+    def _existing(self, table: str, where: str | None, columns: list[str] | None = None) -> list[dict]:
+        if table not in self.tables:
+            return []
+        q = self.db.open_table(table).search()
+        if where:
+            q = q.where(where)
+        if columns:
+            q = q.select(columns)
+        return q.limit(None).to_arrow().to_pylist()
+
+    # ---------------------------------------------------------------- embedding (cached per group)
+    def _embed(self, video: str, group: str, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        cache: Cache | None = self.ctx.cache
+        digest = hashlib.sha256(orjson.dumps(texts)).hexdigest()[:32]
+        key = CacheKey.of(
+            video, None, f"{STAGE}-embed", {"group": group, "texts": digest}, self.embedder.version
+        )
+        if cache is not None:
+            hit = cache.get_arrays(key, "vectors.npz")
+            if hit is not None and hit["v"].shape == (len(texts), self.dim):
+                return hit["v"]
+        vecs = np.asarray(self.embedder.embed(texts), dtype=np.float32)
+        if cache is not None:
+            cache.put_arrays(key, "vectors.npz", v=vecs)
+        return vecs
+
+    # ---------------------------------------------------------------- writing
+    def _write(self, name: str, schema: pa.Schema, rows: list[dict], stats: IndexStats) -> int:
+        if not rows:
+            return 0
+        data = _arrow(rows, schema)
+        if name not in self.tables:
+            self.db.create_table(name, data=data, schema=schema)
+            self.tables.add(name)
+        else:
+            table = self.db.open_table(name)
+            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+        stats.tables_committed.append(name)
+        return len(rows)
+
+    def run(self, records: list[ClipRecord]) -> IndexStats:
+        stats = IndexStats()
+        videos = list(by_video(records))
+        node_rows: list[dict] = []
+        edge_rows: dict[str, dict] = {}
+        entity_rows: list[dict] = []
+        clip_rows: list[dict] = []
+        for clips in self.ctx.progress(videos, desc="index", total=len(videos)):
+            n, e, ents, cl, reinforced = self._video(clips)
+            node_rows += n
+            for row in e:
+                edge_rows[row["id"]] = row
+            entity_rows += ents
+            clip_rows += cl
+            stats.nodes_reinforced += reinforced
+        stats.nodes_written = self._write("nodes", nodes_schema(self.dim), node_rows, stats)
+        edges = self._changed("edges", list(edge_rows.values()))
+        stats.edges_written = self._write("edges", EDGES_SCHEMA, edges, stats)
+        stats.entities_written = self._write("entities", ENTITIES_SCHEMA, entity_rows, stats)
+        stats.clips_written = self._write("clips", clips_schema(self.dim), clip_rows, stats)
+        if "meta" not in self.tables:
+            import m3cli
+
+            meta = [
+                {"key": "schema", "value": SCHEMA_VERSION},
+                {"key": "embed_model", "value": self.embedder.version},
+                {"key": "embed_name", "value": self.embedder.name},
+                {"key": "dim", "value": str(self.dim)},
+                {"key": "m3_version", "value": getattr(m3cli, "__version__", "")},
+            ]
+            self.db.create_table(
+                "meta", data=pa.Table.from_pylist(meta, schema=META_SCHEMA), schema=META_SCHEMA
+            )
+            self.tables.add("meta")
+            stats.tables_committed.append("meta")
+        self._indexes(bool(node_rows))
+        return stats
+
+    def _changed(self, table: str, rows: list[dict]) -> list[dict]:
+        """Only rows that are new or differ from the stored ones (so a repeated run commits nothing)."""
+        if not rows or table not in self.tables:
+            return rows
+        stored = {}
+        ids = [r["id"] for r in rows]
+        for start in range(0, len(ids), 1000):
+            for r in self._existing(table, f"id IN ({_sql_list(ids[start : start + 1000])})"):
+                stored[r["id"]] = r
+        return [r for r in rows if not _same(stored.get(r["id"]), r)]
+
+    def _indexes(self, nodes_changed: bool) -> None:
+        if "nodes" not in self.tables:
+            return
+        table = self.db.open_table("nodes")
+        indices = {getattr(i, "name", "") for i in table.list_indices()}
+        if self.config.fts and (nodes_changed or "text_idx" not in indices):
+            with (
+                warnings.catch_warnings()
+            ):  # the native (non-tantivy) FTS index; its builder name is deprecated
+                warnings.simplefilter("ignore")
+                table.create_fts_index("text", replace=True)
+        if table.count_rows() >= self.config.ann_min_rows and "vector_idx" not in indices:
+            table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ")
+
+    # ---------------------------------------------------------------- one video
+    def _video(self, clips: list[ClipRecord]) -> tuple[list[dict], list[dict], list[dict], list[dict], int]:
+        vid = clips[0].video.id
+        mapping = dict(clips[-1].characters or {})
+        view = VideoView(vid, mapping, {})
+        where = f"video = '{vid}'"
+        existing = {
+            r["id"]: r
+            for r in self._existing(
+                "nodes", where, [c for c in nodes_schema(self.dim).names if c != "vector"]
+            )
+        }
+        by_key = {r["key"]: r["id"] for r in existing.values() if r["kind"] in FACT_KINDS}
+        alias = {occ: r["id"] for r in existing.values() for occ in (r["occurrences"] or [])}
+        rows: dict[str, dict] = {}
+        edges: list[dict] = []
+        reinforced = 0
+
+        def node(base: dict) -> dict:
+            """The stored row (or a new one) that ``base`` lands in, registered in ``rows``."""
+            nid = base["id"]
+            if nid in rows:
+                return rows[nid]
+            if nid in existing:
+                rows[nid] = dict(existing[nid])
+                rows[nid]["occurrences"] = list(rows[nid]["occurrences"] or [])
+                return rows[nid]
+            rows[nid] = base
+            return base
+
+        # -- facts
+        for r in clips:
+            if r.memory is None:
+                continue
+            cid = clip_node_id(vid, r.clip.index)
+            for section, items in (("episodic", r.memory.episodic), ("semantic", r.memory.semantic)):
+                for i, item in enumerate(items):
+                    occ = fact_id(vid, r.clip.index, section, i)
+                    ents = item.entities if item.entities is not None else entities_in(item.text)
+                    key = fact_key(vid, section, item.text, ents)
+                    canonical = alias.get(occ) or by_key.get(key) or occ
+                    by_key.setdefault(key, canonical)
+                    alias[occ] = canonical
+                    start = item.start if item.start is not None else r.clip.start
+                    end = (
+                        item.end
+                        if item.end is not None
+                        else (item.start if item.start is not None else r.clip.end)
+                    )
+                    row = node(
+                        {
+                            "id": canonical,
+                            "video": vid,
+                            "clip": r.clip.index,
+                            "kind": section,
+                            "subkind": item.kind or section,
+                            "raw_text": item.text,
+                            "entities": list(ents),
+                            "weight": 0.0,
+                            "occurrences": [],
+                            "clips": [],
+                            "t_start": float(start),
+                            "t_end": float(end),
+                            "source": r.memory.source,
+                            "evidence": [],
+                            "superseded": False,
+                            "conflicts": [],
+                            "key": key,
+                        }
+                    )
+                    if occ not in row["occurrences"]:
+                        row["occurrences"].append(occ)
+                        if canonical != occ:
+                            reinforced += 1
+                    if r.clip.index not in (row["clips"] or []):
+                        row["clips"] = sorted({*(row["clips"] or []), r.clip.index})
+                    edges.append(_edge(vid, canonical, cid, "in_clip", 1.0))
+        view.names = _names({**existing, **rows}, mapping)
+        # -- abstractions
+        conflicts: list[tuple[str, list[str], list[str]]] = []
+        for r in clips:
+            clip_map = dict(r.characters or {})
+            for item in r.abstractions or []:
+                kind = item.get("kind")
+                if kind == "link":
+                    src, dst = alias.get(item["src"], item["src"]), alias.get(item["dst"], item["dst"])
+                    if src != dst:
+                        edges.append(_edge(vid, src, dst, item["relation"], float(item.get("weight", 1.0))))
+                    continue
+                if kind not in ("character", "relationship", "clip", "global", "conflict") or not item.get(
+                    "text"
+                ):
+                    continue
+                raw = _member_rewrite(item["text"], clip_map)
+                ents = entities_in(raw)
+                evidence = [alias.get(e, e) for e in item.get("evidence", [])]
+                row = node(
+                    {
+                        "id": item["id"],
+                        "video": vid,
+                        "clip": r.clip.index,
+                        "kind": kind,
+                        "subkind": kind,
+                        "raw_text": raw,
+                        "entities": ents,
+                        "weight": 1.0,
+                        "occurrences": [item["id"]],
+                        "clips": [r.clip.index],
+                        "t_start": float(item.get("start", r.clip.start)),
+                        "t_end": float(item.get("end", r.clip.end)),
+                        "source": item.get("source", "offline"),
+                        "evidence": evidence,
+                        "superseded": False,
+                        "conflicts": [],
+                        "key": item["id"],
+                    }
+                )
+                row.update(
+                    raw_text=raw,
+                    entities=ents,
+                    evidence=evidence,
+                    source=item.get("source", row["source"]),
+                    t_start=float(item.get("start", row["t_start"])),
+                    t_end=float(item.get("end", row["t_end"])),
+                )
+                for e in dict.fromkeys(evidence):
+                    edges.append(_edge(vid, item["id"], e, "evidence", 1.0))
+                if kind == "clip":
+                    edges.append(_edge(vid, item["id"], global_node_id(vid), "in_video", 1.0))
+                if kind == "conflict":
+                    kept = [alias.get(x, x) for x in item.get("kept", [])]
+                    dropped = [alias.get(x, x) for x in item.get("dropped", [])]
+                    conflicts.append((item["id"], kept, dropped))
+                    for x in kept:
+                        edges.append(_edge(vid, item["id"], x, "conflict", 1.0))
+                    for x in dropped:
+                        edges.append(_edge(vid, item["id"], x, "conflict", -1.0))
+        for cid, kept, dropped in conflicts:
+            for x, loses in [(k, False) for k in kept] + [(d, True) for d in dropped]:
+                if x in rows or x in existing:
+                    row = node({"id": x})
+                    row["superseded"] = loses
+                    row["conflicts"] = sorted({*(row.get("conflicts") or []), cid})
+        # -- re-resolve every stored node of this video under the current mapping
+        for nid, old in existing.items():
+            if nid not in rows and view.resolve(old["raw_text"] or "") != old["text"]:
+                node({"id": nid})
+        out_rows = self._finish_nodes(vid, rows, existing, view)
+        entity_rows = self._entities(vid, clips, view)
+        clip_rows = self._clips(vid, clips, view)
+        return out_rows, edges + self._entity_edges(vid, clips, view), entity_rows, clip_rows, reinforced
+
+    def _finish_nodes(
+        self, vid: str, rows: dict[str, dict], existing: dict[str, dict], view: VideoView
+    ) -> list[dict]:
+        """Resolve text, set weights, embed what changed, fetch vectors of unchanged text; drop no-op rows."""
+        out: list[dict] = []
+        need_embed: list[dict] = []
+        need_vector: list[str] = []
+        for nid, row in rows.items():
+            row["occurrences"] = sorted(row["occurrences"] or [], key=_id_order)
+            if row["kind"] in FACT_KINDS:
+                row["weight"] = float(len(row["occurrences"]))
+            row["text"] = view.resolve(row["raw_text"])
+            chars = list(dict.fromkeys(view.character(e) for e in row["entities"]))
+            row["characters"] = chars
+            row["names"] = sorted({view.names[c] for c in chars if c in view.names})
+            old = existing.get(nid)
+            if old is not None and _same(old, row, skip=("vector",)):
+                continue
+            if old is not None and old["text"] == row["text"]:
+                need_vector.append(nid)
+            else:
+                need_embed.append(row)
+            out.append(row)
+        groups: dict[int, list[dict]] = defaultdict(list)
+        for row in need_embed:
+            groups[row["clip"]].append(row)
+        for clip, rs in sorted(groups.items()):
+            vecs = self._embed(vid, f"nodes:{clip}", [r["text"] for r in rs])
+            for r, v in zip(rs, vecs, strict=True):
+                r["vector"] = v
+        if need_vector:
+            stored = {}
+            for start in range(0, len(need_vector), 1000):
+                chunk = need_vector[start : start + 1000]
+                for r in self._existing("nodes", f"id IN ({_sql_list(chunk)})", ["id", "vector"]):
+                    stored[r["id"]] = r["vector"]
+            for row in out:
+                if row["id"] in stored and "vector" not in row:
+                    row["vector"] = stored[row["id"]]
+        return out
+
+    def _entity_edges(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
+        edges = []
+        last = clips[-1].link or {}
+        for e in last.get("edges", []):
+            edges.append(
+                _edge(vid, f"{vid}:{e['face']}", f"{vid}:{e['voice']}", "equivalence", float(e["weight"]))
+            )
+        for eid, c in view.mapping.items():
+            edges.append(_edge(vid, f"{vid}:{c}", f"{vid}:{eid}", "member", 1.0))
+        return edges
+
+    def _entities(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
+        existing = {r["id"]: r for r in self._existing("entities", f"video = '{vid}'")}
+        acc: dict[str, dict] = {}
+        for r in clips:
+            arrays_f = _load_npz(r.faces.embeddings if r.faces else None)
+            arrays_v = _load_npz(r.voices.embeddings if r.voices else None)
+            for t in r.faces.tracks if r.faces else []:
+                a = acc.setdefault(
+                    t.face_id, {"kind": "face", "clips": {}, "first": 1e18, "crop": None, "q": -1.0}
+                )
+                a["first"] = min(a["first"], min((s for s, _ in t.spans), default=r.clip.start))
+                a["clips"][r.clip.index] = arrays_f.get(t.face_id.strip("<>"))
+                if t.crop and (t.quality or 0.0) > a["q"]:
+                    a["crop"], a["q"] = t.crop, t.quality or 0.0
+            for u in r.utterances or []:
+                if u.speaker:
+                    a = acc.setdefault(
+                        u.speaker, {"kind": "voice", "clips": {}, "first": 1e18, "crop": None, "q": -1}
+                    )
+                    a["first"] = min(a["first"], u.start)
+                    a["clips"].setdefault(r.clip.index, arrays_v.get(u.speaker.strip("<>")))
+        rows = []
+        for eid, a in acc.items():
+            rid = f"{vid}:{eid}"
+            old = existing.get(rid)
+            old_clips = set(old["clips"] or []) if old else set()
+            emb = (
+                np.asarray(old["embedding"], np.float32) * len(old_clips)
+                if old and old["embedding"]
+                else None
+            )
+            for clip, vec in sorted(a["clips"].items()):
+                if clip in old_clips or vec is None:
+                    continue
+                emb = vec.astype(np.float32) if emb is None else emb + vec.astype(np.float32)
+            if emb is not None and np.linalg.norm(emb) > 0:
+                emb = emb / np.linalg.norm(emb)
+            crop = a["crop"] if a["crop"] else (old["crop"] if old else None)
+            rows.append(
+                {
+                    "id": rid,
+                    "video": vid,
+                    "entity": eid,
+                    "kind": a["kind"],
+                    "character": view.character(eid),
+                    "name": view.names.get(view.character(eid)),
+                    "members": [],
+                    "clips": sorted(old_clips | set(a["clips"])),
+                    "first_seen": float(min(a["first"], old["first_seen"] if old else 1e18)),
+                    "crop": crop,
+                    "embedding": emb.tolist() if emb is not None else [],
+                    "embedding_model": (
+                        clips[-1].faces.model
+                        if a["kind"] == "face" and clips[-1].faces
+                        else clips[-1].voices.model
+                        if clips[-1].voices
+                        else None
+                    ),
+                }
+            )
+        members: dict[str, list[str]] = defaultdict(list)
+        for eid, c in view.mapping.items():
+            members[c].append(eid)
+        by_id = {r["entity"]: r for r in rows}
+        for c, ms in members.items():
+            crops = [by_id[m]["crop"] for m in sorted(ms) if m in by_id and by_id[m]["crop"]]
+            firsts = [by_id[m]["first_seen"] for m in ms if m in by_id]
+            rows.append(
+                {
+                    "id": f"{vid}:{c}",
+                    "video": vid,
+                    "entity": c,
+                    "kind": "character",
+                    "character": c,
+                    "name": view.names.get(c),
+                    "members": sorted(ms),
+                    "clips": sorted({x for m in ms if m in by_id for x in by_id[m]["clips"]}),
+                    "first_seen": float(min(firsts)) if firsts else 0.0,
+                    "crop": crops[0] if crops else None,
+                    "embedding": [],
+                    "embedding_model": None,
+                }
+            )
+        return [r for r in rows if not _same(existing.get(r["id"]), r)]
+
+    def _clips(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
+        existing = {
+            r["id"]: r
+            for r in self._existing(
+                "clips", f"video = '{vid}'", [c for c in clips_schema(self.dim).names if c != "vector"]
+            )
+        }
+        rows = []
+        for r in clips:
+            summary = next((a["text"] for a in r.abstractions or [] if a.get("kind") == "clip"), None)
+            if summary:
+                summary = view.resolve(_member_rewrite(summary, dict(r.characters or {})))
+            else:
+                lines = [i.text for i in (r.memory.episodic if r.memory else [])][:20]
+                summary = view.resolve(" ".join(lines))
+            rows.append(
+                {
+                    "id": f"{vid}:{r.clip.index}",
+                    "video": vid,
+                    "clip": r.clip.index,
+                    "start": r.clip.start,
+                    "end": r.clip.end,
+                    "path": r.video.path,
+                    "summary": summary,
+                }
+            )
+        rows = [r for r in rows if not _same(existing.get(r["id"]), r, skip=("vector",))]
+        vecs = self._embed(
+            vid, "clips:" + ",".join(str(r["clip"]) for r in rows), [r["summary"] or " " for r in rows]
+        )
+        for r, v in zip(rows, vecs, strict=True):
+            r["vector"] = v
+        return rows
+
+
+def _arrow(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """Rows as an Arrow table; the vector column goes straight from numpy (no per-float Python objects)."""
+    if "vector" not in schema.names:
+        return pa.Table.from_pylist(rows, schema=schema)
+    field = schema.field("vector")
+    dim = field.type.list_size
+    flat = np.concatenate([np.asarray(r["vector"], dtype=np.float32).reshape(-1) for r in rows])
+    rest = pa.schema([f for f in schema if f.name != "vector"])
+    table = pa.Table.from_pylist([{k: v for k, v in r.items() if k != "vector"} for r in rows], schema=rest)
+    vectors = pa.FixedSizeListArray.from_arrays(pa.array(flat, type=pa.float32()), dim)
+    return table.add_column(schema.get_field_index("vector"), field, vectors)
+
+
+def _edge(vid: str, src: str, dst: str, kind: str, weight: float) -> dict:
+    return {
+        "id": link_id(src, dst, kind),
+        "video": vid,
+        "src": src,
+        "dst": dst,
+        "kind": kind,
+        "weight": weight,
+    }
+
+
+def _id_order(nid: str) -> tuple:
+    parts = nid.split(":")
+    try:
+        return (int(parts[1]), parts[2][0], int(parts[2][1:]))
+    except (IndexError, ValueError):
+        return (10**9, nid, 0)
+
+
+def _same(old: dict | None, new: dict, skip: tuple[str, ...] = ()) -> bool:
+    if old is None:
+        return False
+    for k, v in new.items():
+        if k in skip:
+            continue
+        ov = old.get(k)
+        if isinstance(v, float) or isinstance(ov, float):
+            if ov is None or v is None or abs(float(ov) - float(v)) > 1e-5:
+                return False
+        elif isinstance(v, list) and v and isinstance(v[0], float):
+            if ov is None or len(ov) != len(v) or not np.allclose(ov, v, atol=1e-5):
+                return False
+        elif (ov or None) != (v or None) and not (ov == v):
+            return False
+    return True
+
+
+def _load_npz(path: str | None) -> dict[str, np.ndarray]:
+    if not path:
+        return {}
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            return {k: np.asarray(npz[k]).reshape(-1) for k in npz.files}
+    except (OSError, ValueError) as exc:
+        log.warning("cannot read embeddings %s (%s); the entity is stored without one", path, exc)
+        return {}
+
+
+def index_records(
+    records: list[ClipRecord],
+    path: Path,
+    embedder: Any,
+    config: IndexConfig | None = None,
+    ctx: RunContext | None = None,
+) -> IndexStats:
+    """Write ``records`` into the memory at ``path`` (created if missing)."""
+    for r in records:
+        if r.memory is None:
+            raise InputError(
+                f"clip {r.clip.index} of {r.video.path} has no memory: run `m3 memorize` "
+                "(then `m3 link` and `m3 abstract`) before `m3 index`"
+            )
+    return Indexer(path, embedder, config, ctx).run(records)

@@ -1,0 +1,591 @@
+"""`m3 memorize`: per clip, episodic and semantic memory that refers to people only by their ids.
+
+Two memorizers share one output shape (``memory`` section of the record):
+
+* **LLM** (any OpenAI-compatible multimodal chat server): sampled frames, labelled face crops and the
+  labelled, timed utterances go in; M3-Agent's episodic lines and five semantic categories come out as
+  JSON. Replies that mention ids absent from the clip are sent back for repair; server faults are retried
+  by the client. When all of that fails, the clip falls back to the offline memorizer with
+  ``fallback: true`` and an ``errors`` entry, so one bad clip never loses the others.
+* **Offline** (the default when no LLM is configured): states only what perception established — who
+  says what and when (quoted), who is visible when, who co-occurs with whom, and names people say out
+  loud (see :data:`SELF_NAME`, :data:`VOCATIVE`, :data:`TITLED`) — and labels itself ``source: offline``.
+
+LLM answers are cached per clip under a digest of the exact request (frames, crops, utterances, prompt
+version) and the model name, so a rerun is free and byte-identical.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from schemas.records import ClipRecord, MemoryItem, MemorySection
+from stages import prompts
+from stages.cache import Cache, CacheKey
+from stages.common import RunContext
+from stages.errors import InputError, M3Error
+
+log = logging.getLogger(__name__)
+
+STAGE = "memorize"
+OFFLINE_VERSION = "offline-v1"
+
+ID_RE = re.compile(r"<(face|voice|character)_(\d+)>")
+FACE_RE = re.compile(r"^<face_\d+>$")
+VOICE_RE = re.compile(r"^<voice_\d+>$")
+EQUIVALENCE_RE = re.compile(r"^\s*equivalence\s*:\s*(<face_\d+>)\s*,\s*(<voice_\d+>)\s*\.?\s*$", re.I)
+
+# -- names said out loud (offline memorizer) ---------------------------------------------------------
+# A name is one or two capitalised words; these capitalised words are never names after "I'm"/"I am".
+_NOT_NAMES = frozenset(
+    "I A An The So Not Just Here There Very Really Sorry Glad Happy Going Fine Good Sure Okay OK Yes No "
+    "Well Now Still Also Afraid Trying Looking Back Done Ready Pleased Honored Honoured Proud Delighted "
+    "Thrilled Excited Grateful Thankful Always Never All".split()
+)
+_NAME = r"([A-Z][a-z'\-]+(?:\s+[A-Z][a-z'\-]+)?)"
+#: Self-introductions: "my name is X", "my name's X", "I'm X", "I am X", "call me X".
+SELF_NAME = re.compile(r"\b(?:[Mm]y name is|[Mm]y name's|I'm|I am|[Cc]all me)\s+" + _NAME)
+#: Vocatives: a greeting or thanks directly followed by a name ("Hi, Anna", "Thank you, Joe.").
+VOCATIVE = re.compile(
+    r"\b(?:[Hh]i|[Hh]ello|[Hh]ey|[Tt]hanks|[Tt]hank you|[Gg]ood (?:morning|afternoon|evening)|[Ww]elcome|"
+    r"[Dd]ear|[Bb]ye|[Gg]oodbye)\s*,?\s+" + _NAME
+)
+#: Titled mentions: "Mr. Biden", "President Obama", "Dr Smith".
+TITLED = re.compile(
+    r"\b((?:Mr|Mrs|Ms|Miss|Dr|Prof|President|Senator|Governor|Mayor|Professor)\.?\s+[A-Z][a-z'\-]+)"
+)
+#: Name facts in semantic lines (LLM or offline): "The name of <voice_1> is X", "<face_2>'s name is X",
+#: "<face_2> is named X", "<voice_1> introduces himself as X".
+NAME_FACT = re.compile(
+    r"(?:name of\s+(<(?:face|voice|character)_\d+>)\s+is|(<(?:face|voice|character)_\d+>)(?:'s name is|"
+    r"\s+is (?:named|called)|\s+introduces (?:himself|herself|themselves|themself) as))\s+\"?" + _NAME
+)
+
+
+def entities_in(text: str) -> list[str]:
+    """Ids mentioned in ``text``, in order of first mention, without repeats."""
+    seen: dict[str, None] = {}
+    for m in ID_RE.finditer(text):
+        seen.setdefault(m.group(0), None)
+    return list(seen)
+
+
+def name_fact(text: str) -> tuple[str, str] | None:
+    """(id, name) when ``text`` states someone's name, else None."""
+    m = NAME_FACT.search(text)
+    if not m:
+        return None
+    name = m.group(3).strip()
+    first = name.split()[0]
+    if first in _NOT_NAMES:
+        return None
+    return (m.group(1) or m.group(2), name)
+
+
+def clip_ids(record: ClipRecord) -> tuple[list[str], list[str]]:
+    """(face ids, voice ids) perceived in the clip, sorted by number."""
+    faces = {t.face_id for t in (record.faces.tracks if record.faces else [])}
+    voices = {u.speaker for u in (record.utterances or []) if u.speaker}
+    if record.voices and record.voices.ids:
+        voices.update(v for v in record.voices.ids if VOICE_RE.match(v))
+    return _sorted_ids(faces), _sorted_ids(voices)
+
+
+def _sorted_ids(ids: Iterable[str]) -> list[str]:
+    return sorted(ids, key=lambda s: (s.split("_")[0], int(re.sub(r"\D", "", s) or 0)))
+
+
+def _t(x: float) -> str:
+    return f"{x:.1f}"
+
+
+def _merge_spans(spans: Iterable[tuple[float, float]], gap: float = 0.5) -> list[tuple[float, float]]:
+    out: list[list[float]] = []
+    for s, e in sorted((float(a), float(b)) for a, b in spans):
+        if out and s <= out[-1][1] + gap:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    out = []
+    for s1, e1 in a:
+        for s2, e2 in b:
+            s, e = max(s1, s2), min(e1, e2)
+            if e > s:
+                out.append((s, e))
+    return _merge_spans(out, gap=0.0)
+
+
+def _spans_text(spans: list[tuple[float, float]]) -> str:
+    return " and ".join(f"from {_t(s)} to {_t(e)} s" for s, e in spans)
+
+
+# ============================================================================== offline memorizer
+
+
+def names_said(text: str) -> list[tuple[str, str]]:
+    """(kind, name) for names said in one utterance: kind is self, vocative or mention."""
+    found: list[tuple[str, str]] = []
+    for kind, pattern in (("self", SELF_NAME), ("vocative", VOCATIVE), ("mention", TITLED)):
+        for m in pattern.finditer(text):
+            name = m.group(1).strip()
+            words = name.split()
+            while words and words[-1] in _NOT_NAMES:
+                words.pop()
+            if not words or words[0] in _NOT_NAMES:
+                continue
+            name = " ".join(words)
+            if all(name != n for _, n in found):
+                found.append((kind, name))
+    return found
+
+
+def offline_memory(record: ClipRecord) -> MemorySection:
+    """Deterministic memory from perception alone; no invented semantics."""
+    episodic: list[MemoryItem] = []
+    semantic: list[MemoryItem] = []
+    utterances = sorted(record.utterances or [], key=lambda u: (u.start, u.end))
+    for u in utterances:
+        text = u.text.strip()
+        if not text:
+            continue
+        who = u.speaker or "An unidentified voice"
+        ents = [u.speaker] if u.speaker else []
+        episodic.append(
+            MemoryItem(text=f'{who} says: "{text}"', kind="speech", start=u.start, end=u.end, entities=ents)
+        )
+        for kind, name in names_said(text):
+            if kind == "self":
+                line = f'{who} says their name is {name} ("{text}")'
+            elif kind == "vocative":
+                line = f"{who} addresses someone as {name}"
+            else:
+                line = f"{who} mentions {name}"
+            episodic.append(
+                MemoryItem(
+                    text=line,
+                    kind="mention",
+                    start=u.start,
+                    end=u.end,
+                    entities=ents,
+                    name=name,
+                    name_kind=kind,
+                )
+            )
+            if kind == "self" and u.speaker:
+                semantic.append(
+                    MemoryItem(
+                        text=f"The name of {u.speaker} is {name}",
+                        kind="attribute",
+                        start=u.start,
+                        end=u.end,
+                        entities=ents,
+                        name=name,
+                    )
+                )
+    tracks = sorted(
+        record.faces.tracks if record.faces else [],
+        key=lambda t: (min(s for s, _ in t.spans) if t.spans else 0.0, t.face_id),
+    )
+    spans = {t.face_id: _merge_spans(t.spans) for t in tracks if t.spans}
+    for fid, sp in spans.items():
+        episodic.append(
+            MemoryItem(
+                text=f"{fid} is visible {_spans_text(sp)}",
+                kind="appearance",
+                start=sp[0][0],
+                end=sp[-1][1],
+                entities=[fid],
+            )
+        )
+    ids = list(spans)
+    for i, a in enumerate(ids):
+        for b in ids[i + 1 :]:
+            both = _overlap(spans[a], spans[b])
+            if both:
+                episodic.append(
+                    MemoryItem(
+                        text=f"{a} and {b} are visible together {_spans_text(both)}",
+                        kind="cooccurrence",
+                        start=both[0][0],
+                        end=both[-1][1],
+                        entities=[a, b],
+                    )
+                )
+    speakers: dict[str, list[float]] = {}
+    for u in utterances:
+        if u.speaker:
+            first, last = speakers.setdefault(u.speaker, [u.start, u.end])
+            speakers[u.speaker] = [min(first, u.start), max(last, u.end)]
+    vids = list(speakers)
+    for i, a in enumerate(vids):
+        for b in vids[i + 1 :]:
+            s = min(speakers[a][0], speakers[b][0])
+            e = max(speakers[a][1], speakers[b][1])
+            episodic.append(
+                MemoryItem(
+                    text=f"{a} and {b} both speak between {_t(s)} and {_t(e)} s",
+                    kind="cooccurrence",
+                    start=s,
+                    end=e,
+                    entities=[a, b],
+                )
+            )
+    return MemorySection(
+        source="offline",
+        model=None,
+        prompt_version=OFFLINE_VERSION,
+        episodic=episodic,
+        semantic=semantic,
+        equivalences=[],
+        fallback=False,
+    )
+
+
+# ============================================================================== LLM memorizer
+
+
+@dataclass(frozen=True)
+class MemorizeConfig:
+    frames: int = 8
+    max_side: int = 512
+    jpeg_quality: int = 85
+    semantic: bool = True
+    equivalence: bool = True
+    repairs: int = 2
+    jobs: int = 4
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.frames <= 32:
+            raise InputError(f"--frames must be between 0 and 32, got {self.frames}")
+        if self.max_side < 64:
+            raise InputError(f"max frame side must be at least 64 pixels, got {self.max_side}")
+
+    def key(self) -> dict[str, Any]:
+        """What changes an LLM answer besides its inputs (jobs does not)."""
+        d = asdict(self)
+        d.pop("jobs")
+        d["prompt"] = prompts.PROMPT_VERSION
+        return d
+
+
+def make_llm(llm_settings: Any) -> Any:
+    """An LlmClient from ``Settings.llm``, or None when no LLM is configured."""
+    if not llm_settings.configured:
+        return None
+    from stages.backends.llm import LlmClient
+
+    key = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
+    return LlmClient(
+        llm_settings.base_url,
+        llm_settings.model,
+        api_key=key,
+        timeout=llm_settings.timeout,
+        max_retries=llm_settings.max_retries,
+    )
+
+
+def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
+    from stages import media
+    from stages.backends.llm import image_part
+
+    if config.frames == 0:
+        return []
+    duration = max(record.clip.end - record.clip.start, 1e-3)
+    path = media.source_path(record.video)
+    frames = media.sample_frames(
+        path,
+        record.video.id,
+        record.clip.index,
+        record.clip.start,
+        record.clip.end,
+        fps=max(config.frames / duration, 0.02),
+        max_side=config.max_side,
+        cache=cache,
+    )
+    if len(frames) == 0:
+        return []
+    picks = np.unique(np.linspace(0, len(frames) - 1, min(config.frames, len(frames))).round().astype(int))
+    parts: list[dict] = [{"type": "text", "text": "Frames, in time order:"}]
+    for i in picks:
+        parts.append({"type": "text", "text": f"t={frames.times[i]:.1f} s"})
+        parts.append(image_part(media.encode_jpeg(frames.images[i], quality=config.jpeg_quality)))
+    return parts
+
+
+def _crop_parts(record: ClipRecord, config: MemorizeConfig) -> list[dict]:
+    from stages import media
+    from stages.backends.llm import image_part
+
+    tracks = sorted(record.faces.tracks if record.faces else [], key=lambda t: t.face_id)
+    if not tracks:
+        return []
+    parts: list[dict] = [{"type": "text", "text": "Faces (one crop per face id):"}]
+    for t in tracks:
+        spans = ", ".join(f"{_t(s)}-{_t(e)}" for s, e in _merge_spans(t.spans))
+        data = None
+        if t.crop:
+            try:
+                data = Path(t.crop).read_bytes()
+            except OSError:
+                log.warning(
+                    "clip %d: crop %s of %s is missing; sending the id without a picture",
+                    record.clip.index,
+                    t.crop,
+                    t.face_id,
+                )
+        if data is not None:
+            img = media.decode_jpeg(data)
+            if max(img.shape[:2]) > config.max_side:
+                from PIL import Image
+
+                pil = Image.fromarray(img)
+                pil.thumbnail((config.max_side, config.max_side))
+                data = media.encode_jpeg(np.asarray(pil), quality=config.jpeg_quality)
+            parts.append({"type": "text", "text": f"{t.face_id} (visible {spans} s):"})
+            parts.append(image_part(data))
+        else:
+            parts.append({"type": "text", "text": f"{t.face_id} (visible {spans} s): no crop available"})
+    return parts
+
+
+def _dialogue_text(record: ClipRecord) -> str:
+    lines = []
+    for u in sorted(record.utterances or [], key=lambda u: (u.start, u.end)):
+        who = u.speaker or "<unknown voice>"
+        lines.append(f'[{_t(u.start)}-{_t(u.end)} s] {who}: "{u.text.strip()}"')
+    return "Dialogue (speaker id, absolute times):\n" + ("\n".join(lines) if lines else "(no speech)")
+
+
+def build_messages(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
+    faces, voices = clip_ids(record)
+    content: list[dict] = [
+        {
+            "type": "text",
+            "text": prompts.memorize_header(
+                record.clip.index, record.clip.start, record.clip.end, faces, voices
+            ),
+        }
+    ]
+    content += _frame_parts(record, config, cache)
+    content += _crop_parts(record, config)
+    content.append({"type": "text", "text": _dialogue_text(record)})
+    content.append(
+        {"type": "text", "text": prompts.memorize_instructions(config.semantic, config.equivalence)}
+    )
+    return [{"role": "system", "content": prompts.MEMORIZE_SYSTEM}, {"role": "user", "content": content}]
+
+
+def make_validator(faces: list[str], voices: list[str], config: MemorizeConfig) -> Callable[[Any], list[str]]:
+    """Problems with a reply beyond its JSON schema: ids that are not in this clip, bad equivalences."""
+    allowed = set(faces) | set(voices)
+    listed = ", ".join(faces + voices) or "none"
+
+    def validate(obj: Any) -> list[str]:
+        problems: list[str] = []
+        for section in ("episodic", "semantic"):
+            for i, item in enumerate(obj.get(section) or []):
+                bad = [e for e in entities_in(item.get("text", "")) if e not in allowed]
+                if bad:
+                    problems.append(
+                        f"{section}[{i}] mentions {', '.join(bad)}, not in this clip (allowed ids: {listed})"
+                    )
+                m = EQUIVALENCE_RE.match(item.get("text", ""))
+                if m and not config.equivalence:
+                    problems.append(f"{section}[{i}] is an equivalence line, which was not asked for")
+        for i, pair in enumerate(obj.get("equivalences") or []):
+            face, voice = pair
+            if face not in faces or voice not in voices:
+                problems.append(
+                    f"equivalences[{i}] must pair a face of this clip ({', '.join(faces) or 'none'}) "
+                    f"with a voice of this clip ({', '.join(voices) or 'none'}); got {pair}"
+                )
+        return problems[:10]
+
+    return validate
+
+
+def _fix_time(t: Any, start: float, end: float) -> float | None:
+    """Absolute time, accepting clip-relative answers; None when the value is outside the clip."""
+    if not isinstance(t, (int, float)):
+        return None
+    t = float(t)
+    if start - 1.0 <= t <= end + 1.0:
+        return min(max(t, start), end)
+    if 0.0 <= t <= end - start + 1.0:
+        return min(start + t, end)
+    return None
+
+
+def memory_from_reply(obj: dict, record: ClipRecord, config: MemorizeConfig, model: str) -> MemorySection:
+    """The validated JSON reply as a memory section (entities extracted, equivalences reconciled)."""
+    start, end = record.clip.start, record.clip.end
+
+    def items(section: str, default_kind: str) -> list[MemoryItem]:
+        out = []
+        for raw in obj.get(section) or []:
+            text = " ".join(str(raw["text"]).split())
+            if not text:
+                continue
+            kind = raw.get("kind") or default_kind
+            if EQUIVALENCE_RE.match(text):
+                kind = "equivalence"
+            item = MemoryItem(text=text, kind=kind, entities=entities_in(text))
+            s, e = _fix_time(raw.get("start"), start, end), _fix_time(raw.get("end"), start, end)
+            if s is not None:
+                item.start = s
+                item.end = e if e is not None and e >= s else s
+            fact = name_fact(text) if section == "semantic" else None
+            if fact:
+                item.name = fact[1]
+            out.append(item)
+        return out
+
+    episodic = items("episodic", "event")
+    semantic = items("semantic", "knowledge") if config.semantic else []
+    pairs: list[tuple[str, str]] = []
+    if config.semantic and config.equivalence:
+        for item in semantic:
+            m = EQUIVALENCE_RE.match(item.text)
+            if m:
+                pairs.append((m.group(1), m.group(2)))
+        for face, voice in obj.get("equivalences") or []:
+            if (face, voice) not in pairs:
+                pairs.append((face, voice))
+                semantic.append(
+                    MemoryItem(
+                        text=f"Equivalence: {face}, {voice}", kind="equivalence", entities=[face, voice]
+                    )
+                )
+    else:
+        semantic = [i for i in semantic if i.kind != "equivalence"]
+    return MemorySection(
+        source="llm",
+        model=model,
+        prompt_version=prompts.PROMPT_VERSION,
+        episodic=episodic,
+        semantic=semantic,
+        equivalences=pairs,
+        fallback=False,
+    )
+
+
+def llm_memory(record: ClipRecord, client: Any, config: MemorizeConfig, cache: Cache | None) -> MemorySection:
+    """Ask the LLM (or the cache) for this clip's memory; raises LlmError when the server cannot deliver."""
+    faces, voices = clip_ids(record)
+    messages = build_messages(record, config, cache)
+    digest = hashlib.sha256(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+    key = CacheKey.of(
+        record.video.id,
+        record.clip.index,
+        STAGE,
+        {**config.key(), "inputs": digest},
+        f"{client.base_url}|{client.model}",
+    )
+    cached = cache.get_json(key, "reply.json") if cache is not None else None
+    if isinstance(cached, dict) and isinstance(cached.get("obj"), dict):
+        return memory_from_reply(cached["obj"], record, config, cached.get("model") or client.model)
+    schema = prompts.memorize_schema(config.semantic, config.equivalence)
+    obj, reply = client.chat_json(
+        messages, schema, repairs=config.repairs, validator=make_validator(faces, voices, config)
+    )
+    log.info(
+        "clip %d: memorized by %s in %.1fs (%d+%d tokens, %d attempts)",
+        record.clip.index,
+        reply.model,
+        reply.latency_s,
+        reply.prompt_tokens,
+        reply.completion_tokens,
+        reply.attempts,
+    )
+    if cache is not None:
+        cache.put_json(
+            key,
+            "reply.json",
+            {
+                "obj": obj,
+                "model": reply.model,
+                "prompt_tokens": reply.prompt_tokens,
+                "completion_tokens": reply.completion_tokens,
+            },
+        )
+    return memory_from_reply(obj, record, config, reply.model)
+
+
+def _ablate(memory: MemorySection, config: MemorizeConfig) -> MemorySection:
+    if not config.semantic:
+        memory.semantic = []
+        memory.equivalences = []
+    if not config.equivalence:
+        memory.semantic = [i for i in memory.semantic if i.kind != "equivalence"]
+        memory.equivalences = []
+    return memory
+
+
+def memorize_clip(
+    record: ClipRecord, config: MemorizeConfig, client: Any = None, cache: Cache | None = None
+) -> ClipRecord:
+    """Add ``memory`` (and an ``errors`` entry on LLM fallback) to one record."""
+    from stages.backends.llm import LlmError
+
+    out = record.model_copy(deep=True)
+    if client is None:
+        out.memory = _ablate(offline_memory(record), config)
+        return out
+    try:
+        out.memory = llm_memory(record, client, config, cache)
+    except LlmError as exc:
+        log.warning(
+            "clip %d of %s: LLM memorization failed, using the offline memorizer: %s",
+            record.clip.index,
+            record.video.path,
+            exc,
+        )
+        memory = _ablate(offline_memory(record), config)
+        memory.fallback = True
+        memory.model = client.model
+        out.memory = memory
+        out.errors = [
+            *(out.errors or []),
+            {
+                "stage": STAGE,
+                "error": "llm_fallback",
+                "status": getattr(exc, "status", None),
+                "message": str(exc),
+            },
+        ]
+    return out
+
+
+def memorize_records(
+    records: list[ClipRecord], config: MemorizeConfig, client: Any = None, ctx: RunContext | None = None
+) -> list[ClipRecord]:
+    """Memorize every clip, in input order; LLM calls run ``config.jobs`` at a time."""
+    ctx = ctx or RunContext()
+    for r in records:
+        if r.faces is None and r.utterances is None:
+            raise M3Error(
+                f"clip {r.clip.index} of {r.video.path} has neither faces nor utterances: run "
+                "`m3 faces` and/or `m3 diarize | m3 voices` before `m3 memorize`"
+            )
+    if client is None or config.jobs <= 1:
+        return [
+            memorize_clip(r, config, client, ctx.cache)
+            for r in ctx.progress(records, desc="memorize", total=len(records))
+        ]
+    with ThreadPoolExecutor(max_workers=config.jobs) as pool:
+        futures = pool.map(lambda r: memorize_clip(r, config, client, ctx.cache), records)
+        return list(ctx.progress(futures, desc="memorize", total=len(records)))

@@ -1,0 +1,229 @@
+"""`m3 memorize`: the offline memorizer's honest lines, and the LLM path against a real loopback server
+(frames and crops sent, unknown ids repaired, faults retried, then a flagged offline fallback)."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+
+from m3cli.stream import parse_record
+from stages.backends.llm import LlmClient
+from stages.cache import Cache
+from stages.memorize import MemorizeConfig, memorize_records, names_said, offline_memory
+from stages.prompts import PROMPT_VERSION
+from tests.conftest import DATA
+from tests.memory_helpers import clip
+from tests.support.fake_openai import FakeOpenAI, Fault
+
+OBAMA = str(DATA / "fixture_src" / "obama.jpg")
+
+
+def talk(index: int = 0):
+    o = 30.0 * index
+    return clip(
+        index,
+        {
+            "<face_1>": [(o + 0.6, o + 5.7), (o + 13.6, o + 21.7)],
+            "<face_2>": [(o + 6.3, o + 13.0), (o + 5.0, o + 5.7)],
+        },
+        [
+            ("<voice_1>", o + 0.6, o + 5.7, "Good morning, my name is Barack and I like coffee."),
+            ("<voice_2>", o + 6.3, o + 13.0, "Thank you, Barack. I'm Joe."),
+            (None, o + 25.0, o + 26.0, "Mm-hm."),
+        ],
+        crops={"<face_1>": OBAMA},
+    )
+
+
+def texts(memory, section="episodic"):
+    return [i.text for i in getattr(memory, section)]
+
+
+# ------------------------------------------------------------------------------------ offline
+
+
+def test_offline_memory_states_only_what_perception_established():
+    mem = offline_memory(talk())
+    assert mem.source == "offline" and mem.fallback is False and mem.equivalences == []
+    ep = texts(mem)
+    assert '<voice_1> says: "Good morning, my name is Barack and I like coffee."' in ep
+    assert 'An unidentified voice says: "Mm-hm."' in ep
+    assert "<face_1> is visible from 0.6 to 5.7 s and from 13.6 to 21.7 s" in ep
+    assert "<face_1> and <face_2> are visible together from 5.0 to 5.7 s" in ep
+    assert "<voice_1> and <voice_2> both speak between 0.6 and 13.0 s" in ep
+    speech = next(i for i in mem.episodic if i.kind == "speech")
+    assert (speech.start, speech.end, speech.entities) == (0.6, 5.7, ["<voice_1>"])
+    # the only semantic lines are names people said about themselves
+    assert texts(mem, "semantic") == ["The name of <voice_1> is Barack", "The name of <voice_2> is Joe"]
+    assert all(i.name for i in mem.semantic)
+    # no likes/dislikes or other inference from "I like coffee"
+    assert not any("coffee" in t for t in texts(mem, "semantic"))
+    assert offline_memory(talk()) == mem  # deterministic
+
+
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Hi, my name is Anna Smith.", [("self", "Anna Smith")]),
+        ("I'm sorry, I am Tom.", [("self", "Tom")]),
+        ("Thank you, Joe.", [("vocative", "Joe")]),
+        (
+            "We met President Obama and Dr. Jill Biden",
+            [("mention", "President Obama"), ("mention", "Dr. Jill")],
+        ),
+        ("I'm going home, I'm happy", []),
+        ("call me Ishmael", [("self", "Ishmael")]),
+    ],
+)
+def test_names_said_patterns(text, expected):
+    assert names_said(text) == expected
+
+
+def test_memorize_cli_offline_default(m3, tmp_path, cache_dir):
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"".join(orjson.dumps(r.to_json()) + b"\n" for r in (talk(0), talk(1))))
+    proc = m3("memorize", src, env={"M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""})
+    assert proc.returncode == 0, proc.stderr.decode()
+    records = [parse_record(json.loads(line)) for line in proc.stdout.splitlines()]
+    assert [r.clip.index for r in records] == [0, 1]
+    assert all(r.memory.source == "offline" for r in records)
+    assert records[1].memory.episodic[0].start == 30.6
+
+
+def test_memorize_requires_perception(m3, tmp_path, cache_dir):
+    bare = clip(0).to_json()
+    del bare["faces"], bare["utterances"]
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(orjson.dumps(bare) + b"\n")
+    proc = m3("memorize", src)
+    assert proc.returncode == 1 and b"m3 faces" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+# ------------------------------------------------------------------------------------ LLM
+
+GOOD = {
+    "episodic": [
+        {"text": "<face_1> wears a dark suit", "start": 1.0, "end": 5.0},
+        {"text": "<voice_2> thanks <voice_1> by name", "start": 6.3, "end": 13.0},
+    ],
+    "semantic": [
+        {"text": "Equivalence: <face_1>, <voice_1>", "kind": "equivalence"},
+        {"text": "The name of <voice_1> is Barack", "kind": "attribute"},
+        {"text": "<voice_1> and <voice_2> are friendly colleagues", "kind": "relationship"},
+    ],
+    "equivalences": [["<face_2>", "<voice_2>"]],
+}
+
+
+@pytest.fixture
+def server():
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+def client_for(server, **kw) -> LlmClient:
+    kw.setdefault("backoff", 0.01)
+    kw.setdefault("timeout", 5.0)
+    kw.setdefault("max_retries", 2)
+    return LlmClient(server.url, "fake-vlm", **kw)
+
+
+def test_llm_memory_sends_frames_crops_dialogue_and_caches(server, tmp_path):
+    server.script(json.dumps(GOOD))
+    cache = Cache(tmp_path / "cache")
+    from stages.common import RunContext
+
+    config = MemorizeConfig(frames=3, jobs=1)
+    [out] = memorize_records([talk()], config, client_for(server), RunContext(cache=cache))
+    mem = out.memory
+    assert mem.source == "llm" and mem.model == "fake-vlm" and mem.prompt_version == PROMPT_VERSION
+    assert mem.equivalences == [("<face_1>", "<voice_1>"), ("<face_2>", "<voice_2>")]
+    assert "Equivalence: <face_2>, <voice_2>" in texts(mem, "semantic")
+    assert mem.episodic[1].entities == ["<voice_2>", "<voice_1>"]
+    assert next(i for i in mem.semantic if i.kind == "attribute").name == "Barack"
+    body = server.chat_requests[0]
+    parts = body["messages"][1]["content"]
+    images = [p for p in parts if p["type"] == "image_url"]
+    assert len(images) == 3 + 1  # three frames of the real fixture video + the one crop we have
+    joined = " ".join(p.get("text", "") for p in parts)
+    assert '[0.6-5.7 s] <voice_1>: "Good morning, my name is Barack and I like coffee."' in joined
+    assert "<face_2> (visible" in joined and "no crop available" in joined
+    # cached: a rerun asks nothing
+    [again] = memorize_records([talk()], config, client_for(server), RunContext(cache=cache))
+    assert len(server.chat_requests) == 1 and again.memory == mem
+
+
+def test_unknown_ids_are_sent_back_for_repair(server):
+    bad = {**GOOD, "episodic": [{"text": "<face_9> waves at <voice_1>"}]}
+    server.script(json.dumps(bad), json.dumps(GOOD))
+    [out] = memorize_records([talk()], MemorizeConfig(frames=0, jobs=1), client_for(server))
+    assert out.memory.source == "llm" and not out.errors
+    repair = server.chat_requests[1]["messages"][-1]["content"]
+    assert "<face_9>" in repair and "not in this clip" in repair
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        [Fault.status(429, retry_after=0.01), Fault.status(500)],
+        [Fault.malformed_body()],
+        [Fault.truncated_json(json.dumps(GOOD))],
+        ["", "not json at all"],
+    ],
+)
+def test_transient_faults_are_retried(server, faults):
+    server.script(*faults, json.dumps(GOOD))
+    [out] = memorize_records([talk()], MemorizeConfig(frames=0, jobs=1), client_for(server))
+    assert out.memory.source == "llm" and out.memory.fallback is False and not out.errors
+
+
+def test_timeout_then_success(server):
+    server.script(Fault.slow(1.0, then=json.dumps(GOOD)), json.dumps(GOOD))
+    [out] = memorize_records([talk()], MemorizeConfig(frames=0, jobs=1), client_for(server, timeout=0.3))
+    assert out.memory.source == "llm"
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        [Fault.status(503)] * 3,
+        ['{"episodic": []}'] * 3,  # empty memory, three times
+        [json.dumps({**GOOD, "equivalences": [["<face_7>", "<voice_1>"]]})] * 3,  # ids that do not exist
+    ],
+)
+def test_persistent_failure_falls_back_per_clip(server, script):
+    # clip 0 gets the faulty replies; clip 1 then gets a good answer: nothing is lost
+    server.script(*script, json.dumps({**GOOD, "equivalences": []}))
+    out = memorize_records([talk(0), talk(1)], MemorizeConfig(frames=0, jobs=1), client_for(server))
+    first, second = (r.memory for r in out)
+    assert first.source == "offline" and first.fallback is True
+    assert texts(first) == texts(offline_memory(talk(0)))
+    [err] = out[0].errors
+    assert err["stage"] == "memorize" and err["error"] == "llm_fallback" and "fake-vlm" in err["message"]
+    assert second.source == "llm" and not out[1].errors
+
+
+def test_ablations_shrink_prompt_and_output(server):
+    server.script(json.dumps({"episodic": GOOD["episodic"]}))
+    [out] = memorize_records([talk()], MemorizeConfig(frames=0, semantic=False, jobs=1), client_for(server))
+    prompt = json.dumps(server.chat_requests[0])
+    assert "Semantic memory" not in prompt and out.memory.semantic == [] and out.memory.equivalences == []
+    server.script(json.dumps({"episodic": GOOD["episodic"], "semantic": GOOD["semantic"][1:]}))
+    [out] = memorize_records(
+        [talk()], MemorizeConfig(frames=0, equivalence=False, jobs=1), client_for(server)
+    )
+    prompt = json.dumps(server.chat_requests[1])
+    assert "Equivalence identification" not in prompt
+    assert out.memory.equivalences == [] and all(i.kind != "equivalence" for i in out.memory.semantic)
+
+
+def test_memorize_cli_with_llm_flags(m3, tmp_path, cache_dir, server):
+    server.responder = lambda body: json.dumps({**GOOD, "equivalences": []})
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(orjson.dumps(talk().to_json()) + b"\n")
+    proc = m3("memorize", "--llm-base-url", server.url, "--llm-model", "fake-vlm", "--frames", "0", src)
+    assert proc.returncode == 0, proc.stderr.decode()
+    record = parse_record(json.loads(proc.stdout))
+    assert record.memory.source == "llm" and record.memory.equivalences == [("<face_1>", "<voice_1>")]
