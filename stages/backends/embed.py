@@ -137,8 +137,12 @@ class LocalEmbedder:
             if self._model is None:
                 os.environ["HF_HUB_OFFLINE"] = "1"
                 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is for m3's own progress
                 started = time.monotonic()
                 from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
+
+                hf_logging.disable_progress_bar()
 
                 model = SentenceTransformer(str(self.model_dir), device=self.device, local_files_only=True)
                 self._dim = _model_dim(model)
