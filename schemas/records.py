@@ -48,6 +48,10 @@ class ClipInfo(_Open):
         return self.end - self.start
 
 
+def _plain(value: Any) -> Any:
+    return value.model_dump(mode="json", exclude_none=True) if isinstance(value, BaseModel) else value
+
+
 Span = tuple[float, float]
 
 
@@ -120,6 +124,8 @@ class MemoryItem(_Open):
     start: float | None = None
     end: float | None = None
     entities: list[str] | None = None
+    name: str | None = None
+    name_kind: Literal["self", "vocative", "mention"] | None = None
 
 
 class MemorySection(_Open):
@@ -130,6 +136,62 @@ class MemorySection(_Open):
     prompt_version: str | None = None
     equivalences: list[tuple[str, str]] | None = None
     fallback: bool | None = None
+
+
+class Vote(_Open):
+    """A face-voice pair with a weight: one vote, a cumulative weight, or a kept edge."""
+
+    face: str
+    voice: str
+    weight: float
+    source: Literal["meta", "llm"] | None = None
+    start: float | None = None
+    end: float | None = None
+    sources: dict[str, float] | None = None
+
+
+class LinkSection(_Open):
+    votes: list[Vote]
+    weights: list[Vote]
+    edges: list[Vote]
+    version: str | None = None
+    config: str | None = None
+    p: float | None = None
+    min_weight: float | None = None
+
+
+class Abstraction(_Open):
+    """A summary, a link between facts, or a recorded contradiction; ``evidence`` names what it rests on."""
+
+    id: str
+    kind: Literal["character", "relationship", "clip", "global", "link", "conflict"]
+    text: str | None = None
+    character: str | None = None
+    characters: list[str] | None = None
+    entities: list[str] | None = None
+    evidence: list[str] | None = None
+    evidence_count: int | None = None
+    source: Literal["llm", "offline"] | None = None
+    start: float | None = None
+    end: float | None = None
+    src: str | None = None
+    dst: str | None = None
+    relation: Literal["same_character", "temporal", "similar", "causal"] | None = None
+    weight: float | None = None
+    description: str | None = None
+    kept: list[str] | None = None
+    dropped: list[str] | None = None
+    weights: dict[str, float] | None = None
+
+
+class Problem(_Open):
+    """Something a stage could not do for this clip, recorded instead of stopping the run."""
+
+    stage: str
+    error: str
+    status: str | None = None
+    message: str | None = None
+    what: str | None = None
 
 
 class ClipRecord(_Open):
@@ -144,13 +206,22 @@ class ClipRecord(_Open):
     voices: VoicesSection | None = None
     memory: MemorySection | None = None
     characters: dict[str, str] | None = None
-    link: dict[str, Any] | None = None
-    abstractions: list[dict[str, Any]] | None = None
-    errors: list[dict[str, Any]] | None = None
+    link: LinkSection | None = None
+    abstractions: list[Abstraction] | None = None
+    errors: list[Problem] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as plain JSON data: sections left unset are omitted, extras kept."""
         return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    def plain(self, section: str) -> Any:
+        """A section as plain JSON data (dicts and lists), for code that folds over raw values."""
+        value = getattr(self, section)
+        if value is None:
+            return None
+        if isinstance(value, list):
+            return [_plain(v) for v in value]
+        return _plain(value)
 
     @property
     def key(self) -> tuple[str, int]:

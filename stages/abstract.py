@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from schemas.records import ClipRecord
+from schemas.records import Abstraction, ClipRecord, Problem
 from stages import prompts
 from stages.cache import Cache, CacheKey
 from stages.common import RunContext, by_video
@@ -846,9 +846,9 @@ def abstract_records(
             runner.errors = []
             items = runner.step(record, state)
             new = record.model_copy(deep=True)
-            new.abstractions = items
+            new.abstractions = [Abstraction.model_validate(item) for item in items]
             if runner.errors:
-                new.errors = [*(new.errors or []), *runner.errors]
+                new.errors = [*(new.errors or []), *map(Problem.model_validate, runner.errors)]
             out.append(new)
     return out
 

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from schemas.records import ClipRecord, FacesSection, FaceTrack
+from schemas.records import ClipRecord, FacesSection, FaceTrack, Problem
 from stages import media
 from stages.backends.face import Detection, FaceModel
 from stages.cache import Cache, CacheKey
@@ -87,10 +87,14 @@ class FacesConfig:
             (0 <= self.min_sharpness <= 1, f"--min-sharpness must be within 0..1, got {self.min_sharpness}"),
             (self.max_snapshots >= 1, f"--max-snapshots must be >= 1, got {self.max_snapshots}"),
             (self.min_cluster_size >= 2, f"min cluster size must be >= 2, got {self.min_cluster_size}"),
-            (self.threshold is None or self.threshold > 0,
-             f"--threshold must be positive, got {self.threshold}"),
-            (self.frame_side is None or self.frame_side >= 32,
-             f"frame size must be >= 32, got {self.frame_side}"),
+            (
+                self.threshold is None or self.threshold > 0,
+                f"--threshold must be positive, got {self.threshold}",
+            ),
+            (
+                self.frame_side is None or self.frame_side >= 32,
+                f"frame size must be >= 32, got {self.frame_side}",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -120,14 +124,22 @@ class ClipFaces:
         return {k: v for k, v in self.__dict__.items() if isinstance(v, np.ndarray)}
 
     def crop(self, i: int) -> bytes:
-        return self.crop_data[self.crop_offsets[i]:self.crop_offsets[i + 1]].tobytes()
+        return self.crop_data[self.crop_offsets[i] : self.crop_offsets[i + 1]].tobytes()
 
 
 def detect_key(record: ClipRecord, model: FaceModel, config: FacesConfig) -> CacheKey:
     clip = record.clip
-    cfg = {"start": clip.start, "end": clip.end, "fps": config.fps, "frame_side": config.frame_side,
-           "backend": model.name, "model": model.model, **model.config(), "crop": [CROP_SIDE, CROP_MARGIN],
-           "v": DETECT_VERSION}
+    cfg = {
+        "start": clip.start,
+        "end": clip.end,
+        "fps": config.fps,
+        "frame_side": config.frame_side,
+        "backend": model.name,
+        "model": model.model,
+        **model.config(),
+        "crop": [CROP_SIDE, CROP_MARGIN],
+        "v": DETECT_VERSION,
+    }
     return CacheKey.of(record.video.id, clip.index, f"{STAGE}-detect", cfg, model.version)
 
 
@@ -137,15 +149,17 @@ def _crop(image: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarr
     mx, my = (x1 - x0) * CROP_MARGIN, (y1 - y0) * CROP_MARGIN
     a, b = max(0, int(x0 - mx)), max(0, int(y0 - my))
     c, d = min(w, int(math.ceil(x1 + mx))), min(h, int(math.ceil(y1 + my)))
-    return image[b:max(d, b + 1), a:max(c, a + 1)]
+    return image[b : max(d, b + 1), a : max(c, a + 1)]
 
 
 def sharpness(crop: np.ndarray) -> float:
     """Variance of the Laplacian of the grey crop at 64x64: low for blurred or featureless faces."""
     from PIL import Image
 
-    grey = np.asarray(Image.fromarray(crop).convert("L").resize((SHARP_SIDE, SHARP_SIDE),
-                                                                 Image.Resampling.BILINEAR), dtype=np.float32)
+    grey = np.asarray(
+        Image.fromarray(crop).convert("L").resize((SHARP_SIDE, SHARP_SIDE), Image.Resampling.BILINEAR),
+        dtype=np.float32,
+    )
     lap = grey[1:-1, :-2] + grey[1:-1, 2:] + grey[:-2, 1:-1] + grey[2:, 1:-1] - 4 * grey[1:-1, 1:-1]
     return float(lap.var())
 
@@ -156,15 +170,18 @@ def _small_jpeg(crop: np.ndarray) -> bytes:
     img = Image.fromarray(crop)
     if max(img.size) > CROP_SIDE:
         scale = CROP_SIDE / max(img.size)
-        img = img.resize((max(1, round(img.size[0] * scale)), max(1, round(img.size[1] * scale))),
-                         Image.Resampling.BILINEAR)
+        img = img.resize(
+            (max(1, round(img.size[0] * scale)), max(1, round(img.size[1] * scale))),
+            Image.Resampling.BILINEAR,
+        )
     buf = io.BytesIO()
     img.save(buf, format="JPEG", quality=CROP_QUALITY)
     return buf.getvalue()
 
 
-def pack_detections(times: np.ndarray, images: list[np.ndarray], per_frame: list[list[Detection]],
-                    to_source: float = 1.0) -> ClipFaces:
+def pack_detections(
+    times: np.ndarray, images: list[np.ndarray], per_frame: list[list[Detection]], to_source: float = 1.0
+) -> ClipFaces:
     """Turn a backend's per-frame detections into the cached arrays (boxes scaled to source pixels)."""
     frame, boxes, scores, embs, marks, sharp, blobs = [], [], [], [], [], [], []
     dim = 0
@@ -176,8 +193,11 @@ def pack_detections(times: np.ndarray, images: list[np.ndarray], per_frame: list
             scores.append(d.score)
             embs.append(np.asarray(d.embedding, dtype=np.float32))
             dim = len(embs[-1])
-            marks.append(np.full((3, 2), np.nan, np.float32) if d.landmarks is None
-                         else np.asarray(d.landmarks, np.float32)[:3])
+            marks.append(
+                np.full((3, 2), np.nan, np.float32)
+                if d.landmarks is None
+                else np.asarray(d.landmarks, np.float32)[:3]
+            )
             sharp.append(sharpness(crop))
             blobs.append(_small_jpeg(crop))
     return ClipFaces(
@@ -211,8 +231,13 @@ class Counters:
     seconds: dict[str, float] = field(default_factory=lambda: {"decode": 0.0, "detect": 0.0, "pack": 0.0})
 
 
-def detect_clip(record: ClipRecord, model: FaceModel, config: FacesConfig, cache: Cache | None,
-                counters: Counters | None = None) -> ClipFaces:
+def detect_clip(
+    record: ClipRecord,
+    model: FaceModel,
+    config: FacesConfig,
+    cache: Cache | None,
+    counters: Counters | None = None,
+) -> ClipFaces:
     """Every face detection of one clip, from the cache or computed (and then cached)."""
     import time
 
@@ -225,8 +250,16 @@ def detect_clip(record: ClipRecord, model: FaceModel, config: FacesConfig, cache
             return ClipFaces(**stored, key=key)
     path = media.source_path(record.video)
     started = time.perf_counter()
-    frames = media.sample_frames(path, record.video.id, record.clip.index, record.clip.start, record.clip.end,
-                                 config.fps, max_side=config.frame_side, cache=cache)
+    frames = media.sample_frames(
+        path,
+        record.video.id,
+        record.clip.index,
+        record.clip.start,
+        record.clip.end,
+        config.fps,
+        max_side=config.frame_side,
+        cache=cache,
+    )
     t1 = time.perf_counter()
     per_frame = model.detect_frames(frames.images) if len(frames) else []
     t2 = time.perf_counter()
@@ -274,8 +307,14 @@ def quality(faces: ClipFaces, model: FaceModel, config: FacesConfig) -> tuple[np
     pose_q = np.clip(1 - yaw, 0, 1)
     q = np.power(np.clip(score_q * size_q * sharp_q * pose_q, 0, 1), 0.25).astype(np.float32)
     min_score = model.min_score if config.min_score is None else config.min_score
-    keep = ((side >= config.min_face) & (faces.scores >= min_score) & (sharp_q >= config.min_sharpness)
-            & (yaw <= config.max_yaw) & (aspect >= ASPECT_RANGE[0]) & (aspect <= ASPECT_RANGE[1]))
+    keep = (
+        (side >= config.min_face)
+        & (faces.scores >= min_score)
+        & (sharp_q >= config.min_sharpness)
+        & (yaw <= config.max_yaw)
+        & (aspect >= ASPECT_RANGE[0])
+        & (aspect <= ASPECT_RANGE[1])
+    )
     return keep, q
 
 
@@ -336,8 +375,13 @@ def cluster_embeddings(points: np.ndarray, cut: float, min_cluster_size: int = 3
         import hdbscan
 
         algorithm = "generic" if n <= 2000 else "best"
-        hd = hdbscan.HDBSCAN(min_cluster_size=min_cluster_size, min_samples=1, metric="euclidean",
-                             algorithm=algorithm, allow_single_cluster=True)
+        hd = hdbscan.HDBSCAN(
+            min_cluster_size=min_cluster_size,
+            min_samples=1,
+            metric="euclidean",
+            algorithm=algorithm,
+            allow_single_cluster=True,
+        )
         coarse = hd.fit_predict(points)
         raw = np.full(n, -1, dtype=np.int64)
         next_label = 0
@@ -408,7 +452,7 @@ class FaceBank:
             self._seq += 1
             node.snapshots.append((float(qualities[i]), self._seq, np.asarray(embeddings[i], np.float32)))
         node.snapshots.sort(key=lambda s: (-s[0], s[1]))
-        del node.snapshots[self.max_snapshots:]
+        del node.snapshots[self.max_snapshots :]
 
 
 def face_id(number: int) -> str:
@@ -426,8 +470,15 @@ class ClipAssignment:
     match: dict[int, float | None]  # id number -> similarity of its first local cluster (None: new)
 
 
-def assign_clip(faces: ClipFaces, keep: np.ndarray, q: np.ndarray, bank: FaceBank,
-                metric: str, cut: float, min_cluster_size: int) -> ClipAssignment:
+def assign_clip(
+    faces: ClipFaces,
+    keep: np.ndarray,
+    q: np.ndarray,
+    bank: FaceBank,
+    metric: str,
+    cut: float,
+    min_cluster_size: int,
+) -> ClipAssignment:
     """Cluster the clip's kept detections and give each local cluster a global id from ``bank``."""
     kept = np.flatnonzero(keep)
     ids = np.zeros(len(kept), dtype=np.int64)
@@ -480,8 +531,14 @@ def _put_once(cache: Cache, key: CacheKey, name: str, write: Callable[[], Any]) 
     return str(path)
 
 
-def build_section(record: ClipRecord, faces: ClipFaces, result: ClipAssignment, model: FaceModel,
-                  config: FacesConfig, cache: Cache | None) -> FacesSection:
+def build_section(
+    record: ClipRecord,
+    faces: ClipFaces,
+    result: ClipAssignment,
+    model: FaceModel,
+    config: FacesConfig,
+    cache: Cache | None,
+) -> FacesSection:
     """The record's ``faces`` section from one clip's detections and their global ids."""
     step = 1.0 / config.fps
     tracks: list[FaceTrack] = []
@@ -492,24 +549,34 @@ def build_section(record: ClipRecord, faces: ClipFaces, result: ClipAssignment, 
         times = [float(faces.times[faces.frame[i]]) for i in det]
         best = int(det[np.argmax(result.quality[det])])  # first of the best on ties
         fid = face_id(number)
-        boxes = [(round(float(faces.times[faces.frame[i]]), 3), *(round(float(v), 1) for v in faces.boxes[i]))
-                 for i in det]
+        boxes = [
+            (round(float(faces.times[faces.frame[i]]), 3), *(round(float(v), 1) for v in faces.boxes[i]))
+            for i in det
+        ]
         crop = None
         if cache is not None and faces.key is not None:
-            ckey = _blob_key(record.video.id, record.clip.index, f"{STAGE}-crops",
-                             {"detections": faces.key.config, "index": best}, faces.key.model)
-            crop = _put_once(cache, ckey, "crop.jpg", lambda b=best, k=ckey: cache.put_bytes(k, "crop.jpg",
-                                                                                              faces.crop(b)))
-        tracks.append(FaceTrack(
-            face_id=fid,
-            detections=len(det),
-            quality=round(float(result.quality[best]), 4),
-            score=round(float(faces.scores[det].mean()), 4),
-            spans=spans(times, step, record.clip.end),
-            boxes=boxes,
-            crop=crop,
-            match=result.match.get(number),
-        ))
+            ckey = _blob_key(
+                record.video.id,
+                record.clip.index,
+                f"{STAGE}-crops",
+                {"detections": faces.key.config, "index": best},
+                faces.key.model,
+            )
+            crop = _put_once(
+                cache, ckey, "crop.jpg", lambda b=best, k=ckey: cache.put_bytes(k, "crop.jpg", faces.crop(b))
+            )
+        tracks.append(
+            FaceTrack(
+                face_id=fid,
+                detections=len(det),
+                quality=round(float(result.quality[best]), 4),
+                score=round(float(faces.scores[det].mean()), 4),
+                spans=spans(times, step, record.clip.end),
+                boxes=boxes,
+                crop=crop,
+                match=result.match.get(number),
+            )
+        )
         mean = metric_space(faces.embeddings[det], model.metric).mean(axis=0)
         means[f"face_{number}"] = (mean / max(np.linalg.norm(mean), 1e-12)).astype(np.float32)
     embeddings = None
@@ -517,10 +584,16 @@ def build_section(record: ClipRecord, faces: ClipFaces, result: ClipAssignment, 
         digest = hashlib.sha256()
         for name in sorted(means):
             digest.update(name.encode() + means[name].tobytes())
-        ekey = _blob_key(record.video.id, record.clip.index, f"{STAGE}-embeddings",
-                         {"sha256": digest.hexdigest()}, model.version)
-        embeddings = _put_once(cache, ekey, "embeddings.npz", lambda: cache.put_arrays(ekey, "embeddings.npz",
-                                                                                        **means))
+        ekey = _blob_key(
+            record.video.id,
+            record.clip.index,
+            f"{STAGE}-embeddings",
+            {"sha256": digest.hexdigest()},
+            model.version,
+        )
+        embeddings = _put_once(
+            cache, ekey, "embeddings.npz", lambda: cache.put_arrays(ekey, "embeddings.npz", **means)
+        )
     return FacesSection(
         backend=model.name,
         model=model.model,
@@ -533,8 +606,9 @@ def build_section(record: ClipRecord, faces: ClipFaces, result: ClipAssignment, 
     )
 
 
-def recluster_video(per_clip: list[tuple[ClipFaces, ClipAssignment]], metric: str, cut: float,
-                    min_cluster_size: int) -> dict[str, str]:
+def recluster_video(
+    per_clip: list[tuple[ClipFaces, ClipAssignment]], metric: str, cut: float, min_cluster_size: int
+) -> dict[str, str]:
     """Cluster every kept detection of a video at once; map each online id to its majority cluster.
 
     Cluster names ``cluster_1, cluster_2, ...`` follow first appearance. A whole-video cluster that
@@ -552,12 +626,19 @@ def recluster_video(per_clip: list[tuple[ClipFaces, ClipAssignment]], metric: st
     votes: dict[int, Counter] = {}
     for owner, label in zip(owners, labels.tolist(), strict=True):
         votes.setdefault(owner, Counter())[label] += 1
-    return {face_id(k): f"cluster_{min(v.items(), key=lambda kv: (-kv[1], kv[0]))[0] + 1}"
-            for k, v in sorted(votes.items())}
+    return {
+        face_id(k): f"cluster_{min(v.items(), key=lambda kv: (-kv[1], kv[0]))[0] + 1}"
+        for k, v in sorted(votes.items())
+    }
 
 
-def faces_video(clips: list[ClipRecord], model: FaceModel, config: FacesConfig, ctx: RunContext,
-                counters: Counters | None = None) -> list[ClipRecord]:
+def faces_video(
+    clips: list[ClipRecord],
+    model: FaceModel,
+    config: FacesConfig,
+    ctx: RunContext,
+    counters: Counters | None = None,
+) -> list[ClipRecord]:
     """Add ``faces`` to every clip of one video (clips in index order), with one face bank per video."""
     threshold = model.threshold if config.threshold is None else config.threshold
     cut = euclid_threshold(model.metric, threshold)
@@ -573,10 +654,15 @@ def faces_video(clips: list[ClipRecord], model: FaceModel, config: FacesConfig, 
         new.faces = build_section(record, faces, result, model, config, ctx.cache)
         if len(faces.times) == 0 and (record.clip.frames or 0) > 0:
             clip = record.clip
-            message = (f"no frame of clip {clip.index} ({clip.start:.2f}-{clip.end:.2f} s) could be decoded "
-                       f"from {record.video.path}; faces are unknown for it")
+            message = (
+                f"no frame of clip {clip.index} ({clip.start:.2f}-{clip.end:.2f} s) could be decoded "
+                f"from {record.video.path}; faces are unknown for it"
+            )
             log.warning(message)
-            new.errors = [*(new.errors or []), {"stage": STAGE, "message": message}]
+            new.errors = [
+                *(new.errors or []),
+                Problem(stage=STAGE, error="undecodable_frames", message=message),
+            ]
         out.append(new)
     if config.recluster:
         mapping = recluster_video(per_clip, model.metric, cut, config.min_cluster_size)
@@ -586,8 +672,13 @@ def faces_video(clips: list[ClipRecord], model: FaceModel, config: FacesConfig, 
     return out
 
 
-def run_faces(records: list[ClipRecord], model: FaceModel, config: FacesConfig, ctx: RunContext,
-              counters: Counters | None = None) -> list[ClipRecord]:
+def run_faces(
+    records: list[ClipRecord],
+    model: FaceModel,
+    config: FacesConfig,
+    ctx: RunContext,
+    counters: Counters | None = None,
+) -> list[ClipRecord]:
     """The stage over a stream: every video folded separately, records returned in input order."""
     done: dict[tuple[str, int], ClipRecord] = {}
     for clips in by_video(records):
@@ -599,8 +690,12 @@ def run_faces(records: list[ClipRecord], model: FaceModel, config: FacesConfig, 
 def model_kwargs(config: FacesConfig, device: str = "cpu") -> dict[str, Any]:
     """Constructor arguments of the configured backend."""
     if config.backend == "dlib":
-        kw: dict[str, Any] = {"detector": config.detector, "upsample": config.upsample,
-                              "model_dir": config.model_dir, "device": device}
+        kw: dict[str, Any] = {
+            "detector": config.detector,
+            "upsample": config.upsample,
+            "model_dir": config.model_dir,
+            "device": device,
+        }
         if config.detect_side:
             kw["detect_side"] = config.detect_side
         return kw
@@ -614,7 +709,6 @@ def load_model(config: FacesConfig, device: str = "cpu") -> FaceModel:
     from stages.backends.face import make_face_model
 
     return make_face_model(config.backend, **model_kwargs(config, device))
-
 
 
 # ------------------------------------------------------------------------------------------- images
@@ -634,8 +728,9 @@ def load_image(path: Path) -> np.ndarray:
         raise InputError(f"{path}: not a readable image ({exc})") from None
 
 
-def image_faces(image: np.ndarray, model: FaceModel, config: FacesConfig) -> tuple[ClipFaces, np.ndarray,
-                                                                                    np.ndarray]:
+def image_faces(
+    image: np.ndarray, model: FaceModel, config: FacesConfig
+) -> tuple[ClipFaces, np.ndarray, np.ndarray]:
     """Detections of one still image with their (keep mask, quality), as the stage would judge them."""
     faces = pack_detections(np.zeros(1), [image], model.detect_frames([image]))
     keep, q = quality(faces, model, config)

@@ -370,7 +370,7 @@ class Indexer:
         conflicts: list[tuple[str, list[str], list[str]]] = []
         for r in clips:
             clip_map = dict(r.characters or {})
-            for item in r.abstractions or []:
+            for item in r.plain("abstractions") or []:
                 kind = item.get("kind")
                 if kind == "link":
                     src, dst = alias.get(item["src"], item["src"]), alias.get(item["dst"], item["dst"])
@@ -483,7 +483,7 @@ class Indexer:
 
     def _entity_edges(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
         edges = []
-        last = clips[-1].link or {}
+        last = clips[-1].plain("link") or {}
         for e in last.get("edges", []):
             edges.append(
                 _edge(vid, f"{vid}:{e['face']}", f"{vid}:{e['voice']}", "equivalence", float(e["weight"]))
@@ -586,7 +586,9 @@ class Indexer:
         }
         rows = []
         for r in clips:
-            summary = next((a["text"] for a in r.abstractions or [] if a.get("kind") == "clip"), None)
+            summary = next(
+                (a["text"] for a in r.plain("abstractions") or [] if a.get("kind") == "clip"), None
+            )
             if summary:
                 summary = view.resolve(_member_rewrite(summary, dict(r.characters or {})))
             else:

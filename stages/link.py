@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from schemas.records import ClipRecord
+from schemas.records import ClipRecord, LinkSection
 from stages import media
 from stages.cache import config_hash
 from stages.common import by_video
@@ -252,7 +252,7 @@ class LinkState:
 
 def _votes_for(record: ClipRecord, config: LinkConfig, reuse: bool) -> list[Vote]:
     """Votes recorded by an earlier run with the same settings, else computed from perception."""
-    link = record.link or {}
+    link = record.plain("link") or {}
     if reuse and link.get("config") == config.votes_key() and isinstance(link.get("votes"), list):
         return [Vote.from_json(v) for v in link["votes"]]
     return clip_votes(record, config)
@@ -267,7 +267,7 @@ def link_video(records: list[ClipRecord], config: LinkConfig, reuse: bool = True
         state.add(votes, first_seen(record))
         new = record.model_copy(deep=True)
         new.characters = state.characters()
-        new.link = state.snapshot(votes)
+        new.link = LinkSection.model_validate(state.snapshot(votes))
         out.append(new)
     return out
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from schemas.records import ClipRecord, MemoryItem, MemorySection
+from schemas.records import ClipRecord, MemoryItem, MemorySection, Problem
 from stages import prompts
 from stages.cache import Cache, CacheKey
 from stages.common import RunContext
@@ -560,12 +560,7 @@ def memorize_clip(
         out.memory = memory
         out.errors = [
             *(out.errors or []),
-            {
-                "stage": STAGE,
-                "error": "llm_fallback",
-                "status": getattr(exc, "status", None),
-                "message": str(exc),
-            },
+            Problem(stage=STAGE, error="llm_fallback", status=getattr(exc, "status", None), message=str(exc)),
         ]
     return out
 

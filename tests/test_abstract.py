@@ -35,7 +35,7 @@ def conversation(n_clips: int = 4):
 
 
 def items(records, kind):
-    return [(r.clip.index, a) for r in records for a in r.abstractions if a["kind"] == kind]
+    return [(r.clip.index, a) for r in records for a in r.plain("abstractions") if a["kind"] == kind]
 
 
 def node_ids(records):
@@ -45,7 +45,7 @@ def node_ids(records):
             ids.update(
                 f"{r.video.id}:{r.clip.index}:{section[0]}{i}" for i in range(len(getattr(r.memory, section)))
             )
-        ids.update(a["id"] for a in r.abstractions if a["kind"] == "clip")
+        ids.update(a.id for a in r.abstractions if a.kind == "clip")
     return ids
 
 
@@ -221,7 +221,7 @@ def test_llm_summaries_links_and_fallback():
     clips = [a for _, a in items(recs, "clip")]
     assert clips[0]["source"] == "llm" and clips[0]["text"].startswith("A calm exchange")
     assert clips[1]["source"] == "offline" and clips[1]["text"].startswith("Clip 1")
-    assert [e["what"] for e in recs[1].errors] == ["clip"] and not recs[0].errors
+    assert [e.what for e in recs[1].errors] == ["clip"] and not recs[0].errors
     causal = [a for _, a in items(recs, "link") if a["relation"] == "causal"]
     assert len(causal) == 2 and causal[0]["description"] == "answers"
     assert items(recs, "character")[0][1]["source"] == "llm"

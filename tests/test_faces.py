@@ -182,7 +182,7 @@ def test_clip_without_faces_and_undecodable_clip(tmp_path):
     ghost = records[0].model_copy(deep=True)
     ghost.clip.index, ghost.clip.start, ghost.clip.end = 5, 100.0, 130.0
     flagged = run_faces([ghost], DlibFaceModel(), FacesConfig(), RunContext(cache=cache))[0]
-    assert flagged.faces.frames == 0 and "could be decoded" in flagged.errors[0]["message"]
+    assert flagged.faces.frames == 0 and "could be decoded" in flagged.errors[0].message
 
 
 def test_grayscale_tiny_and_blank_images():

@@ -125,8 +125,8 @@ def test_later_majority_overrides_an_early_wrong_link():
     assert after[1]["<face_1>"] == after[1]["<voice_2>"]  # the early mistake is in force for a while
     final = after[-1]
     assert final["<face_1>"] == final["<voice_1>"] != final["<voice_2>"]
-    assert out[-1].link["edges"] == [{"face": "<face_1>", "voice": "<voice_1>", "weight": 4.0}]
-    weights = {(w["face"], w["voice"]): w for w in out[-1].link["weights"]}
+    assert out[-1].plain("link")["edges"] == [{"face": "<face_1>", "voice": "<voice_1>", "weight": 4.0}]
+    weights = {(w["face"], w["voice"]): w for w in out[-1].plain("link")["weights"]}
     assert weights[("<face_1>", "<voice_2>")]["sources"] == {"llm": 2.0, "meta": 1.0}
 
 
@@ -161,7 +161,7 @@ def test_fold_is_replayed_from_recorded_votes_when_clips_are_appended():
     assert replayed[-1].characters == full[-1].characters
     assert link_records(stripped + clips[2:], LinkConfig(), reuse=False)[-1].characters != full[-1].characters
     # changing p only replays the fold; votes recorded with other window settings are recomputed
-    assert link_records(first + clips[2:], LinkConfig(window=2.0))[-1].link["votes"] != full[-1].link["votes"]
+    assert link_records(first + clips[2:], LinkConfig(window=2.0))[-1].link.votes != full[-1].link.votes
 
 
 def test_fallback_memories_do_not_vote():

@@ -201,7 +201,7 @@ def test_persistent_failure_falls_back_per_clip(server, script):
     assert first.source == "offline" and first.fallback is True
     assert texts(first) == texts(offline_memory(talk(0)))
     [err] = out[0].errors
-    assert err["stage"] == "memorize" and err["error"] == "llm_fallback" and "fake-vlm" in err["message"]
+    assert err.stage == "memorize" and err.error == "llm_fallback" and "fake-vlm" in err.message
     assert second.source == "llm" and not out[1].errors
 
 

@@ -25,6 +25,10 @@ MIRRORS: dict[str, type[BaseModel]] = {
     "/properties/voices": R.VoicesSection,
     "/properties/memory": R.MemorySection,
     "/$defs/memoryItem": R.MemoryItem,
+    "/properties/link": R.LinkSection,
+    "/$defs/vote": R.Vote,
+    "/$defs/abstraction": R.Abstraction,
+    "/$defs/problem": R.Problem,
 }
 
 
