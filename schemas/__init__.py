@@ -15,6 +15,7 @@ from stages.errors import M3Error
 #: Record type name -> schema file shipped in this package.
 SCHEMA_FILES: dict[str, str] = {
     "m3.clip/1": "clip.v1.json",
+    "m3.answer/1": "answer.v1.json",
 }
 CLIP_SCHEMA = "m3.clip/1"
 

@@ -227,3 +227,60 @@ class ClipRecord(_Open):
     def key(self) -> tuple[str, int]:
         """(video id, clip index): the identity of a clip across stages and reruns."""
         return (self.video.id, self.clip.index)
+
+
+class AnswerEvidence(_Open):
+    """One clip an answer rests on, with the lines quoted from it."""
+
+    video: str
+    clip: int
+    start: float | None
+    end: float | None
+    node_ids: list[str]
+    quote: str | None
+    characters: list[dict[str, Any]]
+
+
+class AnswerRound(_Open):
+    """One round of the search-then-answer loop, as the model saw it."""
+
+    round: int = Field(ge=1)
+    reasoning: str | None
+    action: str | None
+    tool: str | None
+    query: str | None
+    results: list[dict[str, Any]]
+    error: str | None
+    forced: bool | None = None
+    note: str | None = None
+    observation: str | None = None
+    seconds: float | None = None
+
+
+class AnswerTokens(_Open):
+    prompt: int = Field(ge=0)
+    completion: int = Field(ge=0)
+
+
+class AnswerRecord(_Open):
+    """A ``m3.answer/1`` record: one question, its answer, the evidence and the full trajectory."""
+
+    schema_: Literal["m3.answer/1"] = Field(alias="schema")
+    question: str
+    answer: str | None
+    mode: Literal["llm", "retrieval-only"]
+    evidence: list[AnswerEvidence]
+    trajectory: list[AnswerRound]
+    rounds: int = Field(ge=0)
+    tokens: AnswerTokens
+    latency_s: float = Field(ge=0)
+    error: str | None
+    id: str | None = None
+    video: str | None = None
+    before_clip: int | None = Field(default=None, ge=0)
+    llm_s: float | None = Field(default=None, ge=0)
+    model: str | None = None
+    prompt_version: str | None = None
+    config: dict[str, Any] | None = None
+    memory: str | None = None
+    eval: dict[str, Any] | None = None

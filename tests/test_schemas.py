@@ -12,23 +12,32 @@ from schemas import SCHEMA_FILES, load_schema
 from schemas import records as R
 from stages.errors import M3Error
 
-# JSON Schema object (by JSON pointer into clip.v1.json) -> the pydantic model mirroring it
-MIRRORS: dict[str, type[BaseModel]] = {
-    "": R.ClipRecord,
-    "/properties/video": R.VideoInfo,
-    "/properties/clip": R.ClipInfo,
-    "/properties/faces": R.FacesSection,
-    "/$defs/faceTrack": R.FaceTrack,
-    "/properties/asr": R.AsrSection,
-    "/$defs/utterance": R.Utterance,
-    "/$defs/word": R.Word,
-    "/properties/voices": R.VoicesSection,
-    "/properties/memory": R.MemorySection,
-    "/$defs/memoryItem": R.MemoryItem,
-    "/properties/link": R.LinkSection,
-    "/$defs/vote": R.Vote,
-    "/$defs/abstraction": R.Abstraction,
-    "/$defs/problem": R.Problem,
+# (record type, JSON pointer into its schema) -> the pydantic model mirroring that object
+MIRRORS: dict[tuple[str, str], type[BaseModel]] = {
+    ("m3.answer/1", ""): R.AnswerRecord,
+    ("m3.answer/1", "/properties/evidence/items"): R.AnswerEvidence,
+    ("m3.answer/1", "/properties/trajectory/items"): R.AnswerRound,
+    ("m3.answer/1", "/properties/tokens"): R.AnswerTokens,
+}
+MIRRORS |= {
+    ("m3.clip/1", pointer): model
+    for pointer, model in {
+        "": R.ClipRecord,
+        "/properties/video": R.VideoInfo,
+        "/properties/clip": R.ClipInfo,
+        "/properties/faces": R.FacesSection,
+        "/$defs/faceTrack": R.FaceTrack,
+        "/properties/asr": R.AsrSection,
+        "/$defs/utterance": R.Utterance,
+        "/$defs/word": R.Word,
+        "/properties/voices": R.VoicesSection,
+        "/properties/memory": R.MemorySection,
+        "/$defs/memoryItem": R.MemoryItem,
+        "/properties/link": R.LinkSection,
+        "/$defs/vote": R.Vote,
+        "/$defs/abstraction": R.Abstraction,
+        "/$defs/problem": R.Problem,
+    }.items()
 }
 
 
@@ -39,10 +48,10 @@ def resolve(schema: dict, pointer: str) -> dict:
     return node
 
 
-@pytest.mark.parametrize("pointer", sorted(MIRRORS))
-def test_models_mirror_the_json_schema(pointer):
-    node = resolve(load_schema(), pointer)
-    model = MIRRORS[pointer]
+@pytest.mark.parametrize("name,pointer", sorted(MIRRORS))
+def test_models_mirror_the_json_schema(name, pointer):
+    node = resolve(load_schema(name), pointer)
+    model = MIRRORS[name, pointer]
     fields = {f.alias or name for name, f in model.model_fields.items()}
     required = {f.alias or name for name, f in model.model_fields.items() if f.is_required()}
     assert fields == set(node["properties"]), pointer

@@ -1,0 +1,205 @@
+"""`m3 ask MEMORY "question"` (and batches of questions as JSONL on stdin)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from m3cli import context
+
+log = logging.getLogger(__name__)
+
+EPILOG = """\b
+Examples:
+  m3 ask mem.lance "Who likes coffee?"
+  m3 ask mem.lance "What is Lily's job?" --video 3f2a9c0d1e4b5a67 --before-clip 31 --format text
+  M3_LLM_BASE_URL=http://localhost:8000/v1 M3_LLM_MODEL=Qwen3-32B m3 ask mem.lance "Is Tomasz imaginative?"
+  m3 ask mem.lance "Who spoke first?" --rounds 3 --tools search,search_clip --k 2
+  echo '{"id": "q1", "question": "Who likes coffee?"}' | m3 ask mem.lance > answers.jsonl
+  m3 ask mem.lance --questions questions.jsonl --kinds -semantic -o answers.jsonl
+  m3 ask mem.lance "Who likes coffee?" | jq -r .answer
+"""
+
+ACTIONS_HELP = (
+    "Tools the model may call, comma-separated: search, search_clip, character, expand, window, count, "
+    "rewatch, listen; or all, paper (search,search_clip), default (all but listen)."
+)
+
+
+def asker_options(
+    memory: Path,
+    *,
+    rounds: int,
+    k: int,
+    threshold: float,
+    clip_k: int,
+    clip_threshold: float,
+    tools: str | None,
+    kinds: str | None,
+    no_llm: bool,
+    settings: Any,
+) -> Any:
+    """An Asker over ``memory`` from the shared flags of `m3 ask` and `m3 eval qa`."""
+    from stages.ask import AskConfig, Asker, make_client, parse_kinds
+    from stages.ask_memory import LanceMemory
+    from stages.ask_tools import parse_tools
+    from stages.memory_store import make_text_embedder
+
+    kind_set, raw_ids = parse_kinds(kinds)
+    config = AskConfig(
+        rounds=rounds,
+        k=k,
+        threshold=threshold,
+        clip_k=clip_k,
+        clip_threshold=clip_threshold,
+        tools=parse_tools(tools),
+        kinds=kind_set,
+        raw_ids=raw_ids,
+    )
+    view = LanceMemory.open(memory)
+    embedder = make_text_embedder(settings.embed, settings.device)
+    client = None if no_llm else make_client(settings.llm)
+    if client is None:
+        log.info("no LLM configured (or --no-llm): retrieval-only answers")
+    return Asker(view, embedder, client, config, cache=context.cache(settings), memory_name=str(memory))
+
+
+def ask(
+    ctx: typer.Context,
+    memory: Path = typer.Argument(..., help="Memory dataset directory written by `m3 index`."),
+    question: str | None = typer.Argument(
+        None, help="The question; omit (or '-') to read JSONL questions on stdin."
+    ),
+    questions: str | None = typer.Option(
+        None,
+        "--questions",
+        "-i",
+        help='JSONL file of questions ({"question", "id", "video", "before_clip"} per line); - is stdin.',
+    ),
+    video: str | None = typer.Option(
+        None, "--video", help="Only this video's memory (a video id of the memory)."
+    ),
+    before_clip: int | None = typer.Option(
+        None, "--before-clip", min=0, help="Only memory of clips <= N (a question asked mid-video)."
+    ),
+    rounds: int = typer.Option(5, "--rounds", "-H", help="Rounds H of search/answer (the last must answer)."),
+    k: int = typer.Option(5, "--k", help="Memory lines per [Search] (search_node top-k)."),
+    threshold: float = typer.Option(
+        0.5, "--threshold", help="Cosine threshold for search_node (term matches pass too)."
+    ),
+    clip_k: int = typer.Option(2, "--clip-k", help="Clips per [SearchClip] (the paper's k = 2)."),
+    clip_threshold: float = typer.Option(
+        0.5, "--clip-threshold", help="Cosine threshold for search_clip (paper: 0.5)."
+    ),
+    tools: str | None = typer.Option(None, "--tools", help=ACTIONS_HELP),
+    kinds: str | None = typer.Option(
+        None,
+        "--kinds",
+        help="Node kinds to use, e.g. episodic,semantic or -semantic or -equivalences (ablations).",
+    ),
+    output: str | None = typer.Option(
+        None, "--output", "-o", help="Write answer records here instead of stdout."
+    ),
+    fmt: str = typer.Option(
+        "jsonl", "--format", "-f", help="jsonl (m3.answer/1 records) or text (for people)."
+    ),
+    llm_base_url: str | None = typer.Option(
+        None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
+    ),
+    llm_model: str | None = typer.Option(
+        None, "--llm-model", help="Chat model driving the loop (env M3_LLM_MODEL)."
+    ),
+    llm_api_key: str | None = typer.Option(None, "--llm-api-key", help="API key (env M3_LLM_API_KEY)."),
+    no_llm: bool = typer.Option(
+        False, "--no-llm", help="Retrieval-only answers even if an LLM is configured."
+    ),
+) -> None:
+    """Answer questions from a memory: multi-round search with cited evidence (retrieval-only without LLM)."""
+    from m3cli import stream
+    from stages.ask import Question, read_questions, render_text
+    from stages.errors import InputError
+
+    if fmt not in ("jsonl", "text"):
+        raise InputError(f"--format must be jsonl or text, got {fmt!r}")
+    settings = context.settings(
+        ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
+    )
+    if question not in (None, "-") and questions is not None:
+        raise InputError("give either a question or --questions, not both")
+    if question not in (None, "-"):
+        items: list = [Question(question, None, video, before_clip)]
+    else:
+        source = questions or "-"
+        if source == "-":
+            if sys.stdin is None or sys.stdin.isatty():
+                raise InputError(
+                    'no question: give one ("m3 ask mem.lance \\"Who ...?\\"") or pipe JSONL questions'
+                )
+            items = read_questions(sys.stdin.buffer, "<stdin>")
+        else:
+            try:
+                with open(source, "rb") as fh:
+                    items = read_questions(fh, source)
+            except OSError as exc:
+                raise InputError(f"{source}: cannot read questions: {exc.strerror}") from None
+        for item in items:  # flags give defaults for batch lines that do not say
+            if isinstance(item, Question):
+                item.video = item.video if item.video is not None else video
+                item.before_clip = item.before_clip if item.before_clip is not None else before_clip
+    asker = asker_options(
+        memory,
+        rounds=rounds,
+        k=k,
+        threshold=threshold,
+        clip_k=clip_k,
+        clip_threshold=clip_threshold,
+        tools=tools,
+        kinds=kinds,
+        no_llm=no_llm,
+        settings=settings,
+    )
+    asker.warm()
+    failures = 0
+    last_error = None
+    records = []
+    out = sys.stdout.buffer
+    for record in context.progress(ctx, asker.ask_many(items), "ask", total=len(items), unit="question"):
+        if record["error"] is not None:
+            failures += 1
+            last_error = record["error"]
+        if output is None:
+            out.write(render_text(record).encode() if fmt == "text" else stream.dumps(record))
+            out.flush()
+        else:
+            records.append(record)
+    if output is not None:
+        if fmt == "text":
+            stream.write_atomic(Path(output), "".join(render_text(r) for r in records).encode())
+        else:
+            stream.write_records(records, output)
+    if asker.llm is not None:
+        u = asker.llm.usage
+        log.info(
+            "LLM usage: %d calls, %d prompt + %d completion tokens, %.1fs",
+            u.calls,
+            u.prompt_tokens,
+            u.completion_tokens,
+            u.latency_s,
+        )
+    if failures:
+        if len(items) == 1:
+            typer.echo(f"m3: error: {last_error}", err=True)
+        else:
+            log.warning("%d of %d questions failed (see each record's error)", failures, len(items))
+        raise typer.Exit(1)
+
+
+RANK = 78
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(ask)

@@ -1,0 +1,592 @@
+"""`m3 ask`: M3-Agent's control loop over a memory, with CAM's tools and PyraVid's expansion.
+
+Algorithm 1 of seed 000: the trajectory starts with the system prompt and the question plus the
+instruction prompt; each of up to H rounds the model reasons and ends with one action. ``[Answer]``
+ends the loop; any other action runs a tool (:mod:`stages.ask_tools`) whose results come back in the
+next user message as a delimited data block, followed by the instruction again, and before the last
+round by the ``last_round_prompt`` ("must be [Answer] ... reasonable guesses"). A malformed or unknown
+action fails its round (recorded, the model is told why) and the loop goes on. If the last round still
+has no answer, one extra "answer now" turn is asked for (bounded; recorded as ``forced``).
+
+Without an LLM the same memory gives a retrieval-only answer: the best evidence by hybrid score
+(cosine + query-term overlap, quotes preferred) and the people it names, labelled as such.
+
+Every question yields one ``m3.answer/1`` record (see ``schemas/answer.v1.json``); failures are
+recorded in ``error`` so a batch keeps going.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from stages import ask_prompts as P
+from stages.ask_tools import (
+    QUOTE_BONUS,
+    Node,
+    Scope,
+    ToolContext,
+    ToolError,
+    fmt_time,
+    has_quote,
+    hybrid,
+    overlap,
+    parse_action,
+    parse_tools,
+    run_action,
+    split_reasoning,
+    terms,
+)
+from stages.errors import InputError, M3Error
+
+log = logging.getLogger(__name__)
+
+ANSWER_SCHEMA = "m3.answer/1"
+NODE_KINDS = ("episodic", "semantic", "character", "relationship", "clip", "global", "conflict")
+MAX_QUESTION_CHARS = 2000
+RETRIEVAL_K = 5
+EVIDENCE_CLIPS = 3
+QUOTE_MARGIN = 0.1
+RESULT_TEXT_CHARS = 200
+REASONING_CHARS = 4000
+P_MAX_QUERY = 500
+
+
+# ============================================================================== configuration
+
+
+def parse_kinds(spec: str | None) -> tuple[frozenset[str] | None, bool]:
+    """``--kinds``: node kinds to use and whether face/voice equivalences are used.
+
+    ``episodic,semantic`` keeps only those kinds; ``-semantic`` drops one; ``-equivalences`` shows raw
+    perception ids (no character unification) and drops the equivalence lines (M3-Agent's ablations).
+    """
+    if not spec:
+        return None, False
+    items = [s.strip().lower() for s in spec.split(",") if s.strip()]
+    plus = [i for i in items if not i.startswith("-")]
+    minus = [i[1:] for i in items if i.startswith("-")]
+    valid = (*NODE_KINDS, "equivalences")
+    for item in plus + minus:
+        if item not in valid:
+            raise InputError(
+                f"--kinds: unknown kind {item!r}; valid: {', '.join(valid)} (prefix - to drop one)"
+            )
+    raw_ids = "equivalences" in minus
+    kinds_plus = [k for k in plus if k != "equivalences"]
+    kinds = set(kinds_plus) if kinds_plus else set(NODE_KINDS)
+    kinds -= set(minus)
+    if not kinds:
+        raise InputError(f"--kinds {spec!r} leaves no node kind to search")
+    return (None if kinds == set(NODE_KINDS) else frozenset(kinds)), raw_ids
+
+
+@dataclass(frozen=True)
+class AskConfig:
+    rounds: int = 5
+    k: int = 5
+    threshold: float = 0.5
+    clip_k: int = 2
+    clip_threshold: float = 0.5
+    tools: tuple[str, ...] = P.DEFAULT_TOOLS
+    kinds: frozenset[str] | None = None
+    raw_ids: bool = False
+    max_tokens: int | None = 2048
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.rounds <= 20:
+            raise InputError(f"--rounds must be between 1 and 20, got {self.rounds}")
+        if not 1 <= self.k <= 100 or not 1 <= self.clip_k <= 20:
+            raise InputError(f"--k must be 1-100 and --clip-k 1-20, got {self.k} and {self.clip_k}")
+        for name, t in (("--threshold", self.threshold), ("--clip-threshold", self.clip_threshold)):
+            if not -1.0 <= t <= 1.0:
+                raise InputError(f"{name} is a cosine similarity in [-1, 1], got {t}")
+        parse_tools(list(self.tools))
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["tools"] = list(self.tools)
+        data["kinds"] = sorted(self.kinds) if self.kinds is not None else None
+        return data
+
+
+@dataclass
+class Question:
+    question: str
+    id: str | None = None
+    video: str | None = None
+    before_clip: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+# ============================================================================== the asker
+
+
+class Asker:
+    """Answers questions over one opened memory; holds the embedder, the LLM client and the config."""
+
+    def __init__(
+        self,
+        memory: Any,
+        embedder: Any,
+        llm: Any = None,
+        config: AskConfig | None = None,
+        cache: Any = None,
+        memory_name: str | None = None,
+    ):
+        self.memory = memory
+        self.embedder = embedder
+        self.llm = llm
+        self.config = config or AskConfig()
+        self.cache = cache
+        self.memory_name = memory_name
+        want = getattr(memory, "embed_model", "")
+        have = getattr(embedder, "version", "")
+        if want and have and want != have:
+            raise InputError(
+                f"{memory_name or 'the memory'} was indexed with text embedder {want!r} but this run "
+                f"embeds queries with {have!r}; use the same embedding settings as `m3 index` "
+                "(M3_EMBED_BACKEND / M3_EMBED_MODEL / M3_EMBED_BASE_URL)"
+            )
+        self._vec_cache: dict[str, np.ndarray] = {}
+        self.system_prompt = P.system_prompt(self.config.tools)
+        self.instruction = P.instruction_prompt(self.config.tools)
+
+    def warm(self) -> None:
+        """Load the embedding model now, so the first question's latency is its own."""
+        self.embed("warm up")
+
+    @property
+    def mode(self) -> str:
+        return "llm" if self.llm is not None else "retrieval-only"
+
+    def embed(self, text: str) -> np.ndarray:
+        vec = self._vec_cache.get(text)
+        if vec is None:
+            vec = np.asarray(self.embedder.embed([text])[0], dtype=np.float32)
+            self._vec_cache[text] = vec
+        return vec
+
+    # ------------------------------------------------------------------ one question
+    def ask(self, q: Question) -> dict[str, Any]:
+        started = time.perf_counter()
+        record = self._blank(q)
+        try:
+            scope = self._scope(q)
+            ctx = ToolContext(
+                memory=self.memory,
+                embed=self.embed,
+                scope=scope,
+                k=self.config.k,
+                threshold=self.config.threshold,
+                clip_k=self.config.clip_k,
+                clip_threshold=self.config.clip_threshold,
+                llm=self.llm,
+                cache=self.cache,
+                question=q.question,
+                multi_video=scope.video is None and len(self.memory.videos()) > 1,
+            )
+            if self.llm is None:
+                self._retrieval_only(q.question, ctx, record)
+            else:
+                try:
+                    self._loop(q.question, ctx, record)
+                finally:
+                    record["evidence"] = evidence(ctx, record["answer"], q.question)
+        except M3Error as exc:
+            record["error"] = str(exc)
+        except Exception as exc:  # a bug must not sink a batch of questions; it is logged with its traceback
+            log.exception("question %r failed", q.id or q.question)
+            record["error"] = f"internal error: {type(exc).__name__}: {exc}"
+        record["latency_s"] = round(time.perf_counter() - started, 4)
+        return record
+
+    def ask_many(self, questions: Iterable[Question | dict]) -> Iterator[dict[str, Any]]:
+        """One record per question, in order; a bad question becomes a record with ``error`` set."""
+        for item in questions:
+            if isinstance(item, Question):
+                yield self.ask(item)
+            else:  # an already-failed input line
+                record = self._blank(
+                    Question(
+                        item.get("question") or "", item.get("id"), item.get("video"), item.get("before_clip")
+                    )
+                )
+                record["error"] = item["error"]
+                yield record
+
+    def _blank(self, q: Question) -> dict[str, Any]:
+        return {
+            "schema": ANSWER_SCHEMA,
+            "id": q.id,
+            "question": q.question,
+            "video": q.video,
+            "before_clip": q.before_clip,
+            "mode": self.mode,
+            "answer": None,
+            "evidence": [],
+            "trajectory": [],
+            "rounds": 0,
+            "tokens": {"prompt": 0, "completion": 0},
+            "latency_s": 0.0,
+            "llm_s": 0.0,
+            "model": getattr(self.llm, "model", None),
+            "prompt_version": P.PROMPT_VERSION,
+            "config": self.config.as_json(),
+            "memory": self.memory_name,
+            "error": None,
+        }
+
+    def _scope(self, q: Question) -> Scope:
+        if not q.question or not q.question.strip():
+            raise InputError("empty question")
+        if len(q.question) > MAX_QUESTION_CHARS:
+            raise InputError(
+                f"question too long ({len(q.question)} characters, at most {MAX_QUESTION_CHARS})"
+            )
+        if q.video is not None:
+            videos = self.memory.videos()
+            if q.video not in videos:
+                shown = ", ".join(videos[:10]) + (" ..." if len(videos) > 10 else "")
+                raise InputError(
+                    f"unknown video id {q.video!r}: {self.memory_name or 'the memory'} holds "
+                    f"{shown or 'no videos'}"
+                )
+        if q.before_clip is not None and (not isinstance(q.before_clip, int) or q.before_clip < 0):
+            raise InputError(f"before_clip must be a clip index >= 0, got {q.before_clip!r}")
+        return Scope(
+            video=q.video, before_clip=q.before_clip, kinds=self.config.kinds, raw_ids=self.config.raw_ids
+        )
+
+    # ------------------------------------------------------------------ retrieval only
+    def _retrieval_only(self, question: str, ctx: ToolContext, record: dict[str, Any]) -> None:
+        t0 = time.perf_counter()
+        nodes = hybrid(
+            self.memory,
+            question,
+            self.embed(question),
+            max(self.config.k, RETRIEVAL_K),
+            self.config.threshold,
+            ctx.scope,
+            quote_bonus=QUOTE_BONUS,
+        )
+        if not nodes:  # nothing above the threshold: still show the nearest lines, marked as weak
+            nodes = hybrid(
+                self.memory, question, self.embed(question), 3, -1.0, ctx.scope, quote_bonus=QUOTE_BONUS
+            )
+        ctx.remember(nodes)
+        record["trajectory"].append(
+            {
+                "round": 1,
+                "reasoning": None,
+                "action": "Search",
+                "tool": "search",
+                "query": question,
+                "results": _results(ctx, nodes),
+                "error": None,
+                "seconds": round(time.perf_counter() - t0, 4),
+            }
+        )
+        record["rounds"] = 1
+        record["evidence"] = evidence(ctx, None, question)
+        record["answer"] = retrieval_answer(record["evidence"])
+
+    # ------------------------------------------------------------------ the LLM loop
+    def _chat(self, messages: list[dict], record: dict[str, Any]) -> Any:
+        reply = self.llm.chat(messages, max_tokens=self.config.max_tokens)
+        record["tokens"]["prompt"] += reply.prompt_tokens
+        record["tokens"]["completion"] += reply.completion_tokens
+        record["llm_s"] = round(record["llm_s"] + reply.latency_s, 4)
+        return reply
+
+    def _loop(self, question: str, ctx: ToolContext, record: dict[str, Any]) -> None:
+        rounds = self.config.rounds
+        first = P.first_user_message(question, "", self.instruction)
+        if rounds == 1:
+            first += "\n\n" + P.LAST_ROUND_PROMPT
+        messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": first}]
+        trajectory = record["trajectory"]
+        for i in range(rounds):
+            last = i == rounds - 1
+            t0 = time.perf_counter()
+            reply = self._chat(messages, record)
+            record["rounds"] = i + 1
+            messages.append({"role": "assistant", "content": reply.text})
+            step: dict[str, Any] = {
+                "round": i + 1,
+                "reasoning": None,
+                "action": None,
+                "tool": None,
+                "query": None,
+                "results": [],
+                "error": None,
+            }
+            data, note = "", ""
+            try:
+                action = parse_action(reply.text)
+                step.update(reasoning=action.reasoning[:REASONING_CHARS] or None, action=action.tag)
+                if action.tool == "answer":
+                    if not action.content:
+                        raise ToolError("[Answer] is empty")
+                    step.update(tool="answer", query=None)
+                    record["answer"] = action.content
+                elif last:
+                    raise ToolError(f"the last round must be [Answer], got [{action.tag}]")
+                else:
+                    step["query"] = action.content[:P_MAX_QUERY]
+                    result = run_action(ctx, action, self.config.tools)
+                    step.update(tool=result.tool, query=result.query, results=_results(ctx, result.nodes))
+                    if result.note:
+                        step["note"] = result.note
+                    if result.tool in ("rewatch", "listen"):
+                        step["observation"] = result.lines[0][:1000] if result.lines else None
+                    record["tokens"]["prompt"] += result.prompt_tokens
+                    record["tokens"]["completion"] += result.completion_tokens
+                    record["llm_s"] = round(record["llm_s"] + result.llm_s, 4)
+                    tag = P.nonce(question, str(i), result.tool)
+                    data = P.data_block(tag, f'round="{i + 1}" tool="{result.tool}"', result.lines)
+            except ToolError as exc:
+                step["error"] = str(exc)
+                if step["reasoning"] is None:
+                    step["reasoning"] = split_reasoning(reply.text)[1].strip()[:REASONING_CHARS] or None
+                note = f"Your previous action was rejected: {exc}. {P.NO_INSTRUCTION}"
+            step["seconds"] = round(time.perf_counter() - t0, 4)
+            trajectory.append(step)
+            if record["answer"] is not None or last:
+                break
+            messages.append(
+                {
+                    "role": "user",
+                    "content": P.round_user_message(
+                        data, self.instruction, last=i + 1 == rounds - 1, note=note
+                    ),
+                }
+            )
+        if record["answer"] is None:
+            self._force_answer(messages, record)
+
+    def _force_answer(self, messages: list[dict], record: dict[str, Any]) -> None:
+        """The last round did not answer: ask once more for an answer only (bounded, recorded)."""
+        messages.append({"role": "user", "content": P.FORCE_ANSWER_PROMPT})
+        t0 = time.perf_counter()
+        reply = self._chat(messages, record)
+        step: dict[str, Any] = {
+            "round": record["rounds"],
+            "forced": True,
+            "reasoning": None,
+            "action": None,
+            "tool": "answer",
+            "query": None,
+            "results": [],
+            "error": None,
+        }
+        try:
+            action = parse_action(reply.text)
+            step.update(action=action.tag, reasoning=action.reasoning[:REASONING_CHARS] or None)
+            if action.tool == "answer" and action.content:
+                record["answer"] = action.content
+            else:
+                step["error"] = f"still no [Answer] (got [{action.tag}])"
+        except ToolError:
+            text = split_reasoning(reply.text)[1].strip()
+            if text:  # a bare answer without the tag is still an answer
+                record["answer"] = text[:2000]
+                step["action"] = "Answer"
+                step["note"] = "answer given without the [Answer] tag"
+            else:
+                step["error"] = "empty reply"
+        step["seconds"] = round(time.perf_counter() - t0, 4)
+        record["trajectory"].append(step)
+        if record["answer"] is None:
+            record["error"] = f"no [Answer] after {record['rounds']} rounds and one forced turn"
+
+
+def _results(ctx: ToolContext, nodes: list[Node]) -> list[dict[str, Any]]:
+    return [
+        {
+            "id": n.id,
+            "alias": ctx.alias(n),
+            "clip": n.clip,
+            "kind": n.kind,
+            "score": round(float(n.score), 4),
+            "text": ctx.text_of(n)[:RESULT_TEXT_CHARS],
+        }
+        for n in nodes
+    ]
+
+
+# ============================================================================== evidence
+
+
+def _character_list(ctx: ToolContext, nodes: list[Node]) -> list[dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for n in nodes:
+        known = {c.id: c.name for c in ctx.characters(n.video)}
+        for c in n.characters or n.entities:
+            if c not in out:
+                out[c] = {"id": c, "name": known.get(c)}
+        if not n.characters and not n.entities:
+            for name in n.names:
+                out.setdefault(name, {"id": None, "name": name})
+    return list(out.values())
+
+
+def evidence(ctx: ToolContext, answer: str | None, question: str) -> list[dict[str, Any]]:
+    """The clips an answer rests on: nodes seen during the run, ranked by how much they support it."""
+    if not ctx.evidence:
+        return []
+    a_terms, q_terms = terms(answer or ""), terms(question)
+    order = {n.id: i for i, n in enumerate(ctx.evidence)}
+
+    strength = {
+        n.id: overlap(a_terms, n.text) + 0.5 * overlap(q_terms, n.text) + n.score for n in ctx.evidence
+    }
+    ranked = sorted(ctx.evidence, key=lambda n: (-strength[n.id], order[n.id]))
+    groups: dict[tuple[str, int], list[Node]] = {}
+    for n in ranked:
+        groups.setdefault((n.video, n.clip), []).append(n)
+    out = []
+    for (video, clip), nodes in list(groups.items())[:EVIDENCE_CLIPS]:
+        info = ctx.memory.clip_info(video, clip) if clip >= 0 else None
+        starts = [n.t_start for n in nodes if n.t_start is not None]
+        ends = [n.t_end for n in nodes if n.t_end is not None]
+        # a quote of what someone said is the best citation, unless a clearly stronger line says more
+        best = next(
+            (
+                n
+                for n in nodes[:3]
+                if has_quote(ctx.text_of(n)) and strength[nodes[0].id] - strength[n.id] <= QUOTE_MARGIN
+            ),
+            nodes[0],
+        )
+        out.append(
+            {
+                "video": video,
+                "clip": clip,
+                "start": min(starts) if starts else (info.start if info else None),
+                "end": max(ends) if ends else (info.end if info else None),
+                "node_ids": [n.id for n in nodes[:5]],
+                "quote": ctx.text_of(best),
+                "characters": _character_list(ctx, nodes[:5]),
+            }
+        )
+    return out
+
+
+def retrieval_answer(ev: list[dict[str, Any]]) -> str:
+    """The retrieval-only answer text: clearly not an LLM answer; the people first, then the quote."""
+    if not ev:
+        return "No evidence found in memory (no LLM configured)."
+    top = ev[0]
+    who = [c["name"] or c["id"] for c in top["characters"] if c["name"] or c["id"]]
+    named = [c["name"] for c in top["characters"] if c["name"]]
+    people = ", ".join(named or who)
+    where = f"clip {top['clip']}, {fmt_time(top['start'])}-{fmt_time(top['end'])}"
+    return f"Best evidence (no LLM configured): {people + ': ' if people else ''}{top['quote']} ({where})"
+
+
+# ============================================================================== inputs
+
+
+def make_client(llm_settings: Any) -> Any:
+    """An LlmClient from ``Settings.llm``, or None when no LLM is configured (retrieval-only mode)."""
+    if not llm_settings.configured:
+        return None
+    from stages.backends.llm import LlmClient
+
+    key = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
+    return LlmClient(
+        llm_settings.base_url,
+        llm_settings.model,
+        api_key=key,
+        timeout=llm_settings.timeout,
+        max_retries=llm_settings.max_retries,
+    )
+
+
+def parse_question(obj: Any) -> Question:
+    """One batch input object -> Question; ValueError with a short reason when it is not one."""
+    if not isinstance(obj, dict):
+        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
+    question = obj.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("'question' must be a non-empty string")
+    qid, video, before = obj.get("id", obj.get("question_id")), obj.get("video"), obj.get("before_clip")
+    if qid is not None and not isinstance(qid, (str, int)):
+        raise ValueError("'id' must be a string")
+    if video is not None and not isinstance(video, str):
+        raise ValueError("'video' must be a string (a video id of the memory)")
+    if before is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 0):
+        raise ValueError("'before_clip' must be an integer >= 0")
+    extra = {
+        k: v for k, v in obj.items() if k not in ("question", "id", "question_id", "video", "before_clip")
+    }
+    return Question(question, None if qid is None else str(qid), video, before, extra)
+
+
+def read_questions(lines: Iterable[bytes | str], name: str) -> list[Question | dict]:
+    """Questions from JSONL lines; a bad line becomes ``{"error": "name:line: reason"}`` (a batch goes on)."""
+    import orjson
+
+    out: list[Question | dict] = []
+    for lineno, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            out.append({"error": f"{name}:{lineno}: not valid JSON: {exc.msg}"})
+            continue
+        try:
+            out.append(parse_question(obj))
+        except ValueError as exc:
+            bad = obj if isinstance(obj, dict) else {}
+            out.append(
+                {
+                    "error": f"{name}:{lineno}: {exc}",
+                    "question": bad.get("question") if isinstance(bad.get("question"), str) else "",
+                    "id": bad.get("id") if isinstance(bad.get("id"), str) else None,
+                }
+            )
+    return out
+
+
+# ============================================================================== text view
+
+
+def render_text(record: dict[str, Any]) -> str:
+    """A readable view of one answer record for people (``--format text``)."""
+    lines = [f"Q: {record['question']}"]
+    if record.get("id"):
+        lines[0] += f"  [{record['id']}]"
+    if record.get("error"):
+        lines.append(f"ERROR: {record['error']}")
+    if record.get("answer") is not None:
+        label = "A" if record["mode"] == "llm" else "A (retrieval only, no LLM)"
+        lines.append(f"{label}: {record['answer']}")
+    if record.get("evidence"):
+        lines.append("Evidence:")
+        for e in record["evidence"]:
+            people = ", ".join(c["name"] or c["id"] for c in e["characters"] if c["name"] or c["id"])
+            lines.append(
+                f"  - clip {e['clip']} {fmt_time(e['start'])}-{fmt_time(e['end'])}"
+                + (f" ({people})" if people else "")
+                + f": {e['quote']}"
+            )
+    if record["mode"] == "llm" and record.get("trajectory"):
+        lines.append("Trajectory:")
+        for s in record["trajectory"]:
+            what = f"[{s['action']}] {s['query'] or ''}".strip() if s.get("action") else "(no action)"
+            tail = f" -> {len(s['results'])} result(s)" if s.get("tool") not in (None, "answer") else ""
+            err = f"  REJECTED: {s['error']}" if s.get("error") else ""
+            lines.append(f"  {s['round']}. {what}{tail}{err}" + ("  (forced)" if s.get("forced") else ""))
+    t = record["tokens"]
+    lines.append(
+        f"rounds {record['rounds']} | tokens {t['prompt']}+{t['completion']} | {record['latency_s']:.2f} s"
+    )
+    return "\n".join(lines) + "\n"

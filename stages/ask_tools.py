@@ -1,0 +1,869 @@
+"""The tools `m3 ask` can call, the action grammar the model uses to call them, and their validation.
+
+The loop (:mod:`stages.ask`) only ever calls a tool through :func:`run_action`, which
+
+* parses the model's reply into one :class:`Action` (the last ``[Tag] content`` line outside any
+  ``<think>`` block; M3-Agent's ``Action: [Search]`` / ``Content: ...`` form is accepted too),
+* rejects unknown or disabled tags and malformed arguments with :class:`ToolError` (a failed round,
+  never a crash): integers must be in range, clips must exist and be inside the question's scope, node
+  ids must be well formed and known,
+* runs the tool against a :class:`MemoryView`, whose scope (video, ``--before-clip``, node kinds) is
+  fixed by the caller and cannot be widened by the model.
+
+Tools (seed 000 search_node/search_clip; seed 002 CAM temporal/frequency/traversal/rewatch/listen;
+seed 003 PyraVid expansion with LLM pruning) are plain functions of a :class:`ToolContext` and the
+argument string. Nothing here reads files other than the memory dataset and a clip's own video.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import re
+import time
+import wave
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from stages import ask_prompts as P
+
+log = logging.getLogger(__name__)
+
+MAX_QUERY_CHARS = 500
+MAX_EXPAND_IDS = 20
+EXPAND_CANDIDATES = 16
+WINDOW_LINES = 30
+CLIP_LINES = 40
+COUNT_POOL = 200
+REWATCH_FRAMES = 8
+LEX_WEIGHT = 0.3  # hybrid score = cosine + LEX_WEIGHT * share of query terms found in the line
+QUOTE_BONUS = 0.05  # retrieval-only: prefer lines that quote what someone said
+
+
+# ============================================================================== records of memory
+
+
+@dataclass
+class Node:
+    """One memory line (or abstraction) as retrieved; ``score`` is the hybrid score of the last search."""
+
+    id: str
+    video: str
+    clip: int
+    kind: str
+    text: str
+    raw_text: str = ""
+    entities: list[str] = field(default_factory=list)
+    characters: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    weight: float = 1.0
+    t_start: float | None = None
+    t_end: float | None = None
+    sim: float = 0.0
+    score: float = 0.0
+
+
+@dataclass
+class ClipInfo:
+    video: str
+    clip: int
+    start: float
+    end: float
+    path: str | None
+    summary: str
+
+
+@dataclass
+class Character:
+    video: str
+    id: str  # <character_k>
+    name: str | None
+    members: list[str]
+    clips: list[int]
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a question may see; fixed by the caller (flags, annotations), never by the model.
+
+    ``kinds`` None means every node kind; ``raw_ids`` shows perception ids (``<face_1>``) instead of
+    resolved characters and names (the "without equivalences" ablation).
+    """
+
+    video: str | None = None
+    before_clip: int | None = None
+    kinds: frozenset[str] | None = None
+    raw_ids: bool = False
+
+
+@dataclass
+class Edge:
+    src: str
+    dst: str
+    kind: str
+    weight: float
+
+
+class MemoryView(Protocol):
+    """What the ask loop needs from a memory; :class:`stages.ask_memory.LanceMemory` implements it."""
+
+    embed_model: str
+
+    def videos(self) -> list[str]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+    def vector_search(self, query_vec: np.ndarray, n: int, scope: Scope) -> list[Node]:
+        """Top-``n`` nodes by cosine similarity (``sim`` set), restricted to ``scope``."""
+        ...
+
+    def text_search(self, text: str, n: int, scope: Scope, query_vec: np.ndarray | None) -> list[Node]:
+        """Top-``n`` nodes by full-text relevance; ``sim`` set from ``query_vec`` when given."""
+        ...
+
+    def get_nodes(self, ids: Sequence[str], scope: Scope) -> list[Node]:
+        """The nodes with these ids that exist and lie inside ``scope`` (unknown ids are left out)."""
+        ...
+
+    def clip_nodes(self, video: str, clips: Sequence[int], scope: Scope) -> list[Node]: ...
+
+    def window(
+        self, video: str, t0: float, t1: float, scope: Scope, limit: int, query_vec: np.ndarray | None = None
+    ) -> list[Node]:
+        """Nodes overlapping [t0, t1] in time order (``sim`` set from ``query_vec`` when given)."""
+        ...
+
+    def clip_info(self, video: str, clip: int) -> ClipInfo | None: ...
+
+    def characters(self, video: str | None) -> list[Character]: ...
+
+    def edges_of(self, ids: Sequence[str], limit: int) -> list[Edge]: ...
+
+
+# ============================================================================== text helpers
+
+_WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
+STOPWORDS = frozenset(
+    (
+        "a about above after again against all am an and any are as at be because been before being "
+        "below between both but by can could did do does doing down during each few for from further had "
+        "has have having he her here hers herself him himself his how i if in into is it its itself just "
+        "me more most my myself no nor not now of off on once only or other our ours ourselves out over "
+        "own same she should so some such than that the their theirs them themselves then there these "
+        "they this those through to too under until up very was we were what when where which while who "
+        "whom why will with would you your yours yourself yourselves s t don didn doesn isn wasn"
+    ).split()
+)
+
+
+def stem(word: str) -> str:
+    """A deliberately crude stemmer: good enough to match likes/liked/liking, love/loves, cup/cups."""
+    w = word.lower()
+    if w.endswith("'s"):
+        w = w[:-2]
+    for suffix in ("ing", "ed", "es", "s"):
+        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
+            w = w[: -len(suffix)]
+            break
+    if w.endswith("e") and len(w) > 3:
+        w = w[:-1]
+    return w
+
+
+def terms(text: str) -> set[str]:
+    """Content terms of a text (stop words and id tokens such as ``character_1`` removed)."""
+    out = set()
+    for w in _WORD.findall(text or ""):
+        lw = w.lower()
+        if lw in STOPWORDS or len(lw) < 2:
+            continue
+        out.add(stem(lw))
+    return out
+
+
+def overlap(query_terms: set[str], text: str) -> float:
+    """Share of the query's content terms found in ``text`` (0 when the query has none)."""
+    if not query_terms:
+        return 0.0
+    return len(query_terms & terms(text)) / len(query_terms)
+
+
+def has_quote(text: str) -> bool:
+    return bool(re.search(r"[\"\u201c][^\"\u201d]{3,}[\"\u201d]", text))
+
+
+def fmt_time(seconds: float | None) -> str:
+    if seconds is None:
+        return "?"
+    s = max(0, int(round(seconds)))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
+
+
+def parse_time(value: str) -> float:
+    """Seconds from ``75``, ``75.5``, ``01:15`` or ``1:01:15``; ValueError otherwise."""
+    value = value.strip()
+    if re.fullmatch(r"\d+(?:\.\d+)?", value):
+        return float(value)
+    m = re.fullmatch(r"(?:(\d{1,2}):)?(\d{1,3}):(\d{2}(?:\.\d+)?)", value)
+    if not m:
+        raise ValueError(f"not a time: {value!r} (use seconds or mm:ss)")
+    h, mnt, sec = int(m.group(1) or 0), int(m.group(2)), float(m.group(3))
+    if sec >= 60:
+        raise ValueError(f"not a time: {value!r} (seconds must be < 60)")
+    return h * 3600 + mnt * 60 + sec
+
+
+# ============================================================================== hybrid retrieval
+
+_SEARCHES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="m3-ask-search")
+
+
+def hybrid(
+    memory: MemoryView,
+    query: str,
+    query_vec: np.ndarray | None,
+    k: int,
+    threshold: float,
+    scope: Scope,
+    pool: int | None = None,
+    quote_bonus: float = 0.0,
+    exclude: Iterable[str] = (),
+) -> list[Node]:
+    """search_node: vector candidates plus full-text candidates, scored ``cos + 0.3 * term share``.
+
+    A node qualifies when its cosine reaches ``threshold`` (the paper's rule) or when it contains at
+    least half of the query's content terms (what a pure-vector search misses: names, rare words).
+    """
+    pool = pool or max(4 * k, 32)
+    qterms = terms(query)
+    found: dict[str, Node] = {}
+    # the two searches are independent and release the GIL inside Lance: run them side by side
+    text_part = _SEARCHES.submit(memory.text_search, query, pool, scope, query_vec) if qterms else None
+    if query_vec is not None:
+        for n in memory.vector_search(query_vec, pool, scope):
+            found[n.id] = n
+    if text_part is not None:
+        for n in text_part.result():
+            found.setdefault(n.id, n)
+    skip = set(exclude)
+    out = []
+    for n in found.values():
+        if n.id in skip:
+            continue
+        share = overlap(qterms, n.text)
+        if n.sim < threshold and share < 0.5:
+            continue
+        n.score = n.sim + LEX_WEIGHT * share + (quote_bonus if has_quote(n.text) else 0.0)
+        out.append(n)
+    out.sort(key=lambda n: (-n.score, n.video, n.clip, n.id))
+    return out[:k]
+
+
+# ============================================================================== actions
+
+
+class ToolError(ValueError):
+    """A rejected action or argument: the round fails, the loop goes on."""
+
+
+@dataclass
+class Action:
+    tag: str  # as written by the model, e.g. "Search"
+    tool: str | None  # "answer", a tool name, or None when the tag is unknown
+    content: str
+    reasoning: str
+
+
+_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL | re.IGNORECASE)
+_TAG_LINE = re.compile(
+    r"(?im)^[ \t>*_#\-]*(?:action\s*[:\uff1a]\s*)?[*_]*\[([A-Za-z][A-Za-z_ \-]{0,29})\][*_]*[ \t]*"
+    r"[:\uff1a]?[ \t]*(.*)$"
+)
+_CONTENT = re.compile(r"(?im)^[ \t*_]*content\s*[:\uff1a]\s*(.*)$")
+ALIASES = {
+    "searchnode": "search",
+    "search_node": "search",
+    "searchclip": "search_clip",
+    "search_clip": "search_clip",
+    "answer": "answer",
+    "final": "answer",
+    "finalanswer": "answer",
+    "character": "character",
+    "characters": "character",
+    "expand": "expand",
+    "window": "window",
+    "count": "count",
+    "rewatch": "rewatch",
+    "listen": "listen",
+    "search": "search",
+}
+
+
+def _norm_tag(tag: str) -> str:
+    return re.sub(r"[\s_\-]+", "", tag.lower())
+
+
+def split_reasoning(reply: str) -> tuple[str, str]:
+    """(reasoning inside <think> blocks, the visible rest); a lone ``</think>`` ends the reasoning."""
+    thoughts = [m.group(1).strip() for m in _THINK.finditer(reply)]
+    visible = _THINK.sub("", reply)
+    if "</think>" in visible.lower():
+        head, _, visible = visible.rpartition("</think>")
+        thoughts.append(head.strip())
+    return "\n".join(t for t in thoughts if t), visible
+
+
+def parse_action(reply: str) -> Action:
+    """The last action line of a reply; ToolError if there is none."""
+    thoughts, visible = split_reasoning(reply)
+    matches = list(_TAG_LINE.finditer(visible))
+    if not matches:
+        raise ToolError("the reply has no action line such as [Search] <query> or [Answer] <answer>")
+    m = matches[-1]
+    tag = m.group(1).strip()
+    norm = _norm_tag(tag)
+    tool = ALIASES.get(norm) or ALIASES.get(norm.replace("_", "")) or P.TAG_TO_TOOL.get(norm)
+    rest = visible[m.end() :]
+    content = m.group(2).strip()
+    follow = _CONTENT.search(rest)
+    if follow:
+        content = (
+            (follow.group(1) + rest[follow.end() :]).strip() if tool == "answer" else follow.group(1).strip()
+        )
+    elif tool == "answer":
+        content = (content + rest).strip()
+    elif not content:
+        content = next((line.strip() for line in rest.splitlines() if line.strip()), "")
+    content = content.strip().strip("`").strip()
+    if len(content) >= 2 and content[0] == content[-1] and content[0] in "\"'":
+        content = content[1:-1].strip()
+    reasoning = "\n".join(p for p in (thoughts, visible[: m.start()].strip()) if p)
+    return Action(tag=tag, tool=tool, content=content, reasoning=reasoning)
+
+
+# ============================================================================== tool context
+
+
+@dataclass
+class ToolResult:
+    tool: str
+    query: str
+    nodes: list[Node] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_s: float = 0.0
+    note: str | None = None
+
+
+@dataclass
+class ToolContext:
+    """Everything a tool may touch. ``seen_*`` and ``aliases`` carry state across rounds of one question."""
+
+    memory: MemoryView
+    embed: Callable[[str], np.ndarray | None]
+    scope: Scope
+    k: int = 5
+    threshold: float = 0.5
+    clip_k: int = 2
+    clip_threshold: float = 0.5
+    llm: Any = None
+    cache: Any = None
+    question: str = ""
+    multi_video: bool = False
+    aliases: dict[str, str] = field(default_factory=dict)  # n1 -> node id
+    alias_of: dict[str, str] = field(default_factory=dict)  # node id -> n1
+    seen_clips: set[tuple[str, int]] = field(default_factory=set)
+    evidence: list[Node] = field(default_factory=list)  # every node shown to the model, in order
+    _evidence_ids: set[str] = field(default_factory=set)
+    _chars: dict[str | None, list[Character]] = field(default_factory=dict)
+
+    def alias(self, node: Node) -> str:
+        if node.id not in self.alias_of:
+            name = f"n{len(self.aliases) + 1}"
+            self.aliases[name] = node.id
+            self.alias_of[node.id] = name
+        return self.alias_of[node.id]
+
+    def remember(self, nodes: Iterable[Node]) -> None:
+        for n in nodes:
+            if n.id not in self._evidence_ids:
+                self._evidence_ids.add(n.id)
+                self.evidence.append(n)
+
+    def characters(self, video: str | None) -> list[Character]:
+        if video not in self._chars:
+            self._chars[video] = self.memory.characters(video)
+        return self._chars[video]
+
+    def text_of(self, node: Node) -> str:
+        return node.raw_text if self.scope.raw_ids and node.raw_text else node.text
+
+    def render(self, node: Node) -> str:
+        where = f"clip {node.clip}" + (f" of video {node.video}" if self.multi_video else "")
+        span = f" {fmt_time(node.t_start)}-{fmt_time(node.t_end)}" if node.t_start is not None else ""
+        return f"[{self.alias(node)}] ({where}{span}, {node.kind}) {self.text_of(node)}"
+
+    def video_for(self, what: str) -> str:
+        """The video a clip number or time refers to: the scope's, the only one, or the latest evidence's."""
+        if self.scope.video:
+            return self.scope.video
+        videos = self.memory.videos()
+        if len(videos) == 1:
+            return videos[0]
+        if self.evidence:
+            return self.evidence[-1].video
+        raise ToolError(f"{what}: the memory holds {len(videos)} videos; search first so the video is known")
+
+    def check_clip(self, video: str, clip: int) -> ClipInfo:
+        if self.scope.before_clip is not None and clip > self.scope.before_clip:
+            raise ToolError(
+                f"clip {clip} is after the question's time (clips 0-{self.scope.before_clip} only)"
+            )
+        info = self.memory.clip_info(video, clip)
+        if info is None:
+            raise ToolError(f"clip {clip} does not exist in video {video}")
+        return info
+
+
+def _query_arg(arg: str, what: str) -> str:
+    q = " ".join(arg.split())
+    if not q:
+        raise ToolError(f"{what} needs a query")
+    if len(q) > MAX_QUERY_CHARS:
+        raise ToolError(f"{what} query is too long ({len(q)} characters, at most {MAX_QUERY_CHARS})")
+    return q
+
+
+# ============================================================================== the tools
+
+
+def tool_search(ctx: ToolContext, arg: str) -> ToolResult:
+    query = _query_arg(arg, "[Search]")
+    nodes = hybrid(ctx.memory, query, ctx.embed(query), ctx.k, ctx.threshold, ctx.scope)
+    return ToolResult("search", query, nodes, [ctx.render(n) for n in nodes])
+
+
+def tool_search_clip(ctx: ToolContext, arg: str) -> ToolResult:
+    """search_clip: clips scored by their best line; the ``clip_k`` best unseen clips, all their lines."""
+    query = _query_arg(arg, "[SearchClip]")
+    cands = hybrid(ctx.memory, query, ctx.embed(query), 10_000, ctx.clip_threshold, ctx.scope, pool=64)
+    best: dict[tuple[str, int], float] = {}
+    for n in cands:
+        key = (n.video, n.clip)
+        if key not in ctx.seen_clips:
+            best[key] = max(best.get(key, -1e9), n.score)
+    chosen = sorted(best, key=lambda key: (-best[key], key))[: ctx.clip_k]
+    nodes: list[Node] = []
+    lines: list[str] = []
+    for video, clip in chosen:
+        ctx.seen_clips.add((video, clip))
+        info = ctx.memory.clip_info(video, clip)
+        members = ctx.memory.clip_nodes(video, [clip], ctx.scope)[:CLIP_LINES]
+        span = f" {fmt_time(info.start)}-{fmt_time(info.end)}" if info else ""
+        lines.append(f"Clip {clip}{span}" + (f" of video {video}" if ctx.multi_video else "") + ":")
+        lines += [ctx.render(n) for n in members]
+        for n in members:
+            n.score = best[(video, clip)]
+        nodes += members
+    return ToolResult("search_clip", query, nodes, lines)
+
+
+_ID_TOKEN = re.compile(r"^<(character|face|voice)_(\d{1,6})>$")
+
+
+def tool_character(ctx: ToolContext, arg: str) -> ToolResult:
+    """Name <-> <character_k> <-> face/voice ids, clips, and the memory lines that mention them."""
+    who = " ".join(arg.split()).strip("\"'")
+    if not who or len(who) > 100:
+        raise ToolError("[Character] needs a name or an id such as <character_1> (at most 100 characters)")
+    looks_like_id = who.startswith("<") or re.fullmatch(r"(character|face|voice)_\d+", who)
+    if looks_like_id:
+        token = who if who.startswith("<") else f"<{who}>"
+        if not _ID_TOKEN.match(token):
+            raise ToolError(f"malformed id {who!r}: ids look like <character_1>, <face_2>, <voice_3>")
+    else:
+        token = None
+    video = ctx.scope.video
+    chars = ctx.characters(video)
+    hits: list[Character] = []
+    for c in chars:
+        if token and (c.id == token or token in c.members):
+            hits.append(c)
+        elif (
+            not token and c.name and (c.name.lower() == who.lower() or who.lower() in c.name.lower().split())
+        ):
+            hits.append(c)
+    lines: list[str] = []
+    nodes: list[Node] = []
+    for c in hits[:5]:
+        if ctx.scope.before_clip is not None:
+            clips = [x for x in c.clips if x <= ctx.scope.before_clip]
+        else:
+            clips = c.clips
+        faces = [m for m in c.members if m.startswith("<face")]
+        voices = [m for m in c.members if m.startswith("<voice")]
+        shown = ", ".join(map(str, clips[:20])) + (" ..." if len(clips) > 20 else "")
+        lines.append(
+            f"{c.name or '(name unknown)'} = {c.id}"
+            + (f" in video {c.video}" if ctx.multi_video else "")
+            + f"; faces: {', '.join(faces) or 'none'}; voices: {', '.join(voices) or 'none'}"
+            + f"; appears in clips: {shown or 'none'}"
+        )
+        about = hybrid(
+            ctx.memory,
+            f"{c.name or ''} {c.id}".strip(),
+            ctx.embed(f"{c.name or c.id}"),
+            4 * ctx.k,
+            -1.0,
+            Scope(c.video, ctx.scope.before_clip, ctx.scope.kinds, ctx.scope.raw_ids),
+        )
+        about = [n for n in about if c.id in n.characters or (c.name and c.name in n.names)][: ctx.k]
+        nodes += about
+        lines += [ctx.render(n) for n in about]
+    if not hits:
+        names = sorted({c.name for c in chars if c.name})
+        lines.append(
+            f"No character matches {who!r}."
+            + (
+                f" Known names: {', '.join(names[:30])}."
+                if names
+                else " No names are known; search what people said."
+            )
+        )
+    return ToolResult("character", who, nodes, lines)
+
+
+_NODE_ID = re.compile(r"^[0-9A-Za-z_\-]{1,64}(?::[0-9A-Za-z_\-]{1,40}){1,2}$")
+_ALIAS = re.compile(r"^n\d{1,5}$")
+
+
+def tool_expand(ctx: ToolContext, arg: str) -> ToolResult:
+    """PyraVid: follow links from the given (or current) evidence, then let the LLM prune the candidates."""
+    tokens = [t for t in re.split(r"[\s,;]+", arg.strip().strip("[]")) if t]
+    if len(tokens) > MAX_EXPAND_IDS:
+        raise ToolError(f"[Expand] takes at most {MAX_EXPAND_IDS} node ids, got {len(tokens)}")
+    seeds: list[str] = []
+    for t in tokens:
+        t = t.strip("[]()")
+        if _ALIAS.match(t):
+            if t not in ctx.aliases:
+                raise ToolError(f"unknown node {t!r}: use the [n...] labels shown with the results")
+            seeds.append(ctx.aliases[t])
+        elif _NODE_ID.match(t):
+            seeds.append(t)
+        else:
+            raise ToolError(f"malformed node id {t!r}: use the [n...] labels shown with the results")
+    if tokens:
+        known = {n.id for n in ctx.memory.get_nodes(seeds, ctx.scope)}
+        missing = [s for s in seeds if s not in known]
+        if missing:
+            raise ToolError(f"unknown or out-of-scope node id(s): {', '.join(missing[:5])}")
+    else:
+        seeds = [n.id for n in ctx.evidence[-10:]]
+        if not seeds:
+            raise ToolError("[Expand] has nothing to expand yet: search first")
+    shown = set(ctx.alias_of)
+    weights: dict[str, float] = {}
+    for e in ctx.memory.edges_of(seeds, limit=200):
+        for other in (e.src, e.dst):
+            if other not in seeds and other not in shown:
+                weights[other] = max(weights.get(other, -1e9), e.weight)
+    order = sorted(weights, key=lambda x: (-weights[x], x))
+    cands = ctx.memory.get_nodes(order[: 4 * EXPAND_CANDIDATES], ctx.scope)
+    cands.sort(key=lambda n: (-weights.get(n.id, 0.0), n.id))
+    cands = cands[:EXPAND_CANDIDATES]
+    result = ToolResult("expand", " ".join(tokens) or "(evidence so far)")
+    if not cands:
+        result.lines = ["No linked memory lines beyond what was already shown."]
+        return result
+    kept = cands
+    if ctx.llm is not None:
+        kept, result.note = _prune(ctx, cands, result)
+    result.nodes = kept
+    result.lines = [ctx.render(n) for n in kept] or ["The linked memory lines were judged irrelevant."]
+    return result
+
+
+def _prune(ctx: ToolContext, cands: list[Node], result: ToolResult) -> tuple[list[Node], str | None]:
+    from stages.backends.llm import LlmError, extract_json
+
+    labels = {f"c{i + 1}": n for i, n in enumerate(cands)}
+    block = P.data_block(
+        P.nonce(ctx.question, "prune", *labels),
+        'kind="candidates"',
+        [f"[{label}] {ctx.text_of(n)}" for label, n in labels.items()],
+    )
+    kept_ctx = P.data_block(
+        P.nonce(ctx.question, "kept"), 'kind="evidence"', [ctx.text_of(n) for n in ctx.evidence[-10:]]
+    )
+    messages = [
+        {"role": "system", "content": P.PRUNE_PROMPT},
+        {
+            "role": "user",
+            "content": f"Question: {ctx.question}\n\nEvidence so far:\n{kept_ctx}\n\nCandidates:\n{block}",
+        },
+    ]
+    try:
+        reply = ctx.llm.chat(messages)
+    except LlmError as exc:
+        return cands[:5], f"pruning failed ({exc}); kept the 5 strongest links"
+    result.prompt_tokens += reply.prompt_tokens
+    result.completion_tokens += reply.completion_tokens
+    result.llm_s += reply.latency_s
+    try:
+        obj = extract_json(reply.text)
+        keep = obj.get("keep") if isinstance(obj, dict) else obj
+        if not isinstance(keep, list):
+            raise ValueError("no 'keep' list")
+    except ValueError:
+        keep = re.findall(r"\bc\d+\b", reply.text)
+        if not keep:
+            return cands[:5], "the pruning reply was unusable; kept the 5 strongest links"
+    chosen = dict.fromkeys(str(x).strip("[] ") for x in keep)
+    return [labels[x] for x in chosen if x in labels], None
+
+
+_WINDOW = re.compile(
+    r"^\s*(?:clips?\s*(\d{1,6})(?:\s*-\s*(\d{1,6}))?|([\d:.]+)\s*(?:-|to)\s*([\d:.]+)\s*s?)"
+    r"\s*(?::\s*(.*))?$",
+    re.IGNORECASE,
+)
+
+
+def tool_window(ctx: ToolContext, arg: str) -> ToolResult:
+    """CAM's temporal context: the memory of a time span (or clip range), in time order."""
+    m = _WINDOW.match(arg)
+    if not m:
+        raise ToolError("[Window] takes <t0>-<t1> (seconds or mm:ss) or clip <N>, optionally ': <query>'")
+    video = ctx.video_for("[Window]")
+    if m.group(1) is not None:
+        c0 = int(m.group(1))
+        c1 = int(m.group(2)) if m.group(2) else c0
+        if c1 < c0 or c1 - c0 > 20:
+            raise ToolError(f"[Window] clip range {c0}-{c1} is invalid (at most 20 clips, in order)")
+        first, last = ctx.check_clip(video, c0), ctx.check_clip(video, c1)
+        t0, t1 = first.start, last.end
+    else:
+        try:
+            t0, t1 = parse_time(m.group(3)), parse_time(m.group(4))
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        if not 0 <= t0 < t1 or t1 - t0 > 3600:
+            raise ToolError(f"[Window] {t0:g}-{t1:g} s is not a valid span (start < end, at most one hour)")
+    query = (m.group(5) or "").strip()
+    q_vec = ctx.embed(query) if query else None
+    nodes = ctx.memory.window(video, t0, t1, ctx.scope, limit=500, query_vec=q_vec)
+    if query:
+        q_terms = terms(query)
+        for n in nodes:
+            n.score = n.sim + LEX_WEIGHT * overlap(q_terms, n.text)
+        nodes = sorted(nodes, key=lambda n: -n.score)[:WINDOW_LINES]
+        nodes.sort(key=lambda n: (n.t_start or 0.0, n.id))
+    else:
+        nodes = nodes[:WINDOW_LINES]
+    lines = [ctx.render(n) for n in nodes] or [
+        f"Nothing is remembered between {fmt_time(t0)} and {fmt_time(t1)}."
+    ]
+    return ToolResult(
+        "window", f"{fmt_time(t0)}-{fmt_time(t1)}" + (f": {query}" if query else ""), nodes, lines
+    )
+
+
+def tool_count(ctx: ToolContext, arg: str) -> ToolResult:
+    """CAM's frequency statistics: memory lines matching a phrase, counted per clip."""
+    query = _query_arg(arg, "[Count]")
+    qterms = terms(query)
+    q_vec = ctx.embed(query)
+    pool = hybrid(ctx.memory, query, q_vec, COUNT_POOL, ctx.threshold, ctx.scope, pool=COUNT_POOL)
+    matched = [n for n in pool if (qterms and overlap(qterms, n.text) >= 1.0) or n.sim >= ctx.threshold]
+    matched = [n for n in matched if n.kind in ("episodic", "semantic")] or matched
+    per_clip: dict[tuple[str, int], int] = {}
+    for n in matched:
+        per_clip[(n.video, n.clip)] = per_clip.get((n.video, n.clip), 0) + max(1, int(n.weight or 1))
+    total = sum(per_clip.values())
+    clips = ", ".join(f"clip {c} ({x}x)" for (_, c), x in sorted(per_clip.items())[:40])
+    lines = [
+        f"{total} matching memory line occurrence(s) in {len(per_clip)} clip(s)"
+        + (f": {clips}" if clips else "")
+        + (" (capped: there may be more)" if len(pool) >= COUNT_POOL else "")
+    ]
+    examples = sorted(matched, key=lambda n: -n.score)[: ctx.k]
+    lines += [ctx.render(n) for n in examples]
+    return ToolResult("count", query, examples, lines)
+
+
+_CLIP_Q = re.compile(r"^\s*clip\s*(\d{1,6})\s*[:,\-]?\s*(.*)$", re.IGNORECASE | re.DOTALL)
+
+
+def _clip_question(ctx: ToolContext, arg: str, tag: str) -> tuple[ClipInfo, str]:
+    m = _CLIP_Q.match(arg)
+    if not m:
+        raise ToolError(f"[{tag}] takes 'clip <N>: <question>'")
+    question = _query_arg(m.group(2), f"[{tag}]")
+    info = ctx.check_clip(ctx.video_for(f"[{tag}]"), int(m.group(1)))
+    if not info.path or not Path(info.path).is_file():
+        raise ToolError(f"the video file of clip {info.clip} is not available ({info.path or 'no path'})")
+    if ctx.llm is None:
+        raise ToolError(f"[{tag}] needs a multimodal LLM")
+    return info, question
+
+
+def _ask_media(
+    ctx: ToolContext, tool: str, info: ClipInfo, question: str, parts: list[dict], prompt: str
+) -> ToolResult:
+    from stages.backends.llm import LlmError
+
+    text = prompt.format(
+        clip=info.clip, start=fmt_time(info.start), end=fmt_time(info.end), question=question
+    )
+    try:
+        reply = ctx.llm.chat([{"role": "user", "content": [{"type": "text", "text": text}, *parts]}])
+    except LlmError as exc:
+        raise ToolError(f"[{tool.capitalize()}] failed: {exc}") from None
+    result = ToolResult(
+        tool,
+        f"clip {info.clip}: {question}",
+        lines=[
+            f"What clip {info.clip} ({fmt_time(info.start)}-{fmt_time(info.end)}) shows, "
+            f"asked {question!r}: {reply.text.strip()}"
+        ],
+        prompt_tokens=reply.prompt_tokens,
+        completion_tokens=reply.completion_tokens,
+        llm_s=reply.latency_s,
+    )
+    result.nodes = ctx.memory.clip_nodes(info.video, [info.clip], ctx.scope)[:3]
+    return result
+
+
+def tool_rewatch(ctx: ToolContext, arg: str) -> ToolResult:
+    """CAM's watch_video_clip: frames of one clip to the multimodal LLM with a focused question."""
+    from stages import media
+    from stages.backends.llm import image_part
+
+    info, question = _clip_question(ctx, arg, "Rewatch")
+    fps = max(REWATCH_FRAMES / max(info.end - info.start, 1e-3), 0.05)
+    try:
+        frames = media.sample_frames(
+            Path(info.path),
+            info.video,
+            info.clip,
+            info.start,
+            info.end,
+            fps=fps,
+            max_side=512,
+            cache=ctx.cache,
+        )
+    except Exception as exc:  # decoding errors of a damaged file: the round fails, the question goes on
+        raise ToolError(f"cannot read frames of clip {info.clip}: {exc}") from None
+    images = frames.images[:REWATCH_FRAMES]
+    if not images:
+        raise ToolError(f"clip {info.clip} has no frames")
+    return _ask_media(
+        ctx,
+        "rewatch",
+        info,
+        question,
+        [image_part(media.encode_jpeg(i, 85)) for i in images],
+        P.REWATCH_PROMPT,
+    )
+
+
+def wav_bytes(audio: np.ndarray, rate: int) -> bytes:
+    """16-bit PCM mono WAV of float samples in [-1, 1]."""
+    pcm = (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
+
+
+def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
+    """CAM's listen_to_audio: the clip's audio (16 kHz WAV) to an omni model with a focused question."""
+    from stages import media
+    from stages.backends.llm import audio_part
+
+    info, question = _clip_question(ctx, arg, "Listen")
+    try:
+        audio = media.clip_audio(
+            Path(info.path), info.video, info.clip, info.start, info.end, cache=ctx.cache
+        )
+    except Exception as exc:
+        raise ToolError(f"cannot read the audio of clip {info.clip}: {exc}") from None
+    if audio.size == 0:
+        raise ToolError(f"clip {info.clip} has no audio")
+    return _ask_media(
+        ctx, "listen", info, question, [audio_part(wav_bytes(audio, media.AUDIO_RATE))], P.LISTEN_PROMPT
+    )
+
+
+TOOLS: dict[str, Callable[[ToolContext, str], ToolResult]] = {
+    "search": tool_search,
+    "search_clip": tool_search_clip,
+    "character": tool_character,
+    "expand": tool_expand,
+    "window": tool_window,
+    "count": tool_count,
+    "rewatch": tool_rewatch,
+    "listen": tool_listen,
+}
+assert set(TOOLS) == set(P.ALL_TOOLS)
+
+
+def parse_tools(spec: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``--tools`` value -> enabled tool names, in canonical order ("all", "paper" and "default" allowed)."""
+    from stages.errors import InputError
+
+    if spec is None:
+        return P.DEFAULT_TOOLS
+    items = [s.strip().lower() for s in (spec.split(",") if isinstance(spec, str) else spec) if s.strip()]
+    chosen: set[str] = set()
+    for item in items:
+        if item == "all":
+            chosen |= set(P.ALL_TOOLS)
+        elif item == "paper":
+            chosen |= set(P.PAPER_TOOLS)
+        elif item == "default":
+            chosen |= set(P.DEFAULT_TOOLS)
+        elif item in TOOLS:
+            chosen.add(item)
+        else:
+            raise InputError(
+                f"--tools: unknown tool {item!r}; valid: {', '.join(P.ALL_TOOLS)}, all, paper, default"
+            )
+    return tuple(t for t in P.ALL_TOOLS if t in chosen)
+
+
+def run_action(ctx: ToolContext, action: Action, enabled: Sequence[str]) -> ToolResult:
+    """Run one parsed, non-answer action; ToolError for anything not allowed."""
+    if action.tool is None:
+        raise ToolError(
+            f"unknown action [{action.tag}]; valid: "
+            + ", ".join(f"[{P.TOOL_DOCS[t][0]}]" for t in enabled)
+            + ", [Answer]"
+        )
+    if action.tool not in enabled:
+        raise ToolError(
+            f"[{action.tag}] is not available in this run; valid: "
+            + ", ".join(f"[{P.TOOL_DOCS[t][0]}]" for t in enabled)
+            + ", [Answer]"
+        )
+    started = time.perf_counter()
+    result = TOOLS[action.tool](ctx, action.content)
+    log.debug(
+        "%s %r: %d nodes in %.1f ms",
+        action.tool,
+        action.content,
+        len(result.nodes),
+        1000 * (time.perf_counter() - started),
+    )
+    ctx.remember(result.nodes)
+    return result

@@ -1,0 +1,371 @@
+"""`m3 eval qa`: M3-Bench-style question answering over memories, judged by an LLM.
+
+Annotations are M3-Bench's JSON (``data/annotations/robot.json`` / ``web.json``): an object keyed by
+video name, each with a ``qa_list`` of ``{question, answer, question_id, type: [...], timestamp?,
+before_clip?}``. Robot questions carry ``before_clip`` (the last clip seen when the question is asked);
+only memory of clips ``<= before_clip`` is visible to them.
+
+Videos are mapped to the memory's video ids by ``--map name=id`` / a mapping file, else by the file
+name of the video each memory clip came from (``living_room_06.mp4`` -> ``living_room_06``), else by
+the name itself being a video id of the memory.
+
+The judge is M3-Bench's criterion (seed 000, Table 18; PyraVid's appendix quotes it): does the agent's
+answer imply the ground truth? "Yes"/"No". Judgements are cached keyed by question, answer, ground
+truth, judge prompt version and judge model, so re-scoring is free. Accuracy is reported overall and per
+question type with a 95% Wilson interval.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stages import ask_prompts as P
+from stages.ask import Question
+from stages.cache import Cache, CacheKey
+from stages.errors import InputError, M3Error
+
+log = logging.getLogger(__name__)
+
+Z95 = 1.959963984540054
+
+
+# ============================================================================== annotations
+
+
+@dataclass
+class QaItem:
+    video_name: str
+    question_id: str
+    question: str
+    answer: str
+    types: list[str]
+    before_clip: int | None = None
+    timestamp: str | None = None
+
+
+def load_annotations(path: Path) -> list[QaItem]:
+    """Every QA of an M3-Bench annotation file, in file order; one clear error for a malformed file."""
+    try:
+        data = json.loads(Path(path).read_text("utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such annotation file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: expected M3-Bench annotations (an object keyed by video name)")
+    items: list[QaItem] = []
+    seen: set[str] = set()
+    for name, video in data.items():
+        qa_list = video.get("qa_list") if isinstance(video, dict) else None
+        if not isinstance(qa_list, list):
+            raise InputError(f"{path}: video {name!r} has no qa_list")
+        for i, qa in enumerate(qa_list):
+            where = f"{path}: {name} qa_list[{i}]"
+            if not isinstance(qa, dict):
+                raise InputError(f"{where}: expected an object")
+            question, answer = qa.get("question"), qa.get("answer")
+            if not isinstance(question, str) or not question.strip() or not isinstance(answer, str):
+                raise InputError(f"{where}: needs string 'question' and 'answer'")
+            qid = str(qa.get("question_id") or f"{name}_Q{i + 1:02d}")
+            if qid in seen:
+                raise InputError(f"{where}: duplicate question_id {qid!r}")
+            seen.add(qid)
+            types = qa.get("type") or []
+            types = [types] if isinstance(types, str) else [str(t) for t in types]
+            before = qa.get("before_clip")
+            if before is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 0):
+                raise InputError(f"{where}: before_clip must be an integer >= 0")
+            items.append(
+                QaItem(name, qid, question.strip(), answer.strip(), types, before, qa.get("timestamp"))
+            )
+    return items
+
+
+def parse_map(pairs: Iterable[str], map_file: Path | None) -> dict[str, str]:
+    """``name=video_id`` pairs (flags win) over a mapping file (a JSON object, or ``name=id`` lines)."""
+    mapping: dict[str, str] = {}
+    if map_file is not None:
+        try:
+            text = Path(map_file).read_text("utf-8")
+        except OSError as exc:
+            raise InputError(f"{map_file}: cannot read mapping file: {exc.strerror}") from None
+        if text.lstrip().startswith("{"):
+            try:
+                obj = json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{map_file}: not valid JSON: {exc.msg}") from None
+            mapping.update({str(k): str(v) for k, v in obj.items()})
+        else:
+            for n, line in enumerate(text.splitlines(), 1):
+                if not line.strip() or line.lstrip().startswith("#"):
+                    continue
+                parts = re.split(r"\s*=\s*|\t+|\s+", line.strip(), maxsplit=1)
+                if len(parts) != 2 or not all(parts):
+                    raise InputError(f"{map_file}:{n}: expected 'name=video_id'")
+                mapping[parts[0]] = parts[1]
+    for pair in pairs:
+        name, sep, vid = pair.partition("=")
+        if not sep or not name.strip() or not vid.strip():
+            raise InputError(f"--map {pair!r}: expected NAME=VIDEO_ID")
+        mapping[name.strip()] = vid.strip()
+    return mapping
+
+
+def auto_map(memory: Any) -> dict[str, str]:
+    """Video file stem -> video id, from the clips table (``living_room_06.mp4`` -> its id)."""
+    out: dict[str, str] = {}
+    for vid in memory.videos():
+        path = memory.video_path(vid) if hasattr(memory, "video_path") else None
+        if path:
+            out.setdefault(Path(path).stem, vid)
+    return out
+
+
+# ============================================================================== judge
+
+
+def parse_verdict(text: str) -> str | None:
+    """ "Yes"/"No" from a judge reply (case, punctuation, a preamble are fine); None if absent or both."""
+    body = re.sub(r"<think>.*?</think>", "", text or "", flags=re.DOTALL | re.IGNORECASE).strip()
+    found = {w.lower() for w in re.findall(r"\b(yes|no)\b", body, re.IGNORECASE)}
+    return found.pop().capitalize() if len(found) == 1 else None
+
+
+class Judge:
+    """M3-Bench's LLM judge with a content-addressed cache of verdicts."""
+
+    def __init__(self, client: Any, cache: Cache | None):
+        self.client = client
+        self.cache = cache
+        self.model = client.model
+        self.calls = 0
+
+    def _key(self, question: str, answer: str, truth: str) -> CacheKey:
+        return CacheKey.of(
+            "qa-judge",
+            None,
+            "qa_judge",
+            {"q": question, "a": answer, "gt": truth, "prompt": P.JUDGE_VERSION},
+            self.model,
+        )
+
+    def judge(self, question: str, answer: str, truth: str) -> tuple[str | None, bool, str | None, dict]:
+        """(verdict, from cache, error, tokens)."""
+        key = self._key(question, answer, truth)
+        if self.cache is not None:
+            hit = self.cache.get_json(key, "verdict.json")
+            if isinstance(hit, dict) and hit.get("verdict") in ("Yes", "No"):
+                return hit["verdict"], True, None, {"prompt": 0, "completion": 0}
+        from stages.backends.llm import LlmError
+
+        messages = P.judge_messages(question, truth, answer)
+        tokens = {"prompt": 0, "completion": 0}
+        verdict, raw = None, ""
+        for attempt in range(2):
+            try:
+                reply = self.client.chat(messages, max_tokens=16)
+            except LlmError as exc:
+                return None, False, f"judge: {exc}", tokens
+            self.calls += 1
+            tokens["prompt"] += reply.prompt_tokens
+            tokens["completion"] += reply.completion_tokens
+            raw = reply.text
+            verdict = parse_verdict(raw)
+            if verdict is not None:
+                break
+            if attempt == 0:  # one repair turn, then give up
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": raw},
+                    {"role": "user", "content": "Answer with exactly one word: Yes or No."},
+                ]
+        if verdict is None:
+            return None, False, f"judge: unusable reply {raw[:80]!r}", tokens
+        if self.cache is not None:
+            self.cache.put_json(key, "verdict.json", {"verdict": verdict, "raw": raw[:200]})
+        return verdict, False, None, tokens
+
+
+# ============================================================================== running
+
+
+@dataclass
+class Filters:
+    limit: int | None = None
+    types: list[str] | None = None
+
+
+def select(items: list[QaItem], filters: Filters, done: set[str]) -> list[QaItem]:
+    """Questions to run: matching ``--types`` (any of), not already ``done``, at most ``--limit`` in total."""
+    wanted = {t.lower() for t in filters.types} if filters.types else None
+    chosen = [it for it in items if wanted is None or {t.lower() for t in it.types} & wanted]
+    if filters.limit is not None:
+        chosen = chosen[: filters.limit]
+    return [it for it in chosen if it.question_id not in done]
+
+
+def read_done_all(path: Path | None) -> dict[str, dict]:
+    """Every record of an output JSONL by question id (the last one wins); unreadable lines are skipped."""
+    out: dict[str, dict] = {}
+    if path is None or not Path(path).exists():
+        return out
+    with open(path, "rb") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning(
+                    "%s:%d: not valid JSON (a run killed mid-line?); that question runs again", path, n
+                )
+                continue
+            qid = (rec.get("eval") or {}).get("question_id") if isinstance(rec, dict) else None
+            if qid:
+                out[qid] = rec
+    return out
+
+
+def read_done(path: Path | None) -> dict[str, dict]:
+    """Records already in an output JSONL (``--resume``), by question id; failed ones are not 'done'."""
+    return {
+        qid: rec
+        for qid, rec in read_done_all(path).items()
+        if rec.get("error") is None and (rec.get("eval") or {}).get("judge_error") is None
+    }
+
+
+def evaluate(
+    items: list[QaItem], asker: Any, judge: Judge, mapping: dict[str, str], memory_videos: list[str]
+) -> Iterator[dict[str, Any]]:
+    """Ask and judge each question; every question yields a record, failures included."""
+    for it in items:
+        vid = mapping.get(it.video_name) or (it.video_name if it.video_name in memory_videos else None)
+        if vid is None:
+            record = asker._blank(Question(it.question, it.question_id, None, it.before_clip))
+            record["error"] = (
+                f"no memory for video {it.video_name!r}: pass --map {it.video_name}=VIDEO_ID "
+                "(a video id of the memory)"
+            )
+        else:
+            record = asker.ask(Question(it.question, it.question_id, vid, it.before_clip))
+        ev: dict[str, Any] = {
+            "question_id": it.question_id,
+            "video_name": it.video_name,
+            "ground_truth": it.answer,
+            "types": it.types,
+            "verdict": None,
+            "correct": False,
+            "judge_model": judge.model,
+            "judge_cached": False,
+            "judge_error": None,
+        }
+        if it.timestamp is not None:
+            ev["timestamp"] = it.timestamp
+        if record["answer"] is not None:
+            verdict, cached, err, tokens = judge.judge(it.question, record["answer"], it.answer)
+            ev.update(
+                verdict=verdict,
+                correct=verdict == "Yes",
+                judge_cached=cached,
+                judge_error=err,
+                judge_tokens=tokens,
+            )
+        record["eval"] = ev
+        yield record
+
+
+# ============================================================================== report
+
+
+def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """95% Wilson score interval for a proportion (sensible at 0/n and n/n, unlike the normal one)."""
+    if n == 0:
+        return (0.0, 1.0)
+    p = correct / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo = 0.0 if correct == 0 else max(0.0, centre - half)  # exact at the ends (no rounding residue)
+    hi = 1.0 if correct == n else min(1.0, centre + half)
+    return (lo, hi)
+
+
+@dataclass
+class Row:
+    name: str
+    n: int = 0
+    correct: int = 0
+    failed: int = 0
+    rounds: float = 0.0
+    tokens: float = 0.0
+    seconds: float = 0.0
+    ids: list[str] = field(default_factory=list)
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.n += 1
+        self.correct += bool(rec["eval"]["correct"])
+        self.failed += rec.get("error") is not None or rec["eval"].get("judge_error") is not None
+        self.rounds += rec.get("rounds", 0)
+        self.tokens += rec["tokens"]["prompt"] + rec["tokens"]["completion"]
+        self.seconds += rec.get("latency_s", 0.0)
+
+    def as_json(self) -> dict[str, Any]:
+        lo, hi = wilson(self.correct, self.n)
+        mean = (lambda x: x / self.n) if self.n else (lambda x: 0.0)
+        return {
+            "type": self.name,
+            "n": self.n,
+            "correct": self.correct,
+            "accuracy": mean(self.correct),
+            "ci95": [lo, hi],
+            "failed": self.failed,
+            "rounds": mean(self.rounds),
+            "tokens": mean(self.tokens),
+            "seconds": mean(self.seconds),
+        }
+
+
+def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Overall row first, then one row per question type (a question counts in each of its types)."""
+    overall = Row("ALL")
+    per: dict[str, Row] = {}
+    for rec in records:
+        overall.add(rec)
+        for t in rec["eval"]["types"] or ["(untyped)"]:
+            per.setdefault(t, Row(t)).add(rec)
+    return [overall.as_json()] + [per[t].as_json() for t in sorted(per)]
+
+
+def report(rows: list[dict[str, Any]], title: str = "") -> str:
+    """A markdown table: accuracy with its 95% Wilson interval, and the mean cost per question."""
+    lines = [f"### {title}", ""] if title else []
+    lines += [
+        "| type | n | correct | accuracy | 95% CI | failed | rounds | tokens | s/question |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lo, hi = r["ci95"]
+        lines.append(
+            f"| {r['type']} | {r['n']} | {r['correct']} | {100 * r['accuracy']:.1f}% | "
+            f"{100 * lo:.1f}-{100 * hi:.1f}% | {r['failed']} | {r['rounds']:.2f} | {r['tokens']:.0f} | "
+            f"{r['seconds']:.2f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def require_judge(client: Any) -> None:
+    if client is None:
+        raise M3Error(
+            "m3 eval qa needs an LLM judge: set M3_LLM_BASE_URL and M3_LLM_MODEL (or --judge-model / "
+            "--judge-base-url); the agent itself may still run retrieval-only with --no-llm"
+        )
