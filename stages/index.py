@@ -58,6 +58,13 @@ STAGE = "index"
 FACT_KINDS = ("episodic", "semantic")
 
 
+#: Scalar indexes per table: column -> "bitmap" (few distinct values) or "btree".
+SCALAR_INDEXES: dict[str, dict[str, str]] = {
+    "nodes": {"video": "bitmap", "kind": "bitmap", "clip": "btree", "id": "btree"},
+    "edges": {"src": "btree", "dst": "btree"},
+}
+
+
 @dataclass(frozen=True)
 class IndexConfig:
     fts: bool = True
@@ -281,12 +288,27 @@ class Indexer:
             ):  # the native (non-tantivy) FTS index; its builder name is deprecated
                 warnings.simplefilter("ignore")
                 table.create_fts_index("text", replace=True)
+        self._scalar_indexes(table, indices, nodes_changed, SCALAR_INDEXES["nodes"])
+        if "edges" in self.tables:
+            edges = self.db.open_table("edges")
+            edge_indices = {getattr(i, "name", "") for i in edges.list_indices()}
+            self._scalar_indexes(edges, edge_indices, nodes_changed, SCALAR_INDEXES["edges"])
         if table.count_rows() >= self.config.ann_min_rows and "vector_idx" not in indices:
             # IVF_SQ: on 2 cores, 100k x 384 builds in ~4 s with recall@10 = 1.0 (HNSW_SQ: ~28 s, PQ: ~47 s
             # and recall 0.46); queries stay under 10 ms. See bench/bench_memory.py.
             with warnings.catch_warnings():  # the metric=/index_type= builder is deprecated but stable
                 warnings.simplefilter("ignore")
                 table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_SQ")
+
+    @staticmethod
+    def _scalar_indexes(table: Any, present: set[str], changed: bool, wanted: dict[str, str]) -> None:
+        """Filters by video, kind, clip and id (ask's --video/--before-clip, node fetches, edge walks) use
+        these instead of scanning every row: at 1M nodes all six build in ~1.3 s on 2 cores."""
+        from lancedb.index import Bitmap, BTree
+
+        for column, kind in wanted.items():
+            if changed or f"{column}_idx" not in present:
+                table.create_index(column, config=Bitmap() if kind == "bitmap" else BTree(), replace=True)
 
     # ---------------------------------------------------------------- one video
     def _video(self, clips: list[ClipRecord]) -> tuple[list[dict], list[dict], list[dict], list[dict], int]:
