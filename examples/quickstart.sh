@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Quick start: install m3 (CPU, offline models) and run the pipeline on a bundled real video.
-#   bash examples/quickstart.sh [VIDEO]
+# Quick start: install m3 (CPU, offline models) into .venv if needed, turn a bundled real video into a
+# memory, and ask it a question. The answer cites the clip, time range and quote it rests on.
+#   bash examples/quickstart.sh [VIDEO] [QUESTION]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/m3 ] || bash scripts/install.sh .venv
 export PATH="$PWD/.venv/bin:$PATH"
 video=${1:-tests/data/short_hamilton_clip.mp4}
+question=${2:-Who talked about being a self starter?}
+work=${TMPDIR:-/tmp}/m3-quickstart
+mkdir -p "$work"
 
-echo "== m3 segment $video" >&2
-m3 segment "$video" | tee /tmp/m3-quickstart.jsonl
+echo "== perceive and memorize $video" >&2
+m3 segment "$video" \
+  | m3 diarize | m3 voices | m3 faces \
+  | m3 memorize | m3 link | m3 abstract > "$work/clips.jsonl"
+
+echo "== index into $work/mem.lance" >&2
+m3 index -o "$work/mem.lance" "$work/clips.jsonl"
+
+echo "== ask: $question" >&2
+m3 ask "$work/mem.lance" "$question" --format text
