@@ -493,21 +493,6 @@ def retrieval_answer(ev: list[dict[str, Any]]) -> str:
 # ============================================================================== inputs
 
 
-def make_client(llm_settings: Any) -> Any:
-    """An LlmClient from ``Settings.llm``, or None when no LLM is configured (retrieval-only mode)."""
-    if not llm_settings.configured:
-        return None
-    from stages.backends.llm import LlmClient
-
-    key = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
-    return LlmClient(
-        llm_settings.base_url,
-        llm_settings.model,
-        api_key=key,
-        timeout=llm_settings.timeout,
-        max_retries=llm_settings.max_retries,
-    )
-
 
 def parse_question(obj: Any) -> Question:
     """One batch input object -> Question; ValueError with a short reason when it is not one."""

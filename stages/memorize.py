@@ -282,22 +282,6 @@ class MemorizeConfig:
         return d
 
 
-def make_llm(llm_settings: Any) -> Any:
-    """An LlmClient from ``Settings.llm``, or None when no LLM is configured."""
-    if not llm_settings.configured:
-        return None
-    from stages.backends.llm import LlmClient
-
-    key = llm_settings.api_key.get_secret_value() if llm_settings.api_key else None
-    return LlmClient(
-        llm_settings.base_url,
-        llm_settings.model,
-        api_key=key,
-        timeout=llm_settings.timeout,
-        max_retries=llm_settings.max_retries,
-    )
-
-
 def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
     from stages import media
     from stages.backends.llm import image_part

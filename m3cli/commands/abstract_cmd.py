@@ -50,8 +50,8 @@ def abstract(
 ) -> None:
     """Summarise characters, relationships, clips and the video; link related facts."""
     from stages.abstract import AbstractConfig, abstract_records
+    from stages.backends.llm import client_from_settings
     from stages.common import RunContext
-    from stages.memorize import make_llm
     from stages.memory_store import make_text_embedder
 
     settings = context.settings(
@@ -72,7 +72,7 @@ def abstract(
         causal=not no_causal,
     )
     records = stream.read_records(inputs or ["-"])
-    client = None if offline else make_llm(settings.llm)
+    client = None if offline else client_from_settings(settings.llm)
     embedder = None if no_embed else make_text_embedder(settings.embed, settings.device)
     run = RunContext(
         cache=context.cache(settings),

@@ -44,9 +44,10 @@ def asker_options(
     settings: Any,
 ) -> Any:
     """An Asker over ``memory`` from the shared flags of `m3 ask` and `m3 eval qa`."""
-    from stages.ask import AskConfig, Asker, make_client, parse_kinds
+    from stages.ask import AskConfig, Asker, parse_kinds
     from stages.ask_memory import LanceMemory
     from stages.ask_tools import parse_tools
+    from stages.backends.llm import client_from_settings
     from stages.memory_store import make_text_embedder
 
     kind_set, raw_ids = parse_kinds(kinds)
@@ -62,7 +63,7 @@ def asker_options(
     )
     view = LanceMemory.open(memory)
     embedder = make_text_embedder(settings.embed, settings.device)
-    client = None if no_llm else make_client(settings.llm)
+    client = None if no_llm else client_from_settings(settings.llm)
     if client is None:
         log.info("no LLM configured (or --no-llm): retrieval-only answers")
     return Asker(view, embedder, client, config, cache=context.cache(settings), memory_name=str(memory))

@@ -47,8 +47,9 @@ def memorize(
     jobs: int = typer.Option(4, "--jobs", "-j", help="Concurrent LLM requests."),
 ) -> None:
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
+    from stages.backends.llm import client_from_settings
     from stages.common import RunContext
-    from stages.memorize import MemorizeConfig, make_llm, memorize_records
+    from stages.memorize import MemorizeConfig, memorize_records
 
     settings = context.settings(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
@@ -57,7 +58,7 @@ def memorize(
         frames=frames, max_side=max_side, semantic=not no_semantic, equivalence=not no_equivalence, jobs=jobs
     )
     records = stream.read_records(inputs or ["-"])
-    client = None if offline else make_llm(settings.llm)
+    client = None if offline else client_from_settings(settings.llm)
     if client is None:
         log.info("no LLM configured (or --offline): using the offline memorizer")
     run = RunContext(

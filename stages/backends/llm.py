@@ -457,3 +457,11 @@ def _accumulate(total: LlmReply, reply: LlmReply) -> LlmReply:
         attempts=total.attempts + reply.attempts,
         model=reply.model,
     )
+
+
+def client_from_settings(llm: Any) -> LlmClient | None:
+    """The client for ``Settings.llm``, or None when no LLM is configured (stages then go offline)."""
+    if not llm.configured:
+        return None
+    key = llm.api_key.get_secret_value() if llm.api_key else None
+    return LlmClient(llm.base_url, llm.model, api_key=key, timeout=llm.timeout, max_retries=llm.max_retries)
