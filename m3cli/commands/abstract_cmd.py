@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from m3cli import context, stream
+from m3cli import context, options, stream
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,8 @@ Examples:
 
 def abstract(
     ctx: typer.Context,
-    inputs: list[str] = typer.Argument(None, help="Clip record files (JSONL); '-' or nothing reads stdin."),
-    output: str | None = typer.Option(None, "--output", "-o", help="Write records here instead of stdout."),
+    inputs: list[str] = options.inputs_argument(),
+    output: str | None = options.output_option(),
     tau_char: int = typer.Option(
         50, "--tau-char", help="New evidence lines about a character that trigger its summary."
     ),

@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from m3cli import context, stream
+from m3cli import context, options, stream
 
 log = logging.getLogger(__name__)
 
@@ -22,11 +22,7 @@ Examples:
 
 def faces(
     ctx: typer.Context,
-    inputs: list[str] = typer.Argument(
-        None,
-        help="Clip record files (JSONL); - or nothing reads stdin.",
-        show_default=False,
-    ),
+    inputs: list[str] = options.inputs_argument(),
     backend: str = typer.Option(
         "dlib", "--backend", "-b",
         help="Face backend: dlib (CPU, bundled weights) or insightface (needs a model pack)."
@@ -74,10 +70,7 @@ def faces(
         help=("Also cluster all faces of each video at once; record online id -> cluster in "
               "faces.recluster.")
     ),
-    output: str | None = typer.Option(
-        None, "--output", "-o",
-        help="Write records to this file (atomically) instead of stdout."
-    ),
+    output: str | None = options.output_option(),
 ) -> None:
     """Detect, cluster and identify faces: add global <face_N> tracks to each clip record."""
     from stages.faces import FacesConfig, load_model, run_faces

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from m3cli import context, stream
+from m3cli import context, options, stream
 
 EPILOG = """\b
 Examples:
@@ -17,8 +17,8 @@ Examples:
 
 def link(
     ctx: typer.Context,
-    inputs: list[str] = typer.Argument(None, help="Clip record files (JSONL); '-' or nothing reads stdin."),
-    output: str | None = typer.Option(None, "--output", "-o", help="Write records here instead of stdout."),
+    inputs: list[str] = options.inputs_argument(),
+    output: str | None = options.output_option(),
     p: float = typer.Option(0.5, "--p", help="Share of a node's votes its top edge needs (Algorithm 2)."),
     min_weight: float = typer.Option(
         2.0, "--min-weight", help="Edges lighter than this are noise (default drops weight-1 edges)."

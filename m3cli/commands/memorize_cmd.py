@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from m3cli import context, stream
+from m3cli import context, options, stream
 
 log = logging.getLogger(__name__)
 
@@ -22,8 +22,8 @@ Examples:
 
 def memorize(
     ctx: typer.Context,
-    inputs: list[str] = typer.Argument(None, help="Clip record files (JSONL); '-' or nothing reads stdin."),
-    output: str | None = typer.Option(None, "--output", "-o", help="Write records here instead of stdout."),
+    inputs: list[str] = options.inputs_argument(),
+    output: str | None = options.output_option(),
     llm_base_url: str | None = typer.Option(
         None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
     ),

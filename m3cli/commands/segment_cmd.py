@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from m3cli import context, stream
+from m3cli import context, options, stream
 from stages.errors import M3Error
 from stages.segment import SegmentConfig, segment_video
 
@@ -29,9 +29,7 @@ def segment(
     clip_seconds: float = typer.Option(
         30.0, "--clip-seconds", "-l", help="Clip length in seconds; the last clip is the remainder."
     ),
-    output: str | None = typer.Option(
-        None, "--output", "-o", help="Write records to this file (atomically) instead of stdout."
-    ),
+    output: str | None = options.output_option(),
     keep_going: bool = typer.Option(
         False, "--keep-going", "-k", help="Report a bad video and go on with the others (exit 1 at the end)."
     ),

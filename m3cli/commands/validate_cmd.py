@@ -6,7 +6,7 @@ from collections import Counter
 
 import typer
 
-from m3cli import stream
+from m3cli import options, stream
 
 EPILOG = """\b
 Examples:
@@ -19,13 +19,9 @@ RANK = 89
 
 
 def validate(
-    inputs: list[str] = typer.Argument(
-        None, help="JSONL files of clip records ('-' or none: stdin).", show_default=False
-    ),
+    inputs: list[str] = options.inputs_argument(),
     pass_through: bool = typer.Option(False, "--pass", help="Also write the records to stdout unchanged."),
-    output: str | None = typer.Option(
-        None, "--output", "-o", help="Write the validated records to this file."
-    ),
+    output: str | None = options.output_option(),
 ) -> None:
     """Check clip records against the schema; report `file:line: reason` for the first bad one."""
     records = stream.read_records(inputs or [stream.STDIO])

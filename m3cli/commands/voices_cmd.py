@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from m3cli import context, stream
+from m3cli import context, options, stream
 
 EPILOG = """\b
 Examples:
@@ -17,16 +17,8 @@ Examples:
 
 def voices(
     ctx: typer.Context,
-    inputs: list[str] = typer.Argument(
-        None,
-        help="Diarized clip records (JSONL); '-' or nothing reads stdin.",
-    ),
-    output: str | None = typer.Option(
-        None,
-        "--output",
-        "-o",
-        help="Write records here (atomically) instead of stdout.",
-    ),
+    inputs: list[str] = options.inputs_argument(),
+    output: str | None = options.output_option(),
     backend: str = typer.Option(
         "resemblyzer",
         "--backend",
