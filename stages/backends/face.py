@@ -11,8 +11,10 @@ a rerun whose detections are all cached never pays for loading a model.
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
@@ -89,3 +91,11 @@ def make_face_model(name: str, **kw: Any) -> FaceModel:
 def sort_detections(dets: list[Detection]) -> list[Detection]:
     """Left-to-right, then top-to-bottom: the order every backend returns, so outputs are stable."""
     return sorted(dets, key=lambda d: (round(d.box[0], 3), round(d.box[1], 3), -d.score))
+
+
+def files_fingerprint(files: list[Path]) -> str:
+    """Cheap identity of a backend's weight files (names and sizes), for its ``version`` in cache keys."""
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(f"{path.name}:{path.stat().st_size}\n".encode())
+    return digest.hexdigest()[:12]

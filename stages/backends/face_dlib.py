@@ -16,7 +16,6 @@ about a third of the cost of ``upsample=1``. Landmarks and the embedding always 
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import logging
 import threading
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from stages.backends.face import Detection, Metric, sort_detections
+from stages.backends.face import Detection, Metric, files_fingerprint, sort_detections
 from stages.errors import M3Error
 
 log = logging.getLogger(__name__)
@@ -49,13 +48,6 @@ def default_model_dir() -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations))) / "models"
-
-
-def _fingerprint(files: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(f"{path.name}:{path.stat().st_size}\n".encode())
-    return digest.hexdigest()[:12]
 
 
 class DlibFaceModel:
@@ -106,7 +98,7 @@ class DlibFaceModel:
     def version(self) -> str:
         import dlib
 
-        return f"dlib-{dlib.__version__}/{_fingerprint(self._files)}"
+        return f"dlib-{dlib.__version__}/{files_fingerprint(self._files)}"
 
     def config(self) -> dict[str, Any]:
         return {"detector": self.detector, "upsample": self.upsample, "detect_side": self.detect_side,

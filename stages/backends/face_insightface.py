@@ -11,7 +11,6 @@ Same person if the cosine similarity of the normalised embeddings is above 0.3 (
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import importlib.util
 import logging
@@ -23,20 +22,13 @@ from typing import Any
 
 import numpy as np
 
-from stages.backends.face import Detection, Metric, sort_detections
+from stages.backends.face import Detection, Metric, files_fingerprint, sort_detections
 from stages.errors import M3Error
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PACK = "buffalo_l"
 DEFAULT_ROOT = "~/.insightface"
-
-
-def _fingerprint(files: list[Path]) -> str:
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(f"{path.name}:{path.stat().st_size}\n".encode())
-    return digest.hexdigest()[:12]
 
 
 class InsightFaceModel:
@@ -77,7 +69,7 @@ class InsightFaceModel:
 
     @property
     def version(self) -> str:
-        return f"insightface-{importlib.metadata.version('insightface')}/{_fingerprint(self._files)}"
+        return f"insightface-{importlib.metadata.version('insightface')}/{files_fingerprint(self._files)}"
 
     def config(self) -> dict[str, Any]:
         return {"det_size": self.det_size}
