@@ -1,6 +1,6 @@
 """`m3 ask` at scale: our own time per question and vector-search recall on a large memory.
 
-The memory is written by the real index stage (:func:`stages.index.index_records`, in chunks of videos,
+The memory is written by the real index stage (:func:`m3cli.stages.index.index_records`, in chunks of videos,
 the last chunk building the FTS and IVF_HNSW_SQ indexes exactly as `m3 index` does once a table passes
 ``ann_min_rows``). Texts are templated memory lines (speech, appearances, actions) with unique details;
 vectors are the bundled MiniLM embedding of the line's template plus a small per-line perturbation, so
@@ -156,7 +156,7 @@ def clip_records(video_index: int) -> list:
 
 
 def build(path: Path, embedder) -> dict:
-    from stages.index import IndexConfig, index_records
+    from m3cli.stages.index import IndexConfig, index_records
 
     per_video = CLIPS_PER_VIDEO * LINES_PER_CLIP
     videos = max(1, NODES // per_video)
@@ -188,10 +188,10 @@ def exact_top(all_vecs: np.ndarray, ids: list[str], q: np.ndarray, k: int, mask:
 
 
 def main() -> str:
-    from stages.ask import AskConfig, Asker, Question
-    from stages.ask_memory import LanceMemory
-    from stages.ask_tools import Scope
-    from stages.backends.embed import make_embedder
+    from m3cli.stages.ask.loop import AskConfig, Asker, Question
+    from m3cli.stages.ask.memory import LanceMemory
+    from m3cli.stages.ask.tools import Scope
+    from m3cli.stages.backends.embed import make_embedder
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     minilm = make_embedder("local")
@@ -247,7 +247,7 @@ def main() -> str:
 
     # -- a 5-round question through the loopback server: our own time (latency minus LLM wait)
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from stages.backends.llm import LlmClient
+    from m3cli.stages.backends.llm import LlmClient
     from support.fake_openai import FakeOpenAI
 
     own = []

@@ -33,7 +33,7 @@ WORDS = (
 
 
 def synthetic_video(n: int = CLIPS):
-    from schemas.records import ClipRecord
+    from m3cli.schemas.records import ClipRecord
 
     rng = np.random.default_rng(0)
     out = []
@@ -92,12 +92,12 @@ def dir_size(path: Path) -> int:
 
 
 def stages_run(records, embedder, cache_root: Path, out: Path) -> dict[str, float]:
-    from stages.abstract import AbstractConfig, abstract_records
-    from stages.cache import Cache
-    from stages.common import RunContext
-    from stages.index import index_records
-    from stages.link import LinkConfig, link_records
-    from stages.memorize import MemorizeConfig, memorize_records
+    from m3cli.stages.abstract import AbstractConfig, abstract_records
+    from m3cli.stages.core.cache import Cache
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.index import index_records
+    from m3cli.stages.link import LinkConfig, link_records
+    from m3cli.stages.memorize import MemorizeConfig, memorize_records
 
     ctx = RunContext(cache=Cache(cache_root))
     times = {}
@@ -118,10 +118,10 @@ def stages_run(records, embedder, cache_root: Path, out: Path) -> dict[str, floa
 
 def bench_100k(embedder, tmp: Path) -> tuple[float, int]:
     """100k fact nodes: one 100k-clip-line stream of 1000 clips x 100 lines, vectors precomputed (cached)."""
-    from schemas.records import ClipRecord
-    from stages.cache import Cache
-    from stages.common import RunContext
-    from stages.index import index_records
+    from m3cli.schemas.records import ClipRecord
+    from m3cli.stages.core.cache import Cache
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.index import index_records
 
     rng = np.random.default_rng(1)
     records = []
@@ -156,7 +156,7 @@ def bench_100k(embedder, tmp: Path) -> tuple[float, int]:
 
 
 def main() -> str:
-    from stages.backends.embed import make_embedder
+    from m3cli.stages.backends.embed import make_embedder
 
     tmp = Path(tempfile.mkdtemp(prefix="m3-bench-memory-"))
     try:

@@ -29,17 +29,17 @@ VIDEOS = {
 
 
 def _records(video: Path, cache):
-    from stages.segment import SegmentConfig, segment_video
+    from m3cli.stages.segment import SegmentConfig, segment_video
 
     return segment_video(video, SegmentConfig(), cache)
 
 
 def speed_rows(tmp: Path) -> list[list[object]]:
-    from stages.cache import Cache
-    from stages.common import RunContext
-    from stages.diarize import DiarizeConfig, diarize_records
-    from stages.faces import FacesConfig, load_model, run_faces
-    from stages.voices import VoicesConfig, voices_records
+    from m3cli.stages.core.cache import Cache
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.diarize import DiarizeConfig, diarize_records
+    from m3cli.stages.faces import FacesConfig, load_model, run_faces
+    from m3cli.stages.voices import VoicesConfig, voices_records
 
     rows = []
     face_cfg = FacesConfig()

@@ -31,9 +31,9 @@ def main() -> str:
         startup = run_cmd(m3("--version"), env=env)
         clips = len(first.stdout.splitlines())
 
-        from stages import media
-        from stages.cache import Cache
-        from stages.segment import SegmentConfig, segment_video
+        from m3cli.stages.core import media
+        from m3cli.stages.core.cache import Cache
+        from m3cli.stages.segment import SegmentConfig, segment_video
 
         inproc = Path(tempfile.mkdtemp(prefix="m3-bench-cache-"))
         t0 = time.perf_counter()

@@ -10,7 +10,7 @@ import typer
 
 from m3cli import __version__
 from m3cli.context import setup_logging, state
-from stages.errors import M3Error
+from m3cli.stages.core.errors import M3Error
 
 HELP = """Turn long videos into an entity-centric multimodal memory, and ask it questions.
 

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 import typer
 from tqdm import tqdm
 
-from stages.cache import Cache
-from stages.common import RunContext
-from stages.config import Settings, load_settings
+from m3cli.stages.core.cache import Cache
+from m3cli.stages.core.common import RunContext
+from m3cli.stages.core.config import Settings, load_settings
 
 T = TypeVar("T")
 

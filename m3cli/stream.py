@@ -18,9 +18,9 @@ from typing import IO, Any
 import orjson
 from pydantic import ValidationError
 
-from schemas import CLIP_SCHEMA
-from schemas.records import ClipRecord
-from stages.errors import InputError
+from m3cli.schemas import CLIP_SCHEMA
+from m3cli.schemas.records import ClipRecord
+from m3cli.stages.core.errors import InputError
 
 STDIO = "-"
 

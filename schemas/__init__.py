@@ -1,7 +1,7 @@
 """Record contracts: one JSON Schema per record type, and the typed Python records that mirror them.
 
 The JSON Schemas are the published contract (other tools validate against them); the pydantic models in
-:mod:`schemas.records` are what the stages use. ``tests/test_schemas.py`` checks that the two agree.
+:mod:`m3cli.schemas.records` are what the stages use. ``tests/test_schemas.py`` checks that the two agree.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import json
 from functools import cache
 from importlib import resources
 
-from stages.errors import M3Error
+from m3cli.stages.core.errors import M3Error
 
 #: Record type name -> schema file shipped in this package.
 SCHEMA_FILES: dict[str, str] = {

@@ -32,13 +32,12 @@ from typing import Any
 import numpy as np
 import orjson
 
-from schemas.records import Abstraction, ClipRecord, Problem
-from stages import prompts
-from stages.cache import Cache, CacheKey
-from stages.common import RunContext, by_video
-from stages.errors import InputError
-from stages.memorize import ID_RE, entities_in, name_fact
-from stages.memory_store import (
+from m3cli.schemas.records import Abstraction, ClipRecord, Problem
+from m3cli.stages.core import memory_prompts as prompts
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.memory_store import (
     character_node_id,
     clip_node_id,
     conflict_node_id,
@@ -47,6 +46,7 @@ from stages.memory_store import (
     link_id,
     relationship_node_id,
 )
+from m3cli.stages.memorize import ID_RE, entities_in, name_fact
 
 log = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ class Abstractor:
         self, video: str, clip: int, what: str, prompt: str, schema: dict, validator: Any = None
     ) -> dict | None:
         """One cached JSON call; None (and an error entry) when the LLM fails."""
-        from stages.backends.llm import LlmError
+        from m3cli.stages.backends.llm import LlmError
 
         messages = [
             {"role": "system", "content": prompts.ABSTRACT_SYSTEM},

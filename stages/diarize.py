@@ -31,9 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas.records import AsrSection, ClipRecord, Utterance
-from stages import media
-from stages.backends.asr import (
+from m3cli.schemas.records import AsrSection, ClipRecord, Utterance
+from m3cli.stages.backends.asr import (
     ASR_BACKENDS,
     DIARIZERS,
     RATE,
@@ -50,10 +49,11 @@ from stages.backends.asr import (
     make_diarizer,
     make_vad,
 )
-from stages.backends.speaker import SPEAKER_BACKENDS, SpeakerModel, make_speaker_model
-from stages.cache import Cache, CacheKey
-from stages.common import RunContext, by_video
-from stages.errors import InputError
+from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, SpeakerModel, make_speaker_model
+from m3cli.stages.core import media
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -225,7 +225,7 @@ def _dist_version(dist: str) -> str:
 
 def _identity_asr(config: DiarizeConfig) -> str:
     if config.backend == "faster-whisper":
-        from stages.backends.asr_faster_whisper import _fingerprint, resolve_model
+        from m3cli.stages.backends.asr_faster_whisper import _fingerprint, resolve_model
 
         load_from, name = resolve_model(config.model)
         return f"faster-whisper {name} {_fingerprint(load_from)}"
@@ -541,7 +541,7 @@ def diarize_records(
 
 def _model_name(config: DiarizeConfig) -> str:
     if config.backend == "faster-whisper":
-        from stages.backends.asr_faster_whisper import resolve_model
+        from m3cli.stages.backends.asr_faster_whisper import resolve_model
 
         return resolve_model(config.model)[1]
     return Path(config.model).name if config.model else "large-v3"

@@ -37,12 +37,12 @@ from typing import Any
 
 import numpy as np
 
-from schemas.records import ClipRecord, FacesSection, FaceTrack, Problem
-from stages import media
-from stages.backends.face import Detection, FaceModel
-from stages.cache import Cache, CacheKey
-from stages.common import RunContext, by_video
-from stages.errors import InputError
+from m3cli.schemas.records import ClipRecord, FacesSection, FaceTrack, Problem
+from m3cli.stages.backends.face import Detection, FaceModel
+from m3cli.stages.core import media
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -706,7 +706,7 @@ def model_kwargs(config: FacesConfig, device: str = "cpu") -> dict[str, Any]:
 
 
 def load_model(config: FacesConfig, device: str = "cpu") -> FaceModel:
-    from stages.backends.face import make_face_model
+    from m3cli.stages.backends.face import make_face_model
 
     return make_face_model(config.backend, **model_kwargs(config, device))
 

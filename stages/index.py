@@ -1,4 +1,4 @@
-"""`m3 index`: write clip records into a LanceDB memory dataset (schemas in :mod:`stages.memory_store`).
+"""`m3 index`: write clip records into a LanceDB memory (tables: :mod:`~m3cli.stages.core.memory_store`).
 
 Design points:
 
@@ -33,12 +33,11 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
-from schemas.records import ClipRecord
-from stages.cache import Cache, CacheKey
-from stages.common import RunContext, by_video
-from stages.errors import InputError, M3Error
-from stages.memorize import ID_RE, entities_in, name_fact
-from stages.memory_store import (
+from m3cli.schemas.records import ClipRecord
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.memory_store import (
     EDGES_SCHEMA,
     ENTITIES_SCHEMA,
     META_SCHEMA,
@@ -51,6 +50,7 @@ from stages.memory_store import (
     nodes_schema,
     read_meta,
 )
+from m3cli.stages.memorize import ID_RE, entities_in, name_fact
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ Votes for a (face, voice) pair come from two places, per clip:
 * ``llm``: each ``memory.equivalences`` pair of an LLM-written memory (fallback memories carry none);
 * ``meta``: M3-Agent's meta-clips. The clip is cut where the set of visible faces changes (the analogue
   of the paper's keyframe segmentation: visually stable stretches), each stretch into windows of at
-  most 5 s (:func:`stages.media.windows`); a window in which exactly one face is visible and exactly one
-  voice speaks (each for at least ``min_overlap`` s; unattributed speech counts as another voice) is one
-  vote for that pair.
+  most 5 s (:func:`~m3cli.stages.core.media.windows`); a window in which exactly one face is visible
+  and exactly one voice speaks (each for at least ``min_overlap`` s; unattributed speech counts as
+  another voice) is one vote for that pair.
 
 The fold over clips is a plain sum of per-clip votes, so it is *replayed*, never patched: appending
 clips, or changing ``p``, re-sums the cheap per-clip votes (reused from the records' ``link.votes`` when
@@ -28,11 +28,11 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from schemas.records import ClipRecord, LinkSection
-from stages import media
-from stages.cache import config_hash
-from stages.common import by_video
-from stages.errors import InputError
+from m3cli.schemas.records import ClipRecord, LinkSection
+from m3cli.stages.core import media
+from m3cli.stages.core.cache import config_hash
+from m3cli.stages.core.common import by_video
+from m3cli.stages.core.errors import InputError
 
 STAGE = "link"
 VERSION = "link-v1"

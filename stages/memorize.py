@@ -29,11 +29,11 @@ from typing import Any
 import numpy as np
 import orjson
 
-from schemas.records import ClipRecord, MemoryItem, MemorySection, Problem
-from stages import prompts
-from stages.cache import Cache, CacheKey
-from stages.common import RunContext
-from stages.errors import InputError, M3Error
+from m3cli.schemas.records import ClipRecord, MemoryItem, MemorySection, Problem
+from m3cli.stages.core import memory_prompts as prompts
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.common import RunContext
+from m3cli.stages.core.errors import InputError, M3Error
 
 log = logging.getLogger(__name__)
 
@@ -283,8 +283,8 @@ class MemorizeConfig:
 
 
 def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
-    from stages import media
-    from stages.backends.llm import image_part
+    from m3cli.stages.backends.llm import image_part
+    from m3cli.stages.core import media
 
     if config.frames == 0:
         return []
@@ -311,8 +311,8 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
 
 
 def _crop_parts(record: ClipRecord, config: MemorizeConfig) -> list[dict]:
-    from stages import media
-    from stages.backends.llm import image_part
+    from m3cli.stages.backends.llm import image_part
+    from m3cli.stages.core import media
 
     tracks = sorted(record.faces.tracks if record.faces else [], key=lambda t: t.face_id)
     if not tracks:
@@ -523,7 +523,7 @@ def memorize_clip(
     record: ClipRecord, config: MemorizeConfig, client: Any = None, cache: Cache | None = None
 ) -> ClipRecord:
     """Add ``memory`` (and an ``errors`` entry on LLM fallback) to one record."""
-    from stages.backends.llm import LlmError
+    from m3cli.stages.backends.llm import LlmError
 
     out = record.model_copy(deep=True)
     if client is None:

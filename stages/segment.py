@@ -13,11 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas import CLIP_SCHEMA
-from schemas.records import ClipInfo, ClipRecord, VideoInfo
-from stages import media
-from stages.cache import Cache, CacheKey
-from stages.errors import InputError
+from m3cli.schemas import CLIP_SCHEMA
+from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
+from m3cli.stages.core import media
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.errors import InputError
 
 STAGE = "segment"
 

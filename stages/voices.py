@@ -39,12 +39,12 @@ from pathlib import Path
 
 import numpy as np
 
-from schemas.records import ClipRecord, Utterance, VoicesSection
-from stages import media
-from stages.backends.speaker import SPEAKER_BACKENDS, SpeakerModel, l2_normalize, make_speaker_model
-from stages.cache import Cache, CacheKey
-from stages.common import RunContext, by_video
-from stages.errors import InputError
+from m3cli.schemas.records import ClipRecord, Utterance, VoicesSection
+from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, SpeakerModel, l2_normalize, make_speaker_model
+from m3cli.stages.core import media
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ class VoiceBank:
 def speaker_identity(config: VoicesConfig) -> str:
     """Model identity for cache keys without loading the model."""
     if config.backend == "resemblyzer":
-        from stages.backends.speaker_resemblyzer import PARTIAL, PARTIAL_RATE, bundled_weights
+        from m3cli.stages.backends.speaker_resemblyzer import PARTIAL, PARTIAL_RATE, bundled_weights
 
         path = bundled_weights() if config.model is None else Path(config.model).expanduser()
         size = path.stat().st_size if path.is_file() else "missing"

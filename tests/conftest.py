@@ -9,6 +9,14 @@ from pathlib import Path
 
 import pytest
 
+# The tests exercise the installed package (m3cli, m3cli.stages, m3cli.schemas), never the source
+# folders: `python -m pytest` puts the working directory first on sys.path, where the bare ./m3cli
+# folder (without its mapped stages/ and schemas/) would shadow the installed one. Subprocesses
+# started from the repository root get the same protection through PYTHONSAFEPATH.
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != ROOT]
+os.environ["PYTHONSAFEPATH"] = "1"
+
 DATA = Path(__file__).parent / "data"
 HAMILTON = DATA / "short_hamilton_clip.mp4"
 FIXTURE = DATA / "fixture.mp4"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from schemas.records import ClipRecord
+from m3cli.schemas.records import ClipRecord
 
 FIXTURE = Path(__file__).parent / "data" / "fixture.mp4"
 VIDEO = "0123456789abcdef"

@@ -7,13 +7,13 @@ import zlib
 
 import numpy as np
 import pytest
+from memory_helpers import clip
 
-from stages.abstract import AbstractConfig, abstract_records, polarity_form
-from stages.backends.llm import LlmClient
-from stages.link import LinkConfig, link_records
-from stages.memorize import MemorizeConfig, memorize_records
-from tests.memory_helpers import clip
-from tests.support.fake_openai import FakeOpenAI, Fault
+from m3cli.stages.abstract import AbstractConfig, abstract_records, polarity_form
+from m3cli.stages.backends.llm import LlmClient
+from m3cli.stages.link import LinkConfig, link_records
+from m3cli.stages.memorize import MemorizeConfig, memorize_records
+from support.fake_openai import FakeOpenAI, Fault
 
 
 def conversation(n_clips: int = 4):

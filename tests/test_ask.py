@@ -11,16 +11,16 @@ import orjson
 import pytest
 
 from conftest import FIXTURE, run_m3
+from m3cli.schemas.records import AnswerRecord
+from m3cli.stages.ask import prompts as P
+from m3cli.stages.ask.loop import AskConfig, Asker, Question, parse_kinds, read_questions
+from m3cli.stages.ask.memory import LanceMemory
+from m3cli.stages.ask.tools import ToolError, parse_action, parse_time, parse_tools, stem
+from m3cli.stages.backends.embed import make_embedder
+from m3cli.stages.backends.llm import LlmClient
+from m3cli.stages.core.errors import InputError
+from m3cli.stages.index import index_records
 from m3cli.stream import parse_record
-from schemas.records import AnswerRecord
-from stages import ask_prompts as P
-from stages.ask import AskConfig, Asker, Question, parse_kinds, read_questions
-from stages.ask_memory import LanceMemory
-from stages.ask_tools import ToolError, parse_action, parse_time, parse_tools, stem
-from stages.backends.embed import make_embedder
-from stages.backends.llm import LlmClient
-from stages.errors import InputError
-from stages.index import index_records
 from support.fake_openai import FakeOpenAI, Fault
 
 V = "0123456789abcdef"
@@ -325,7 +325,7 @@ def test_rewatch_sends_frames(fresh, memory_path, cache_dir):
         "[Rewatch] clip 0: who is on screen?", "A portrait photo of a man in a suit.", "[Answer] A man"
     )
     asker = make_asker(fresh, memory_path)
-    from stages.cache import Cache
+    from m3cli.stages.core.cache import Cache
 
     asker.cache = Cache(cache_dir)
     rec = asker.ask(Question("Who is shown first?"))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from test_ask import INJECTION, V, build_memory, make_asker
 
-from stages import ask_prompts as P
-from stages.ask import Question
-from stages.backends.embed import make_embedder
+from m3cli.stages.ask import prompts as P
+from m3cli.stages.ask.loop import Question
+from m3cli.stages.backends.embed import make_embedder
 from support.fake_openai import FakeOpenAI
 
 

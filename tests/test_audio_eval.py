@@ -8,7 +8,8 @@ import json
 import pytest
 
 from conftest import DATA
-from stages.audio_eval import (
+from m3cli.stages.core.errors import InputError
+from m3cli.stages.eval.audio import (
     diarization_error,
     merge_regions,
     normalize_text,
@@ -18,7 +19,6 @@ from stages.audio_eval import (
     word_error,
     write_rttm,
 )
-from stages.errors import InputError
 
 REF = [(0.0, 10.0, "A"), (10.0, 20.0, "B")]
 

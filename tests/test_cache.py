@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURE, run_m3
-from stages.cache import TMP_PREFIX, Cache, CacheKey, config_hash
+from m3cli.stages.core.cache import TMP_PREFIX, Cache, CacheKey, config_hash
 
 
 def key(clip=0, stage="faces", config=None, model="dlib-20"):
@@ -58,7 +58,7 @@ def test_damaged_entries_read_as_misses(tmp_path):
 WRITER = textwrap.dedent("""
     import sys, numpy as np
     from pathlib import Path
-    from stages.cache import Cache, CacheKey
+    from m3cli.stages.core.cache import Cache, CacheKey
     cache = Cache(Path(sys.argv[1]))
     for i in range(int(sys.argv[2])):
         k = CacheKey.of("ab" * 8, i % 7, "stress", {"i": i % 7}, "m")

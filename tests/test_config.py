@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURE, run_m3
-from stages.config import load_settings, masked
-from stages.errors import M3Error
+from m3cli.stages.core.config import load_settings, masked
+from m3cli.stages.core.errors import M3Error
 
 SECRET = "sk-test-very-secret-0123456789"
 

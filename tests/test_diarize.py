@@ -10,11 +10,11 @@ import orjson
 import pytest
 
 from conftest import DATA, FIXTURE, run_m3
-from stages.audio_eval import diarization_error, read_rttm, read_uem, word_error
-from stages.backends.asr import AsrSegment, SpeakerTurn, Word, make_asr, make_vad
-from stages.cache import Cache
-from stages.common import RunContext
-from stages.diarize import (
+from m3cli.stages.backends.asr import AsrSegment, SpeakerTurn, Word, make_asr, make_vad
+from m3cli.stages.core.cache import Cache
+from m3cli.stages.core.common import RunContext
+from m3cli.stages.core.errors import M3Error
+from m3cli.stages.diarize import (
     DiarizeConfig,
     Pipeline,
     diarize_audio,
@@ -22,7 +22,7 @@ from stages.diarize import (
     split_by_speaker,
     windows_over,
 )
-from stages.errors import M3Error
+from m3cli.stages.eval.audio import diarization_error, read_rttm, read_uem, word_error
 
 # Measured on this machine (2 CPU cores): jfk.wav WER 0.0 %; dev00 DER 39.0 % from the turns (the
 # AMI far-field excerpt defeats resemblyzer: it finds one speaker), 22.8 % with --speakers 2.
@@ -167,7 +167,7 @@ def test_missing_optional_backends_say_how_to_install():
     with pytest.raises(M3Error, match="pip install"):
         make_asr("whisperx")
     with pytest.raises(M3Error, match="--diarizer-model"):
-        from stages.backends.asr import make_diarizer
+        from m3cli.stages.backends.asr import make_diarizer
 
         make_diarizer("pyannote", None)
     with pytest.raises(M3Error, match="not a CTranslate2"):
@@ -175,7 +175,7 @@ def test_missing_optional_backends_say_how_to_install():
 
 
 def test_vads_find_the_fixture_turns(tmp_path):
-    from stages import media
+    from m3cli.stages.core import media
 
     audio = media.clip_audio(FIXTURE, "f" * 16, 0, 0.0, 30.0)
     truth = json.loads((DATA / "fixture.truth.json").read_text())["turns"]

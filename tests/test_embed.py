@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from stages.backends.embed import (
+from m3cli.stages.backends.embed import (
     Embedder,
     EmbedError,
     LocalEmbedder,
@@ -13,8 +13,8 @@ from stages.backends.embed import (
     bundled_model_dir,
     make_embedder,
 )
-from stages.errors import M3Error
-from tests.support.fake_openai import FakeOpenAI, Fault
+from m3cli.stages.core.errors import M3Error
+from support.fake_openai import FakeOpenAI, Fault
 
 KEY = "sk-embed-SECRET-42"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from m3cli.commands.eval_faces import identity_of, score
+from m3cli.stages.eval.faces import identity_of, score
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent

@@ -10,7 +10,7 @@ import pytest
 from test_ask import V, fake_env, write_clips
 
 from conftest import run_m3
-from stages import qa_eval
+from m3cli.stages.eval import qa as qa_eval
 from support.fake_openai import FakeOpenAI
 
 ANNOTATIONS = {

@@ -13,13 +13,13 @@ import jsonschema
 import numpy as np
 import pytest
 
-from schemas.records import ClipRecord
-from stages.backends.face import make_face_model
-from stages.backends.face_dlib import DlibFaceModel
-from stages.cache import Cache
-from stages.common import RunContext
-from stages.errors import M3Error
-from stages.faces import (
+from m3cli.schemas.records import ClipRecord
+from m3cli.stages.backends.face import make_face_model
+from m3cli.stages.backends.face_dlib import DlibFaceModel
+from m3cli.stages.core.cache import Cache
+from m3cli.stages.core.common import RunContext
+from m3cli.stages.core.errors import M3Error
+from m3cli.stages.faces import (
     Counters,
     FacesConfig,
     cluster_embeddings,
@@ -28,7 +28,7 @@ from stages.faces import (
     run_faces,
     spans,
 )
-from stages.segment import SegmentConfig, segment_video
+from m3cli.stages.segment import SegmentConfig, segment_video
 
 DATA = Path(__file__).parent / "data"
 ROOT = Path(__file__).parent.parent

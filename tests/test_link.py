@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import orjson
+from memory_helpers import clip
 
+from m3cli.stages.link import LinkConfig, LinkState, Vote, clip_votes, link_records
 from m3cli.stream import parse_record
-from stages.link import LinkConfig, LinkState, Vote, clip_votes, link_records
-from tests.memory_helpers import clip
 
 
 def llm_memory(*pairs):

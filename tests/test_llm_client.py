@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from stages.backends.llm import (
+from m3cli.stages.backends.llm import (
     LlmClient,
     LlmError,
     LlmJsonError,
@@ -17,8 +17,8 @@ from stages.backends.llm import (
     extract_json,
     image_part,
 )
-from stages.errors import M3Error
-from tests.support.fake_openai import FakeOpenAI, Fault
+from m3cli.stages.core.errors import M3Error
+from support.fake_openai import FakeOpenAI, Fault
 
 KEY = "sk-test-SECRET-0123456789"
 USER = [{"role": "user", "content": "say hello to the world"}]

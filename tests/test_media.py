@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from conftest import DATA, FIXTURE, HAMILTON
-from stages import media
-from stages.cache import Cache
+from m3cli.stages.core import media
+from m3cli.stages.core.cache import Cache
 
 FIXTURE_ID = media.content_id(FIXTURE)
 

@@ -7,15 +7,15 @@ import json
 
 import orjson
 import pytest
+from memory_helpers import clip
 
+from conftest import DATA
+from m3cli.stages.backends.llm import LlmClient
+from m3cli.stages.core.cache import Cache
+from m3cli.stages.core.memory_prompts import PROMPT_VERSION
+from m3cli.stages.memorize import MemorizeConfig, memorize_records, names_said, offline_memory
 from m3cli.stream import parse_record
-from stages.backends.llm import LlmClient
-from stages.cache import Cache
-from stages.memorize import MemorizeConfig, memorize_records, names_said, offline_memory
-from stages.prompts import PROMPT_VERSION
-from tests.conftest import DATA
-from tests.memory_helpers import clip
-from tests.support.fake_openai import FakeOpenAI, Fault
+from support.fake_openai import FakeOpenAI, Fault
 
 OBAMA = str(DATA / "fixture_src" / "obama.jpg")
 
@@ -133,7 +133,7 @@ def client_for(server, **kw) -> LlmClient:
 def test_llm_memory_sends_frames_crops_dialogue_and_caches(server, tmp_path):
     server.script(json.dumps(GOOD))
     cache = Cache(tmp_path / "cache")
-    from stages.common import RunContext
+    from m3cli.stages.core.common import RunContext
 
     config = MemorizeConfig(frames=3, jobs=1)
     [out] = memorize_records([talk()], config, client_for(server), RunContext(cache=cache))

@@ -16,8 +16,8 @@ import sys
 import lancedb
 import pytest
 
+from conftest import DATA, FIXTURE
 from m3cli.app import app
-from tests.conftest import DATA, FIXTURE
 
 NEEDED = ("segment", "diarize", "voices", "faces", "memorize", "link", "abstract", "index")
 

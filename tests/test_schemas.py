@@ -8,9 +8,9 @@ import pytest
 from pydantic import BaseModel, ValidationError
 
 from conftest import FIXTURE, run_m3
-from schemas import SCHEMA_FILES, load_schema
-from schemas import records as R
-from stages.errors import M3Error
+from m3cli.schemas import SCHEMA_FILES, load_schema
+from m3cli.schemas import records as R
+from m3cli.stages.core.errors import M3Error
 
 # (record type, JSON pointer into its schema) -> the pydantic model mirroring that object
 MIRRORS: dict[tuple[str, str], type[BaseModel]] = {
@@ -56,6 +56,14 @@ def test_models_mirror_the_json_schema(name, pointer):
     required = {f.alias or name for name, f in model.model_fields.items() if f.is_required()}
     assert fields == set(node["properties"]), pointer
     assert required == set(node.get("required", [])), pointer
+
+
+def test_one_id_convention():
+    """Every schema's $id is the record type name its records carry in their ``schema`` field."""
+    for name in SCHEMA_FILES:
+        schema = load_schema(name)
+        assert schema["$id"] == name
+        assert schema["properties"]["schema"] == {"const": name}
 
 
 def test_every_schema_is_valid_and_printable():

@@ -14,10 +14,10 @@ import orjson
 import pytest
 
 from conftest import DATA, FIXTURE, HAMILTON, run_m3
-from stages import media
-from stages.cache import Cache
-from stages.errors import InputError
-from stages.segment import SegmentConfig, segment_video
+from m3cli.stages.core import media
+from m3cli.stages.core.cache import Cache
+from m3cli.stages.core.errors import InputError
+from m3cli.stages.segment import SegmentConfig, segment_video
 
 
 def records(proc) -> list[dict]:

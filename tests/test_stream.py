@@ -7,8 +7,8 @@ import pytest
 
 from conftest import FIXTURE, run_m3
 from m3cli import stream
-from schemas.records import ClipRecord
-from stages.errors import InputError
+from m3cli.schemas.records import ClipRecord
+from m3cli.stages.core.errors import InputError
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ import orjson
 import pytest
 
 from conftest import DATA, FIXTURE, run_m3
-from schemas.records import Utterance
-from stages.errors import M3Error
-from stages.voices import VoiceBank, VoicesConfig, assign_clip
+from m3cli.schemas.records import Utterance
+from m3cli.stages.core.errors import M3Error
+from m3cli.stages.voices import VoiceBank, VoicesConfig, assign_clip
 
 
 @pytest.fixture(scope="session")
@@ -81,10 +81,10 @@ def test_rerun_is_byte_identical_and_threshold_change_only_replays(voiced, monke
     env, dia, out = voiced
     assert run_m3("voices", input=dia, env=env, check=True).stdout == out
     # with the embedding model made unloadable, a new threshold must still work (cache replay only)
+    from m3cli.stages import voices as stage
+    from m3cli.stages.core.cache import Cache
+    from m3cli.stages.core.common import RunContext
     from m3cli.stream import parse_record
-    from stages import voices as stage
-    from stages.cache import Cache
-    from stages.common import RunContext
 
     def unloadable(*args, **kwargs):
         raise AssertionError("the speaker model was loaded although every embedding is cached")
@@ -172,7 +172,7 @@ def test_resemblyzer_backend_matches_the_resemblyzer_package(monkeypatch):
     webrtcvad stub here: webrtcvad imports pkg_resources, which this environment lacks)."""
     import soundfile as sf
 
-    from stages.backends.speaker_resemblyzer import ResemblyzerModel
+    from m3cli.stages.backends.speaker_resemblyzer import ResemblyzerModel
 
     monkeypatch.setitem(sys.modules, "webrtcvad", types.ModuleType("webrtcvad"))
     for name in [m for m in sys.modules if m.startswith("resemblyzer")]:

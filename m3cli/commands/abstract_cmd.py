@@ -49,10 +49,10 @@ def abstract(
     ),
 ) -> None:
     """Summarise characters, relationships, clips and the video; link related facts."""
-    from stages.abstract import AbstractConfig, abstract_records
-    from stages.backends.llm import client_from_settings
-    from stages.common import RunContext
-    from stages.memory_store import make_text_embedder
+    from m3cli.stages.abstract import AbstractConfig, abstract_records
+    from m3cli.stages.backends.llm import client_from_settings
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.core.memory_store import make_text_embedder
 
     settings = context.settings(
         ctx,

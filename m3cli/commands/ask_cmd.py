@@ -44,11 +44,11 @@ def asker_options(
     settings: Any,
 ) -> Any:
     """An Asker over ``memory`` from the shared flags of `m3 ask` and `m3 eval qa`."""
-    from stages.ask import AskConfig, Asker, parse_kinds
-    from stages.ask_memory import LanceMemory
-    from stages.ask_tools import parse_tools
-    from stages.backends.llm import client_from_settings
-    from stages.memory_store import make_text_embedder
+    from m3cli.stages.ask.loop import AskConfig, Asker, parse_kinds
+    from m3cli.stages.ask.memory import LanceMemory
+    from m3cli.stages.ask.tools import parse_tools
+    from m3cli.stages.backends.llm import client_from_settings
+    from m3cli.stages.core.memory_store import make_text_embedder
 
     kind_set, raw_ids = parse_kinds(kinds)
     config = AskConfig(
@@ -121,8 +121,8 @@ def ask(
 ) -> None:
     """Answer questions from a memory: multi-round search with cited evidence (retrieval-only without LLM)."""
     from m3cli import stream
-    from stages.ask import Question, read_questions, render_text
-    from stages.errors import InputError
+    from m3cli.stages.ask.loop import Question, read_questions, render_text
+    from m3cli.stages.core.errors import InputError
 
     if fmt not in ("jsonl", "text"):
         raise InputError(f"--format must be jsonl or text, got {fmt!r}")

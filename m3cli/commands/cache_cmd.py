@@ -7,7 +7,7 @@ import re
 import typer
 
 from m3cli import context
-from stages.errors import InputError
+from m3cli.stages.core.errors import InputError
 
 cache_app = typer.Typer(
     help="Inspect and trim the on-disk cache of per-clip work.",

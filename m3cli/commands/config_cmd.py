@@ -6,7 +6,7 @@ import tomli_w
 import typer
 
 from m3cli import context
-from stages.config import default_config_path, masked
+from m3cli.stages.core.config import default_config_path, masked
 
 config_app = typer.Typer(
     help="Show the effective configuration (flags > M3_* environment > m3.toml > defaults).",

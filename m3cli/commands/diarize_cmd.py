@@ -77,7 +77,7 @@ def diarize(
     ),
 ) -> None:
     """Transcribe each clip with word timestamps and split it into single-speaker utterances."""
-    from stages.diarize import ClusterConfig, DiarizeConfig, diarize_records
+    from m3cli.stages.diarize import ClusterConfig, DiarizeConfig, diarize_records
 
     settings = context.settings(ctx, device=device)
     config = DiarizeConfig(

@@ -78,9 +78,9 @@ def diarization(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Diarization error rate of `m3 diarize` (turns, and the final utterances) against RTTM."""
-    from stages.audio_eval import DerResult, diarization_error, read_rttm, read_uem
-    from stages.diarize import ClusterConfig, DiarizeConfig, diarize_file
-    from stages.errors import InputError
+    from m3cli.stages.core.errors import InputError
+    from m3cli.stages.diarize import ClusterConfig, DiarizeConfig, diarize_file
+    from m3cli.stages.eval.audio import DerResult, diarization_error, read_rttm, read_uem
 
     refs = read_rttm(rttm)
     uems = read_uem(uem) if uem else {}
@@ -155,9 +155,9 @@ def asr(
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Word error rate of `m3 diarize`'s transcript (lowercased, punctuation stripped) against a reference."""
-    from stages.audio_eval import word_error
-    from stages.diarize import DiarizeConfig, diarize_file
-    from stages.errors import InputError
+    from m3cli.stages.core.errors import InputError
+    from m3cli.stages.diarize import DiarizeConfig, diarize_file
+    from m3cli.stages.eval.audio import word_error
 
     try:
         reference = ref.read_text(encoding="utf-8")

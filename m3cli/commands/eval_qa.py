@@ -82,9 +82,9 @@ def qa(
 
     from m3cli import stream
     from m3cli.commands.ask_cmd import asker_options
-    from stages import qa_eval
-    from stages.backends.llm import LlmClient
-    from stages.errors import InputError
+    from m3cli.stages.backends.llm import LlmClient
+    from m3cli.stages.core.errors import InputError
+    from m3cli.stages.eval import qa as qa_eval
 
     if resume and output is None:
         raise InputError("--resume needs --output (the JSONL file whose questions are skipped)")

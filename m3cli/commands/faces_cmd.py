@@ -73,7 +73,7 @@ def faces(
     output: str | None = options.output_option(),
 ) -> None:
     """Detect, cluster and identify faces: add global <face_N> tracks to each clip record."""
-    from stages.faces import FacesConfig, load_model, run_faces
+    from m3cli.stages.faces import FacesConfig, load_model, run_faces
 
     settings = context.settings(ctx)
     config = FacesConfig(backend=backend, fps=fps, detector=detector, upsample=upsample,

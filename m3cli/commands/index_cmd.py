@@ -36,9 +36,9 @@ def index(
     ),
 ) -> None:
     """Write memory records into a LanceDB dataset (nodes, edges, entities, clips); appends are idempotent."""
-    from stages.common import RunContext
-    from stages.index import IndexConfig, index_records
-    from stages.memory_store import make_text_embedder
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.core.memory_store import make_text_embedder
+    from m3cli.stages.index import IndexConfig, index_records
 
     settings = context.settings(ctx, **{"embed.backend": embed_backend})
     records = stream.read_records(inputs or ["-"])

@@ -36,7 +36,7 @@ def link(
     ),
 ) -> None:
     """Link faces and voices into <character_k> ids by voting over the whole video."""
-    from stages.link import LinkConfig, link_records
+    from m3cli.stages.link import LinkConfig, link_records
 
     context.settings(ctx)
     config = LinkConfig(

@@ -47,9 +47,9 @@ def memorize(
     jobs: int = typer.Option(4, "--jobs", "-j", help="Concurrent LLM requests."),
 ) -> None:
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
-    from stages.backends.llm import client_from_settings
-    from stages.common import RunContext
-    from stages.memorize import MemorizeConfig, memorize_records
+    from m3cli.stages.backends.llm import client_from_settings
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.memorize import MemorizeConfig, memorize_records
 
     settings = context.settings(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}

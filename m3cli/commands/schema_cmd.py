@@ -6,7 +6,7 @@ import json
 
 import typer
 
-from schemas import CLIP_SCHEMA, SCHEMA_FILES, load_schema
+from m3cli.schemas import CLIP_SCHEMA, SCHEMA_FILES, load_schema
 
 EPILOG = """\b
 Examples:

@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 
 from m3cli import context, options, stream
-from stages.errors import M3Error
-from stages.segment import SegmentConfig, segment_video
+from m3cli.stages.core.errors import M3Error
+from m3cli.stages.segment import SegmentConfig, segment_video
 
 log = logging.getLogger(__name__)
 

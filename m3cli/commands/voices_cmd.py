@@ -43,7 +43,7 @@ def voices(
     device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: the global --device)."),
 ) -> None:
     """Give utterances global voice ids <voice_N> by matching speaker embeddings to a per-video voice bank."""
-    from stages.voices import VoicesConfig, voices_records
+    from m3cli.stages.voices import VoicesConfig, voices_records
 
     settings = context.settings(ctx, device=device)
     config = VoicesConfig(

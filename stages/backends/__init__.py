@@ -1,0 +1,1 @@
+"""Swappable model backends, one small Protocol per capability (faces, ASR, speakers, LLM, embeddings)."""

@@ -15,7 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from stages.errors import M3Error
+from m3cli.stages.core.errors import M3Error
 
 RATE = 16000
 Span = tuple[float, float]
@@ -105,11 +105,11 @@ def make_asr(
 ) -> AsrModel:
     """An :class:`AsrModel` by backend name; ``model`` is a directory or a model name the backend knows."""
     if name == "faster-whisper":
-        from stages.backends.asr_faster_whisper import FasterWhisperAsr
+        from m3cli.stages.backends.asr_faster_whisper import FasterWhisperAsr
 
         return FasterWhisperAsr(model, device=device, compute_type=compute_type, threads=threads)
     if name == "whisperx":
-        from stages.backends.asr_whisperx import WhisperxAsr
+        from m3cli.stages.backends.asr_whisperx import WhisperxAsr
 
         return WhisperxAsr(model, device=device, compute_type=compute_type, align_model=align_model)
     raise M3Error(f"unknown ASR backend {name!r}; choose one of: {', '.join(ASR_BACKENDS)}")
@@ -118,11 +118,11 @@ def make_asr(
 def make_vad(name: str) -> Vad | None:
     """A :class:`Vad` by name; ``none`` means "treat the whole clip as speech" (returns None)."""
     if name == "silero":
-        from stages.backends.asr_faster_whisper import SileroVad
+        from m3cli.stages.backends.asr_faster_whisper import SileroVad
 
         return SileroVad()
     if name == "faster-whisper":
-        from stages.backends.asr_faster_whisper import FasterWhisperVad
+        from m3cli.stages.backends.asr_faster_whisper import FasterWhisperVad
 
         return FasterWhisperVad()
     if name == "none":
@@ -135,7 +135,7 @@ def make_diarizer(name: str, model: str | None = None, device: str = "cpu") -> D
     if name == "cluster":
         return None
     if name == "pyannote":
-        from stages.backends.asr_whisperx import PyannoteDiarizer
+        from m3cli.stages.backends.asr_whisperx import PyannoteDiarizer
 
         return PyannoteDiarizer(model, device=device)
     raise M3Error(f"unknown diarizer {name!r}; choose one of: {', '.join(DIARIZERS)}")

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.backends.asr import RATE, AsrSegment, Span, Transcript, Word, merge_spans
-from stages.errors import M3Error
+from m3cli.stages.backends.asr import RATE, AsrSegment, Span, Transcript, Word, merge_spans
+from m3cli.stages.core.errors import M3Error
 
 log = logging.getLogger(__name__)
 

@@ -24,8 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from stages.backends.asr import RATE, AsrSegment, SpeakerTurn, Transcript, Word
-from stages.errors import M3Error
+from m3cli.stages.backends.asr import RATE, AsrSegment, SpeakerTurn, Transcript, Word
+from m3cli.stages.core.errors import M3Error
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from stages.backends.llm import LOCAL_API_KEY, MalformedResponse, RetryPolicy, ServerError, call_with_retries
-from stages.errors import M3Error
+from m3cli.stages.backends.llm import (
+    LOCAL_API_KEY,
+    MalformedResponse,
+    RetryPolicy,
+    ServerError,
+    call_with_retries,
+)
+from m3cli.stages.core.errors import M3Error
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from stages.errors import M3Error
+from m3cli.stages.core.errors import M3Error
 
 Metric = Literal["l2", "cosine"]
 
@@ -73,8 +73,8 @@ class FaceModel(Protocol):
 
 #: name -> "module:Class"; modules are imported only when their backend is asked for.
 FACE_BACKENDS: dict[str, str] = {
-    "dlib": "stages.backends.face_dlib:DlibFaceModel",
-    "insightface": "stages.backends.face_insightface:InsightFaceModel",
+    "dlib": "m3cli.stages.backends.face_dlib:DlibFaceModel",
+    "insightface": "m3cli.stages.backends.face_insightface:InsightFaceModel",
 }
 
 

@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from stages.backends.face import Detection, Metric, files_fingerprint, sort_detections
-from stages.errors import M3Error
+from m3cli.stages.backends.face import Detection, Metric, files_fingerprint, sort_detections
+from m3cli.stages.core.errors import M3Error
 
 log = logging.getLogger(__name__)
 

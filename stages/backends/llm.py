@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 import jsonschema
 
-from stages.errors import M3Error
+from m3cli.stages.core.errors import M3Error
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from stages.errors import M3Error
+from m3cli.stages.core.errors import M3Error
 
 Span = tuple[float, float]
 
@@ -36,13 +36,13 @@ class SpeakerModel(Protocol):
 
 def make_speaker_model(name: str, model: str | None = None, device: str = "cpu") -> SpeakerModel:
     if name == "resemblyzer":
-        from stages.backends.speaker_resemblyzer import ResemblyzerModel
+        from m3cli.stages.backends.speaker_resemblyzer import ResemblyzerModel
 
         if model is not None:
             return ResemblyzerModel(weights=model, device=device)
         return ResemblyzerModel(device=device)
     if name == "pyannote":
-        from stages.backends.speaker_pyannote import PyannoteEmbedding
+        from m3cli.stages.backends.speaker_pyannote import PyannoteEmbedding
 
         return PyannoteEmbedding(model, device=device)
     raise M3Error(f"unknown speaker-embedding backend {name!r}; choose one of: {', '.join(SPEAKER_BACKENDS)}")

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.backends.asr_whisperx import _import, _version
-from stages.backends.speaker import Span, l2_normalize
-from stages.errors import M3Error
+from m3cli.stages.backends.asr_whisperx import _import, _version
+from m3cli.stages.backends.speaker import Span, l2_normalize
+from m3cli.stages.core.errors import M3Error
 
 RATE = 16000
 MIN_SAMPLES = RATE // 2  # WeSpeaker ResNets need some context; shorter spans are centre-padded

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.backends.speaker import Span, l2_normalize
-from stages.errors import M3Error
+from m3cli.stages.backends.speaker import Span, l2_normalize
+from m3cli.stages.core.errors import M3Error
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ import platformdirs
 import tomllib
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
-from stages.errors import M3Error
+from m3cli.stages.core.errors import M3Error
 
 APP_NAME = "m3"
 ENV_PREFIX = "M3_"

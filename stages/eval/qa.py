@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stages import ask_prompts as P
-from stages.ask import Question
-from stages.cache import Cache, CacheKey
-from stages.errors import InputError, M3Error
+from m3cli.stages.ask import prompts as P
+from m3cli.stages.ask.loop import Question
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.errors import InputError, M3Error
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,7 @@ class Judge:
             hit = self.cache.get_json(key, "verdict.json")
             if isinstance(hit, dict) and hit.get("verdict") in ("Yes", "No"):
                 return hit["verdict"], True, None, {"prompt": 0, "completion": 0}
-        from stages.backends.llm import LlmError
+        from m3cli.stages.backends.llm import LlmError
 
         messages = P.judge_messages(question, truth, answer)
         tokens = {"prompt": 0, "completion": 0}

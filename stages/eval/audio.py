@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stages.errors import InputError
+from m3cli.stages.core.errors import InputError
 
 Turn = tuple[float, float, str]  # start, end, speaker label
 Region = tuple[float, float]

@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from stages.errors import InputError, M3Error
+from m3cli.stages.core.errors import InputError, M3Error
 
 SCHEMA_VERSION = "m3.memory/1"
 TABLES = ("nodes", "edges", "entities", "clips", "meta")
@@ -160,7 +160,7 @@ META_SCHEMA = pa.schema([pa.field("key", pa.string(), nullable=False), pa.field(
 
 def make_text_embedder(embed_settings: Any, device: str = "cpu") -> Any:
     """The text embedder named by ``Settings.embed`` (bundled MiniLM by default)."""
-    from stages.backends.embed import make_embedder
+    from m3cli.stages.backends.embed import make_embedder
 
     if embed_settings.backend == "local":
         return make_embedder("local", model_dir=embed_settings.model, device=device)

@@ -1,4 +1,4 @@
-"""The LanceDB-backed :class:`~stages.ask_tools.MemoryView`: reads a memory written by `m3 index`.
+"""The LanceDB-backed :class:`~m3cli.stages.ask.tools.MemoryView`: reads a memory written by `m3 index`.
 
 Every query carries the question's scope as a SQL filter evaluated *before* the vector search
 (``prefilter``), so ``--video``/``--before-clip``/``--kinds`` cannot be escaped by a lucky nearest
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from stages.ask_tools import STOPWORDS, Character, ClipInfo, Edge, Node, Scope
-from stages.errors import InputError
-from stages.memory_store import MemoryStore, open_memory
+from m3cli.stages.ask.tools import STOPWORDS, Character, ClipInfo, Edge, Node, Scope
+from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.memory_store import MemoryStore, open_memory
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The tools `m3 ask` can call, the action grammar the model uses to call them, and their validation.
 
-The loop (:mod:`stages.ask`) only ever calls a tool through :func:`run_action`, which
+The loop (:mod:`m3cli.stages.ask.loop`) only ever calls a tool through :func:`run_action`, which
 
 * parses the model's reply into one :class:`Action` (the last ``[Tag] content`` line outside any
   ``<think>`` block; M3-Agent's ``Action: [Search]`` / ``Content: ...`` form is accepted too),
@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from stages import ask_prompts as P
+from m3cli.stages.ask import prompts as P
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +110,7 @@ class Edge:
 
 
 class MemoryView(Protocol):
-    """What the ask loop needs from a memory; :class:`stages.ask_memory.LanceMemory` implements it."""
+    """What the ask loop needs from a memory; :class:`m3cli.stages.ask.memory.LanceMemory` implements it."""
 
     embed_model: str
 
@@ -591,7 +591,7 @@ def tool_expand(ctx: ToolContext, arg: str) -> ToolResult:
 
 
 def _prune(ctx: ToolContext, cands: list[Node], result: ToolResult) -> tuple[list[Node], str | None]:
-    from stages.backends.llm import LlmError, extract_json
+    from m3cli.stages.backends.llm import LlmError, extract_json
 
     labels = {f"c{i + 1}": n for i, n in enumerate(cands)}
     block = P.data_block(
@@ -717,7 +717,7 @@ def _clip_question(ctx: ToolContext, arg: str, tag: str) -> tuple[ClipInfo, str]
 def _ask_media(
     ctx: ToolContext, tool: str, info: ClipInfo, question: str, parts: list[dict], prompt: str
 ) -> ToolResult:
-    from stages.backends.llm import LlmError
+    from m3cli.stages.backends.llm import LlmError
 
     text = prompt.format(
         clip=info.clip, start=fmt_time(info.start), end=fmt_time(info.end), question=question
@@ -743,8 +743,8 @@ def _ask_media(
 
 def tool_rewatch(ctx: ToolContext, arg: str) -> ToolResult:
     """CAM's watch_video_clip: frames of one clip to the multimodal LLM with a focused question."""
-    from stages import media
-    from stages.backends.llm import image_part
+    from m3cli.stages.backends.llm import image_part
+    from m3cli.stages.core import media
 
     info, question = _clip_question(ctx, arg, "Rewatch")
     fps = max(REWATCH_FRAMES / max(info.end - info.start, 1e-3), 0.05)
@@ -788,8 +788,8 @@ def wav_bytes(audio: np.ndarray, rate: int) -> bytes:
 
 def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
     """CAM's listen_to_audio: the clip's audio (16 kHz WAV) to an omni model with a focused question."""
-    from stages import media
-    from stages.backends.llm import audio_part
+    from m3cli.stages.backends.llm import audio_part
+    from m3cli.stages.core import media
 
     info, question = _clip_question(ctx, arg, "Listen")
     try:
@@ -820,7 +820,7 @@ assert set(TOOLS) == set(P.ALL_TOOLS)
 
 def parse_tools(spec: str | Sequence[str] | None) -> tuple[str, ...]:
     """``--tools`` value -> enabled tool names, in canonical order ("all", "paper" and "default" allowed)."""
-    from stages.errors import InputError
+    from m3cli.stages.core.errors import InputError
 
     if spec is None:
         return P.DEFAULT_TOOLS

@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from schemas.records import ClipRecord
-from stages.cache import Cache
+from m3cli.schemas.records import ClipRecord
+from m3cli.stages.core.cache import Cache
 
 T = TypeVar("T")
 

@@ -26,8 +26,8 @@ from urllib.parse import quote_from_bytes, unquote_to_bytes, urlparse
 import av
 import numpy as np
 
-from stages.cache import Cache, CacheKey
-from stages.errors import InputError
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.errors import InputError
 
 log = logging.getLogger(__name__)
 

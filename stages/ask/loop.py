@@ -2,7 +2,7 @@
 
 Algorithm 1 of seed 000: the trajectory starts with the system prompt and the question plus the
 instruction prompt; each of up to H rounds the model reasons and ends with one action. ``[Answer]``
-ends the loop; any other action runs a tool (:mod:`stages.ask_tools`) whose results come back in the
+ends the loop; any other action runs a tool (:mod:`m3cli.stages.ask.tools`) whose results come back in the
 next user message as a delimited data block, followed by the instruction again, and before the last
 round by the ``last_round_prompt`` ("must be [Answer] ... reasonable guesses"). A malformed or unknown
 action fails its round (recorded, the model is told why) and the loop goes on. If the last round still
@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 
-from stages import ask_prompts as P
-from stages.ask_tools import (
+from m3cli.stages.ask import prompts as P
+from m3cli.stages.ask.tools import (
     QUOTE_BONUS,
     Node,
     Scope,
@@ -42,7 +42,7 @@ from stages.ask_tools import (
     split_reasoning,
     terms,
 )
-from stages.errors import InputError, M3Error
+from m3cli.stages.core.errors import InputError, M3Error
 
 log = logging.getLogger(__name__)
 
