@@ -10,6 +10,7 @@ import typer
 
 from m3cli import __version__
 from m3cli.context import setup_logging, state
+from m3cli.lazy import LazyGroup, register_unlisted
 from m3cli.stages.core.errors import M3Error
 
 HELP = """Turn long videos into an entity-centric multimodal memory, and ask it questions.
@@ -25,6 +26,7 @@ Each stage reads clip records (JSONL) on stdin or from files and writes them to 
 
 app = typer.Typer(
     name="m3",
+    cls=LazyGroup,
     help=HELP,
     no_args_is_help=True,
     add_completion=False,
@@ -68,27 +70,9 @@ def _root(
     setup_logging(verbose, quiet)
 
 
-def _register() -> None:
-    """Each module in m3cli/commands that defines ``register(app)`` adds its command(s).
-
-    Modules are taken in the order of their ``RANK`` (pipeline order first, tools after), so adding a
-    command is adding one file.
-    """
-    import importlib
-    import pkgutil
-
-    from m3cli import commands
-
-    modules = [
-        importlib.import_module(f"m3cli.commands.{m.name}") for m in pkgutil.iter_modules(commands.__path__)
-    ]
-    for module in sorted(
-        (m for m in modules if hasattr(m, "register")), key=lambda m: (getattr(m, "RANK", 50), m.__name__)
-    ):
-        module.register(app)
-
-
-_register()
+# Commands listed in m3cli.commands.COMMANDS are imported only when used (see m3cli.lazy); a command
+# module missing from that table is registered here, at every start.
+register_unlisted(app)
 
 
 def main() -> None:

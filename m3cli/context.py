@@ -7,14 +7,14 @@ import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from tqdm import tqdm
 
-from m3cli.stages.core.cache import Cache
-from m3cli.stages.core.common import RunContext
-from m3cli.stages.core.config import Settings, load_settings
+if TYPE_CHECKING:  # imported where used: `m3 --help` must not pay for numpy and pydantic
+    from m3cli.stages.core.cache import Cache
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.core.config import Settings
 
 T = TypeVar("T")
 
@@ -38,6 +38,8 @@ def state(ctx: typer.Context) -> AppState:
 
 def settings(ctx: typer.Context, **flags: Any) -> Settings:
     """Effective settings: this command's flags over the global ones over env, file and defaults."""
+    from m3cli.stages.core.config import load_settings
+
     st = state(ctx)
     merged = dict(st.global_flags)
     merged.update({k: v for k, v in flags.items() if v is not None})
@@ -45,6 +47,8 @@ def settings(ctx: typer.Context, **flags: Any) -> Settings:
 
 
 def cache(s: Settings) -> Cache:
+    from m3cli.stages.core.cache import Cache
+
     return Cache(s.cache_dir)
 
 
@@ -67,6 +71,8 @@ def progress(
     ctx: typer.Context, items: Iterable[T], desc: str, total: int | None = None, unit: str = "clip"
 ) -> Iterator[T]:
     """A progress bar on stderr, shown only to a person watching a terminal."""
+    from tqdm import tqdm
+
     quiet = state(ctx).quiet or not sys.stderr.isatty()
     yield from tqdm(
         items,
@@ -82,6 +88,7 @@ def progress(
 
 def run_context(ctx: typer.Context, s: Settings, unit: str = "clip") -> RunContext:
     """The stages' view of this command: its cache, device and a stderr progress bar."""
+    from m3cli.stages.core.common import RunContext
 
     def bar(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
         return progress(ctx, items, desc, total, unit=unit)

@@ -13,14 +13,17 @@ import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import orjson
-from pydantic import ValidationError
 
 from m3cli.schemas import CLIP_SCHEMA
-from m3cli.schemas.records import ClipRecord
 from m3cli.stages.core.errors import InputError
+
+if TYPE_CHECKING:  # pydantic and the records load on first use, not for `m3 <command> --help`
+    from pydantic import ValidationError
+
+    from m3cli.schemas.records import ClipRecord
 
 STDIO = "-"
 
@@ -58,6 +61,10 @@ def parse_record(obj: Any) -> ClipRecord:
     schema = obj.get("schema")
     if schema != CLIP_SCHEMA:
         raise ValueError(f"unsupported record schema {schema!r} (this m3 reads {CLIP_SCHEMA!r})")
+    from pydantic import ValidationError
+
+    from m3cli.schemas.records import ClipRecord
+
     try:
         return ClipRecord.model_validate(obj)
     except ValidationError as exc:
@@ -83,7 +90,7 @@ def read_records(sources: Iterable[str]) -> list[ClipRecord]:
 
 
 def dumps(record: ClipRecord | dict) -> bytes:
-    data = record.to_json() if isinstance(record, ClipRecord) else record
+    data = record if isinstance(record, dict) else record.to_json()
     return orjson.dumps(data, option=orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY)
 
 

@@ -19,10 +19,10 @@ def command_paths() -> list[list[str]]:
     paths: list[list[str]] = []
 
     def walk(cmd, prefix):
-        subs = getattr(cmd, "commands", None)
-        if subs:
-            for name, sub in subs.items():
-                walk(sub, prefix + [name])
+        if hasattr(cmd, "list_commands"):
+            ctx = typer.Context(cmd)
+            for name in cmd.list_commands(ctx):
+                walk(cmd.get_command(ctx, name), prefix + [name])
         else:
             paths.append(prefix)
 

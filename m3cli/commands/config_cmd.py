@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import tomli_w
 import typer
 
 from m3cli import context
-from m3cli.stages.core.config import default_config_path, masked
 
 config_app = typer.Typer(
     help="Show the effective configuration (flags > M3_* environment > m3.toml > defaults).",
@@ -21,6 +19,10 @@ config_app = typer.Typer(
 @config_app.command()
 def show(ctx: typer.Context) -> None:
     """Print the effective configuration as TOML, secrets masked."""
+    import tomli_w
+
+    from m3cli.stages.core.config import masked
+
     data = masked(context.settings(ctx))
     clean = _drop_none(data)
     typer.echo(tomli_w.dumps(clean).rstrip())
@@ -29,6 +31,8 @@ def show(ctx: typer.Context) -> None:
 @config_app.command("path")
 def path_() -> None:
     """Print where the user config file is read from."""
+    from m3cli.stages.core.config import default_config_path
+
     typer.echo(str(default_config_path()))
 
 

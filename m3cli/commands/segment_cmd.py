@@ -9,7 +9,6 @@ import typer
 
 from m3cli import context, options, stream
 from m3cli.stages.core.errors import M3Error
-from m3cli.stages.segment import SegmentConfig, segment_video
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +34,8 @@ def segment(
     ),
 ) -> None:
     """Cut videos into fixed-length clips: one m3.clip/1 record per clip on stdout."""
+    from m3cli.stages.segment import SegmentConfig, segment_video
+
     settings = context.settings(ctx)
     cache = context.cache(settings)
     config = SegmentConfig(clip_seconds=clip_seconds)
