@@ -38,12 +38,15 @@ def state(ctx: typer.Context) -> AppState:
 
 def settings(ctx: typer.Context, **flags: Any) -> Settings:
     """Effective settings: this command's flags over the global ones over env, file and defaults."""
+    from m3cli.stages.core import threads
     from m3cli.stages.core.config import load_settings
 
     st = state(ctx)
     merged = dict(st.global_flags)
     merged.update({k: v for k, v in flags.items() if v is not None})
-    return load_settings(flags=merged, config_path=st.config_path)
+    effective = load_settings(flags=merged, config_path=st.config_path)
+    threads.configure(effective.threads)
+    return effective
 
 
 def cache(s: Settings) -> Cache:

@@ -20,6 +20,8 @@ import numpy as np
 
 from m3cli.stages.backends.asr import RATE, AsrSegment, Span, Transcript, Word, merge_spans
 from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.threads import apply_torch
+from m3cli.stages.core.threads import count as threads_for
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +148,7 @@ class FasterWhisperAsr:
 
 
 def _threads() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    return threads_for("ctranslate2")
 
 
 # -- VAD -------------------------------------------------------------------------------------------
@@ -177,6 +179,8 @@ class SileroVad:
 
     def speech(self, audio: np.ndarray) -> list[Span]:
         import torch
+
+        apply_torch(torch)
 
         if len(audio) < 512:
             return []

@@ -145,9 +145,13 @@ class LocalEmbedder:
                 os.environ["TRANSFORMERS_OFFLINE"] = "1"
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is for m3's own progress
                 started = time.monotonic()
+                import torch
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
 
+                from m3cli.stages.core.threads import apply_torch
+
+                apply_torch(torch)
                 hf_logging.disable_progress_bar()
 
                 model = SentenceTransformer(str(self.model_dir), device=self.device, local_files_only=True)

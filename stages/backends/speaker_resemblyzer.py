@@ -62,6 +62,9 @@ class ResemblyzerModel:
     def __init__(self, weights: str | Path | None = None, device: str = "cpu") -> None:
         import torch
 
+        from m3cli.stages.core.threads import apply_torch
+
+        apply_torch(torch)
         path = Path(weights).expanduser() if weights else bundled_weights()
         if not path.is_file():
             raise M3Error(f"{path}: resemblyzer weights file not found (expected a .pt checkpoint)")

@@ -50,11 +50,21 @@ class EmbedSettings(_Section):
     api_key: SecretStr | None = None
 
 
+class ThreadSettings(_Section):
+    """Intra-op threads per numeric library (one each was fastest here: see stages/core/threads.py)."""
+
+    torch: int = Field(default=1, ge=1)
+    onnxruntime: int = Field(default=1, ge=1)
+    ctranslate2: int = Field(default=1, ge=1)
+    blas: int = Field(default=1, ge=1)
+
+
 class Settings(_Section):
     cache_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_cache_dir(APP_NAME)))
     device: str = "cpu"
     llm: LlmSettings = Field(default_factory=LlmSettings)
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
+    threads: ThreadSettings = Field(default_factory=ThreadSettings)
 
 
 #: Environment variable -> dotted settings key. Standard OpenAI variables are honoured last.
@@ -70,6 +80,10 @@ ENV_KEYS: dict[str, str] = {
     "M3_EMBED_MODEL": "embed.model",
     "M3_EMBED_BASE_URL": "embed.base_url",
     "M3_EMBED_API_KEY": "embed.api_key",
+    "M3_TORCH_THREADS": "threads.torch",
+    "M3_ONNX_THREADS": "threads.onnxruntime",
+    "M3_CT2_THREADS": "threads.ctranslate2",
+    "M3_BLAS_THREADS": "threads.blas",
 }
 FALLBACK_ENV_KEYS: dict[str, str] = {"OPENAI_API_KEY": "llm.api_key", "OPENAI_BASE_URL": "llm.base_url"}
 
