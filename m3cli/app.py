@@ -11,6 +11,7 @@ import typer
 from m3cli import __version__
 from m3cli.context import setup_logging, state
 from m3cli.stages.core.errors import M3Error
+from m3cli.terminal import error_line
 
 HELP = """Turn long videos into an entity-centric multimodal memory, and ask it questions.
 
@@ -96,7 +97,7 @@ def main() -> None:
     try:
         app(prog_name="m3", standalone_mode=True)
     except M3Error as exc:
-        print(f"m3: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         print("m3: interrupted", file=sys.stderr)

@@ -15,6 +15,7 @@ from tqdm import tqdm
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.config import Settings, load_settings
+from m3cli.terminal import log_message
 
 T = TypeVar("T")
 
@@ -48,6 +49,14 @@ def cache(s: Settings) -> Cache:
     return Cache(s.cache_dir)
 
 
+class _SafeFormatter(logging.Formatter):
+    """Log messages quote records and servers: print each on one line, escaped, credentials masked."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+        record.message = log_message(record.message)
+        return super().formatMessage(record)
+
+
 def setup_logging(verbose: int, quiet: bool) -> None:
     level = (
         logging.ERROR
@@ -55,7 +64,7 @@ def setup_logging(verbose: int, quiet: bool) -> None:
         else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
     )
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("m3: %(levelname)s: %(message)s"))
+    handler.setFormatter(_SafeFormatter("m3: %(levelname)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)

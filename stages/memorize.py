@@ -34,6 +34,7 @@ from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.redact import mask_credentials
 
 log = logging.getLogger(__name__)
 
@@ -544,7 +545,12 @@ def memorize_clip(
         out.memory = memory
         out.errors = [
             *(out.errors or []),
-            Problem(stage=STAGE, error="llm_fallback", status=getattr(exc, "status", None), message=str(exc)),
+            Problem(
+                stage=STAGE,
+                error="llm_fallback",
+                status=getattr(exc, "status", None),
+                message=mask_credentials(str(exc)),
+            ),
         ]
     return out
 

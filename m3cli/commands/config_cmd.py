@@ -7,6 +7,7 @@ import typer
 
 from m3cli import context
 from m3cli.stages.core.config import default_config_path, masked
+from m3cli.terminal import echo, safe
 
 config_app = typer.Typer(
     help="Show the effective configuration (flags > M3_* environment > m3.toml > defaults).",
@@ -23,13 +24,13 @@ def show(ctx: typer.Context) -> None:
     """Print the effective configuration as TOML, secrets masked."""
     data = masked(context.settings(ctx))
     clean = _drop_none(data)
-    typer.echo(tomli_w.dumps(clean).rstrip())
+    echo(tomli_w.dumps(clean).rstrip())
 
 
 @config_app.command("path")
 def path_() -> None:
     """Print where the user config file is read from."""
-    typer.echo(str(default_config_path()))
+    echo(safe(default_config_path()))
 
 
 def _drop_none(data: dict) -> dict:

@@ -8,6 +8,7 @@ import orjson
 import typer
 
 from m3cli import context
+from m3cli.terminal import echo, safe
 
 EPILOG = """\b
 Examples:
@@ -54,10 +55,10 @@ def faces(
     for mode in ("online", "batch"):
         if mode in report:
             s = report[mode]
-            typer.echo(f"{mode:6s} items={s['items']} identities={s['identities']} clusters={s['clusters']} "
+            echo(f"{mode:6s} items={s['items']} identities={s['identities']} clusters={s['clusters']} "
                        f"purity={s['purity']:.3f} false_merges={s['false_merges']} splits={s['splits']}")
     for name, why in sorted(report.get("skipped", {}).items()):
-        typer.echo(f"skipped {name}: {why}")
+        echo(f"skipped {safe(name)}: {safe(why)}")
 
 
 def register_eval(eval_app: typer.Typer) -> None:
