@@ -10,6 +10,7 @@ import typer
 
 from m3cli import __version__
 from m3cli.context import setup_logging, state
+from m3cli.options import GlobalOptionsAnywhere
 from m3cli.stages.core.errors import M3Error
 from m3cli.terminal import error_line
 
@@ -22,6 +23,8 @@ Each stage reads clip records (JSONL) on stdin or from files and writes them to 
       | m3 memorize | m3 link | m3 abstract | m3 index -o mem.lance
 
     m3 ask mem.lance "Who likes coffee?"
+
+The options below may also follow the command: `m3 faces -q clips.jsonl`.
 """
 
 app = typer.Typer(
@@ -32,6 +35,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     pretty_exceptions_enable=False,
+    cls=GlobalOptionsAnywhere,  # `m3 faces -q` as well as `m3 -q faces`
 )
 
 

@@ -91,6 +91,9 @@ def progress(
 
 def run_context(ctx: typer.Context, s: Settings, unit: str = "clip") -> RunContext:
     """The stages' view of this command: its cache, device and a stderr progress bar."""
+    from m3cli.stages.core.devices import check_device
+
+    check_device(s.device)  # `--device cuda` without a GPU: one line now, not a backend's riddle later
 
     def bar(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
         return progress(ctx, items, desc, total, unit=unit)

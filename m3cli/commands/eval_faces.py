@@ -46,6 +46,7 @@ def faces(
     from m3cli.stages.faces import FacesConfig
 
     settings = context.settings(ctx)
+    context.run_context(ctx, settings)  # checks --device before any model loads
     config = FacesConfig(backend=backend, threshold=threshold, model_dir=model_dir, upsample=upsample)
     cache = None if source.is_dir() else context.cache(settings)
     report = evaluate_faces(source, truth, config, settings.device, cache)
