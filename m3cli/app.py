@@ -11,7 +11,14 @@ import typer
 from m3cli import __version__
 from m3cli.context import setup_logging, state
 from m3cli.lazy import LazyGroup, register_unlisted
+from m3cli.options import GlobalOptionsAnywhere
 from m3cli.stages.core.errors import M3Error
+from m3cli.terminal import error_line
+
+
+class RootGroup(GlobalOptionsAnywhere, LazyGroup):
+    """The root group: commands imported only when used, root options accepted after the command."""
+
 
 HELP = """Turn long videos into an entity-centric multimodal memory, and ask it questions.
 
@@ -22,17 +29,19 @@ Each stage reads clip records (JSONL) on stdin or from files and writes them to 
       | m3 memorize | m3 link | m3 abstract | m3 index -o mem.lance
 
     m3 ask mem.lance "Who likes coffee?"
+
+The options below may also follow the command: `m3 faces -q clips.jsonl`.
 """
 
 app = typer.Typer(
     name="m3",
-    cls=LazyGroup,
     help=HELP,
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
     pretty_exceptions_enable=False,
+    cls=RootGroup,
 )
 
 
@@ -80,7 +89,7 @@ def main() -> None:
     try:
         app(prog_name="m3", standalone_mode=True)
     except M3Error as exc:
-        print(f"m3: error: {exc}", file=sys.stderr)
+        print(error_line(exc), file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         print("m3: interrupted", file=sys.stderr)

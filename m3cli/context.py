@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
+from m3cli.terminal import log_message
+
 if TYPE_CHECKING:  # imported where used: `m3 --help` must not pay for numpy and pydantic
     from m3cli.stages.core.cache import Cache
     from m3cli.stages.core.common import RunContext
@@ -55,6 +57,14 @@ def cache(s: Settings) -> Cache:
     return Cache(s.cache_dir)
 
 
+class _SafeFormatter(logging.Formatter):
+    """Log messages quote records and servers: print each on one line, escaped, credentials masked."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+        record.message = log_message(record.message)
+        return super().formatMessage(record)
+
+
 def setup_logging(verbose: int, quiet: bool) -> None:
     level = (
         logging.ERROR
@@ -62,7 +72,7 @@ def setup_logging(verbose: int, quiet: bool) -> None:
         else (logging.DEBUG if verbose > 1 else logging.INFO if verbose else logging.WARNING)
     )
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("m3: %(levelname)s: %(message)s"))
+    handler.setFormatter(_SafeFormatter("m3: %(levelname)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level)
@@ -92,6 +102,9 @@ def progress(
 def run_context(ctx: typer.Context, s: Settings, unit: str = "clip") -> RunContext:
     """The stages' view of this command: its cache, device and a stderr progress bar."""
     from m3cli.stages.core.common import RunContext
+    from m3cli.stages.core.devices import check_device
+
+    check_device(s.device)  # `--device cuda` without a GPU: one line now, not a backend's riddle later
 
     def bar(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
         return progress(ctx, items, desc, total, unit=unit)

@@ -3,7 +3,10 @@ every `--help`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
+from typer.core import TyperGroup
 
 
 def inputs_argument() -> typer.models.ArgumentInfo:
@@ -18,3 +21,71 @@ def output_option() -> typer.models.OptionInfo:
     return typer.Option(
         None, "--output", "-o", help="Write records to this file (atomically) instead of stdout."
     )
+
+
+class GlobalOptionsAnywhere(TyperGroup):
+    """The root ``m3`` group, which also takes its own options after the subcommand.
+
+    ``m3 faces -q clips.jsonl`` and ``m3 -q faces clips.jsonl`` mean the same: before the command
+    line is parsed, root options found after the subcommand (``-q``, ``-vv``, ``--device cuda``,
+    ``--cache-dir=DIR`` ...) move in front of it. A subcommand that declares an option of the same
+    name (``m3 diarize --device``) keeps it, and nothing after ``--`` moves.
+    """
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, hoist_root_options(self, ctx, args))
+
+
+def _option_names(command: Any) -> dict[str, Any]:
+    """``{"--quiet": param, "-q": param, ...}`` for every option ``command`` declares."""
+    return {
+        name: p
+        for p in getattr(command, "params", [])
+        if getattr(p, "param_type_name", "") == "option"
+        for name in (*p.opts, *p.secondary_opts)
+    }
+
+
+def _takes_value(param: Any) -> bool:
+    return not (getattr(param, "is_flag", False) or getattr(param, "count", False))
+
+
+def hoist_root_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
+    """``args`` with the root options that follow the subcommand moved in front of it."""
+    root = _option_names(group)
+    i = 0
+    while i < len(args) and args[i].startswith("-") and args[i] != "--":  # root options already first
+        p = root.get(args[i].split("=", 1)[0])
+        i += 2 if p is not None and _takes_value(p) and "=" not in args[i] else 1
+    if i >= len(args) or args[i] == "--":
+        return args
+    taken: set[str] = set()  # option names the subcommand (or a nested group on the way) declares
+    command, j = group, i
+    while j < len(args) and hasattr(command, "get_command") and not args[j].startswith("-"):
+        command = command.get_command(ctx, args[j])
+        if command is None:
+            return args  # unknown command: let the parser say so
+        taken |= set(_option_names(command))
+        j += 1
+    shorts = {n[1]: p for n, p in root.items() if len(n) == 2 and n not in taken and not _takes_value(p)}
+    moved: list[str] = []
+    rest: list[str] = []
+    k = j
+    while k < len(args):
+        arg = args[k]
+        if arg == "--":
+            rest += args[k:]
+            break
+        name = arg.split("=", 1)[0]
+        param = root.get(name) if name not in taken else None
+        if param is not None and arg.startswith("-"):
+            moved.append(arg)
+            if _takes_value(param) and "=" not in arg and k + 1 < len(args):
+                moved.append(args[k + 1])
+                k += 1
+        elif len(arg) > 2 and arg[0] == "-" and arg[1] != "-" and all(c in shorts for c in arg[1:]):
+            moved.append(arg)  # bundled root flags: -vv, -qv
+        else:
+            rest.append(arg)
+        k += 1
+    return args[:i] + moved + args[i:j] + rest

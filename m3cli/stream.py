@@ -81,12 +81,85 @@ def read_records(sources: Iterable[str]) -> list[ClipRecord]:
             try:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
+                media = media_kind(_head(source, raw), source) if lineno == 1 else None
+                if media is not None:
+                    raise InputError(_media_message(name, media)) from None
                 raise InputError(f"{name}:{lineno}: not valid JSON: {exc.msg}") from None
             try:
                 records.append(parse_record(obj))
             except ValueError as exc:
                 raise InputError(f"{name}:{lineno}: {exc}") from None
     return records
+
+
+_VIDEO_SUFFIXES = {
+    ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".mts", ".m2ts", ".mpg", ".mpeg", ".flv",
+    ".wmv", ".3gp", ".ogv",
+}
+_AUDIO_SUFFIXES = {".wav", ".mp3", ".m4a", ".flac", ".ogg", ".opus", ".aac"}
+
+
+def media_kind(head: bytes, source: str = STDIO) -> str | None:
+    """``"video"``/``"audio"`` when ``head`` (a file's first bytes) or the file name says media, else None.
+
+    Used only once a first line failed to parse, so valid streams pay nothing for it.
+    """
+    if head[4:8] in (b"ftyp", b"moov", b"mdat", b"wide", b"free") or head.startswith(
+        (b"\x1a\x45\xdf\xa3", b"\x00\x00\x01\xba", b"\x00\x00\x01\xb3", b"FLV", b"\x30\x26\xb2\x75")
+    ):
+        return "video"
+    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
+        return "video"
+    if head[:1] == b"\x47" and len(head) > 376 and head[188:189] == head[376:377] == b"\x47":  # MPEG-TS
+        return "video"
+    if (head[:4] == b"RIFF" and head[8:12] == b"WAVE") or head.startswith((b"ID3", b"fLaC", b"OggS")):
+        return "audio"
+    suffix = Path(source).suffix.lower() if source != STDIO else ""
+    if suffix in _VIDEO_SUFFIXES:
+        return "video"
+    if suffix in _AUDIO_SUFFIXES:
+        return "audio"
+    return None
+
+
+def _head(source: str, first_line: bytes) -> bytes:
+    """The first bytes of ``source`` (a file is reread; stdin can only offer its first line)."""
+    if source == STDIO:
+        return first_line[:512]
+    try:
+        with open(source, "rb") as fh:
+            return fh.read(512)
+    except OSError:
+        return first_line[:512]
+
+
+_RECORD_COMMANDS = ("diarize", "voices", "faces", "memorize", "link", "abstract", "index", "validate")
+_VALUED_GLOBALS = ("--config", "--cache-dir", "--device")
+
+
+def _this_command() -> str:
+    """The stage the user ran (for the suggested pipeline), read from the command line."""
+    args = iter(sys.argv[1:])
+    for arg in args:
+        if arg in _VALUED_GLOBALS:
+            next(args, None)
+        elif not arg.startswith("-"):
+            return arg if arg in _RECORD_COMMANDS else "diarize"
+    return "diarize"
+
+
+def _media_message(name: str, kind: str) -> str:
+    stage = _this_command()
+    shown = name if name != "<stdin>" else "VIDEO"
+    if kind == "audio":
+        return (
+            f"{name}: is an audio file, not clip records; stages after `m3 segment` read the JSONL that "
+            f"`m3 segment` writes for a video: m3 segment VIDEO | m3 {stage}"
+        )
+    return (
+        f"{name}: is a video file, not clip records; cut it into clips first: "
+        f"m3 segment {shown} | m3 {stage}"
+    )
 
 
 def dumps(record: ClipRecord | dict) -> bytes:

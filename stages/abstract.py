@@ -46,6 +46,7 @@ from m3cli.stages.core.memory_store import (
     link_id,
     relationship_node_id,
 )
+from m3cli.stages.core.redact import mask_credentials
 from m3cli.stages.memorize import ID_RE, entities_in, name_fact
 
 log = logging.getLogger(__name__)
@@ -262,7 +263,7 @@ class Abstractor:
                     "error": "llm_fallback",
                     "what": what,
                     "status": getattr(exc, "status", None),
-                    "message": str(exc),
+                    "message": mask_credentials(str(exc)),
                 }
             )
             return None

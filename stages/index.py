@@ -50,6 +50,7 @@ from m3cli.stages.core.memory_store import (
     nodes_schema,
     read_meta,
 )
+from m3cli.stages.core.record_paths import JPEG, NPZ, cache_file, check_record_paths
 from m3cli.stages.memorize import ID_RE, entities_in, name_fact
 
 log = logging.getLogger(__name__)
@@ -518,16 +519,22 @@ class Indexer:
         existing = {r["id"]: r for r in self._existing("entities", f"video = '{vid}'")}
         acc: dict[str, dict] = {}
         for r in clips:
-            arrays_f = _load_npz(r.faces.embeddings if r.faces else None)
-            arrays_v = _load_npz(r.voices.embeddings if r.voices else None)
-            for t in r.faces.tracks if r.faces else []:
+            cache = self.ctx.cache  # record paths are read only inside the cache (record_paths)
+            arrays_f = _load_npz(
+                cache_file(r, "faces.embeddings", r.faces and r.faces.embeddings, cache, NPZ)
+            )
+            arrays_v = _load_npz(
+                cache_file(r, "voices.embeddings", r.voices and r.voices.embeddings, cache, NPZ)
+            )
+            for i, t in enumerate(r.faces.tracks if r.faces else []):
+                crop = cache_file(r, f"faces.tracks[{i}].crop", t.crop, cache, JPEG)
                 a = acc.setdefault(
                     t.face_id, {"kind": "face", "clips": {}, "first": 1e18, "crop": None, "q": -1.0}
                 )
                 a["first"] = min(a["first"], min((s for s, _ in t.spans), default=r.clip.start))
                 a["clips"][r.clip.index] = arrays_f.get(t.face_id.strip("<>"))
-                if t.crop and (t.quality or 0.0) > a["q"]:
-                    a["crop"], a["q"] = t.crop, t.quality or 0.0
+                if crop is not None and (t.quality or 0.0) > a["q"]:
+                    a["crop"], a["q"] = str(crop), t.quality or 0.0
             for u in r.utterances or []:
                 if u.speaker:
                     a = acc.setdefault(
@@ -686,7 +693,7 @@ def _same(old: dict | None, new: dict, skip: tuple[str, ...] = ()) -> bool:
     return True
 
 
-def _load_npz(path: str | None) -> dict[str, np.ndarray]:
+def _load_npz(path: Path | None) -> dict[str, np.ndarray]:
     if not path:
         return {}
     try:
@@ -711,4 +718,5 @@ def index_records(
                 f"clip {r.clip.index} of {r.video.path} has no memory: run `m3 memorize` "
                 "(then `m3 link` and `m3 abstract`) before `m3 index`"
             )
+    check_record_paths(records, ctx.cache if ctx else None)  # before anything is written
     return Indexer(path, embedder, config, ctx).run(records)

@@ -23,7 +23,6 @@ import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -34,6 +33,7 @@ from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.redact import mask_credentials
 
 log = logging.getLogger(__name__)
 
@@ -310,29 +310,37 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
     return parts
 
 
-def _crop_parts(record: ClipRecord, config: MemorizeConfig) -> list[dict]:
+def _crop_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
     from m3cli.stages.backends.llm import image_part
     from m3cli.stages.core import media
+    from m3cli.stages.core.record_paths import JPEG, cache_file, record_name
 
     tracks = sorted(record.faces.tracks if record.faces else [], key=lambda t: t.face_id)
     if not tracks:
         return []
     parts: list[dict] = [{"type": "text", "text": "Faces (one crop per face id):"}]
+    position = {id(t): i for i, t in enumerate(record.faces.tracks if record.faces else [])}
     for t in tracks:
         spans = ", ".join(f"{_t(s)}-{_t(e)}" for s, e in _merge_spans(t.spans))
         data = None
-        if t.crop:
+        field = f"faces.tracks[{position[id(t)]}].crop"
+        path = cache_file(record, field, t.crop, cache, JPEG)  # never a file outside the cache
+        if t.crop and path is None and cache is not None:
+            log.warning(
+                "clip %d: crop %s of %s is missing; sending the id without a picture",
+                record.clip.index,
+                t.crop,
+                t.face_id,
+            )
+        if path is not None:
             try:
-                data = Path(t.crop).read_bytes()
-            except OSError:
-                log.warning(
-                    "clip %d: crop %s of %s is missing; sending the id without a picture",
-                    record.clip.index,
-                    t.crop,
-                    t.face_id,
-                )
+                data = path.read_bytes()
+                img = media.decode_jpeg(data)
+            except Exception as exc:  # noqa: BLE001 - PIL raises many kinds for a broken image
+                raise InputError(
+                    f"{record_name(record)}: {field}: {t.crop!r} is not a readable JPEG: {exc}"
+                ) from None
         if data is not None:
-            img = media.decode_jpeg(data)
             if max(img.shape[:2]) > config.max_side:
                 from PIL import Image
 
@@ -365,7 +373,7 @@ def build_messages(record: ClipRecord, config: MemorizeConfig, cache: Cache | No
         }
     ]
     content += _frame_parts(record, config, cache)
-    content += _crop_parts(record, config)
+    content += _crop_parts(record, config, cache)
     content.append({"type": "text", "text": _dialogue_text(record)})
     content.append(
         {"type": "text", "text": prompts.memorize_instructions(config.semantic, config.equivalence)}
@@ -544,7 +552,12 @@ def memorize_clip(
         out.memory = memory
         out.errors = [
             *(out.errors or []),
-            Problem(stage=STAGE, error="llm_fallback", status=getattr(exc, "status", None), message=str(exc)),
+            Problem(
+                stage=STAGE,
+                error="llm_fallback",
+                status=getattr(exc, "status", None),
+                message=mask_credentials(str(exc)),
+            ),
         ]
     return out
 
@@ -554,6 +567,10 @@ def memorize_records(
 ) -> list[ClipRecord]:
     """Memorize every clip, in input order; LLM calls run ``config.jobs`` at a time."""
     ctx = ctx or RunContext()
+    if client is not None:  # crops go to the LLM: check every record path before the first call
+        from m3cli.stages.core.record_paths import check_record_paths
+
+        check_record_paths(records, ctx.cache)
     for r in records:
         if r.faces is None and r.utterances is None:
             raise M3Error(

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import orjson
 import pytest
@@ -11,7 +12,7 @@ from memory_helpers import clip
 
 from conftest import DATA
 from m3cli.stages.backends.llm import LlmClient
-from m3cli.stages.core.cache import Cache
+from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.memory_prompts import PROMPT_VERSION
 from m3cli.stages.memorize import MemorizeConfig, memorize_records, names_said, offline_memory
 from m3cli.stream import parse_record
@@ -135,8 +136,11 @@ def test_llm_memory_sends_frames_crops_dialogue_and_caches(server, tmp_path):
     cache = Cache(tmp_path / "cache")
     from m3cli.stages.core.common import RunContext
 
+    record = talk()  # `m3 faces` keeps crops in the cache, the only place a stage reads them from
+    key = CacheKey.of(record.video.id, 0, "faces", {}, "test")
+    record.faces.tracks[0].crop = str(cache.put_bytes(key, "crop.jpg", Path(OBAMA).read_bytes()))
     config = MemorizeConfig(frames=3, jobs=1)
-    [out] = memorize_records([talk()], config, client_for(server), RunContext(cache=cache))
+    [out] = memorize_records([record], config, client_for(server), RunContext(cache=cache))
     mem = out.memory
     assert mem.source == "llm" and mem.model == "fake-vlm" and mem.prompt_version == PROMPT_VERSION
     assert mem.equivalences == [("<face_1>", "<voice_1>"), ("<face_2>", "<voice_2>")]
@@ -151,7 +155,7 @@ def test_llm_memory_sends_frames_crops_dialogue_and_caches(server, tmp_path):
     assert '[0.6-5.7 s] <voice_1>: "Good morning, my name is Barack and I like coffee."' in joined
     assert "<face_2> (visible" in joined and "no crop available" in joined
     # cached: a rerun asks nothing
-    [again] = memorize_records([talk()], config, client_for(server), RunContext(cache=cache))
+    [again] = memorize_records([record], config, client_for(server), RunContext(cache=cache))
     assert len(server.chat_requests) == 1 and again.memory == mem
 
 
@@ -222,7 +226,9 @@ def test_ablations_shrink_prompt_and_output(server):
 def test_memorize_cli_with_llm_flags(m3, tmp_path, cache_dir, server):
     server.responder = lambda body: json.dumps({**GOOD, "equivalences": []})
     src = tmp_path / "in.jsonl"
-    src.write_bytes(orjson.dumps(talk().to_json()) + b"\n")
+    record = talk()
+    record.faces.tracks[0].crop = None  # a crop outside the cache is refused (test_record_paths)
+    src.write_bytes(orjson.dumps(record.to_json()) + b"\n")
     proc = m3("memorize", "--llm-base-url", server.url, "--llm-model", "fake-vlm", "--frames", "0", src)
     assert proc.returncode == 0, proc.stderr.decode()
     record = parse_record(json.loads(proc.stdout))

@@ -10,6 +10,7 @@ from typing import Any
 import typer
 
 from m3cli import context
+from m3cli.terminal import error_line, safe_data, safe_lines
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +122,7 @@ def ask(
 ) -> None:
     """Answer questions from a memory: multi-round search with cited evidence (retrieval-only without LLM)."""
     from m3cli import stream
-    from m3cli.stages.ask.loop import Question, read_questions, render_text
+    from m3cli.stages.ask.loop import Question, read_questions
     from m3cli.stages.core.errors import InputError
 
     if fmt not in ("jsonl", "text"):
@@ -173,13 +174,13 @@ def ask(
             failures += 1
             last_error = record["error"]
         if output is None:
-            out.write(render_text(record).encode() if fmt == "text" else stream.dumps(record))
+            out.write(_text(record).encode() if fmt == "text" else stream.dumps(record))
             out.flush()
         else:
             records.append(record)
     if output is not None:
         if fmt == "text":
-            stream.write_atomic(Path(output), "".join(render_text(r) for r in records).encode())
+            stream.write_atomic(Path(output), "".join(_text(r) for r in records).encode())
         else:
             stream.write_records(records, output)
     if asker.llm is not None:
@@ -193,10 +194,18 @@ def ask(
         )
     if failures:
         if len(items) == 1:
-            typer.echo(f"m3: error: {last_error}", err=True)
+            typer.echo(error_line(last_error), err=True)
         else:
             log.warning("%d of %d questions failed (see each record's error)", failures, len(items))
         raise typer.Exit(1)
+
+
+def _text(record: dict[str, Any]) -> str:
+    """``--format text``: memory text is data, so every field is escaped before it is laid out (an
+    ANSI sequence is shown, not run; a newline in a memory line cannot forge an ``A:`` line)."""
+    from m3cli.stages.ask.loop import render_text
+
+    return safe_lines(render_text(safe_data(record)))
 
 
 RANK = 78

@@ -8,6 +8,7 @@ import typer
 
 from m3cli import context
 from m3cli.stages.core.errors import InputError
+from m3cli.terminal import echo, safe
 
 cache_app = typer.Typer(
     help="Inspect and trim the on-disk cache of per-clip work.",
@@ -53,16 +54,16 @@ def info(ctx: typer.Context) -> None:
     """Where the cache is and what it holds, per stage."""
     cache = context.cache(context.settings(ctx))
     stats = cache.stats()
-    typer.echo(f"path\t{cache.root}")
-    typer.echo(f"entries\t{stats.entries}")
-    typer.echo(f"size\t{human(stats.bytes)}")
+    echo(f"path\t{safe(cache.root)}")
+    echo(f"entries\t{stats.entries}")
+    echo(f"size\t{human(stats.bytes)}")
     if stats.stray_temp_files:
-        typer.echo(
+        echo(
             f"unfinished\t{stats.stray_temp_files} temporary files "
             "(from killed runs; `m3 cache prune` removes them)"
         )
     for stage, (count, size) in sorted(stats.by_stage.items()):
-        typer.echo(f"stage {stage}\t{count} entries\t{human(size)}")
+        echo(f"stage {safe(stage)}\t{count} entries\t{human(size)}")
 
 
 @cache_app.command()
@@ -82,13 +83,13 @@ def prune(
     size = parse_size(max_size) if max_size else None
     files, freed = cache.prune(older_than_s=age, max_bytes=size, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
-    typer.echo(f"{verb} {files} files, {human(freed)}")
+    echo(f"{verb} {files} files, {human(freed)}")
 
 
 @cache_app.command()
 def path(ctx: typer.Context) -> None:
     """Print the cache root."""
-    typer.echo(str(context.cache(context.settings(ctx)).root))
+    echo(safe(context.cache(context.settings(ctx)).root))
 
 
 RANK = 91

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from m3cli import context
+from m3cli.terminal import echo, safe
 
 config_app = typer.Typer(
     help="Show the effective configuration (flags > M3_* environment > m3.toml > defaults).",
@@ -25,7 +26,7 @@ def show(ctx: typer.Context) -> None:
 
     data = masked(context.settings(ctx))
     clean = _drop_none(data)
-    typer.echo(tomli_w.dumps(clean).rstrip())
+    echo(tomli_w.dumps(clean).rstrip())
 
 
 @config_app.command("path")
@@ -33,7 +34,7 @@ def path_() -> None:
     """Print where the user config file is read from."""
     from m3cli.stages.core.config import default_config_path
 
-    typer.echo(str(default_config_path()))
+    echo(safe(default_config_path()))
 
 
 def _drop_none(data: dict) -> dict:

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from m3cli import context
+from m3cli.terminal import echo, safe
 
 DIAR_EPILOG = """\b
 Examples:
@@ -119,7 +120,7 @@ def diarization(
             d = e[src]
             rows.append(
                 [
-                    e["uri"],
+                    safe(e["uri"]),
                     src,
                     f"{100 * d['der']:.1f}%",
                     f"{d['missed']:.2f}",
@@ -134,10 +135,10 @@ def diarization(
         rows.append(
             ["ALL", src, f"{100 * overall[src]:.1f}%", f"{m:.2f}", f"{f:.2f}", f"{c:.2f}", f"{t:.2f}", ""]
         )
-    typer.echo(
+    echo(
         _table(["file", "from", "DER", "missed", "false_al", "confusion", "speech", "spk ref/hyp"], rows)
     )
-    typer.echo(f"(collar ±{collar} s; seconds of scored reference speech)")
+    echo(f"(collar ±{collar} s; seconds of scored reference speech)")
 
 
 def asr(
@@ -171,12 +172,12 @@ def asr(
     if as_json:
         typer.echo(json.dumps({"file": str(media_file), **w.as_dict()}, indent=2))
         return
-    typer.echo(
+    echo(
         _table(
             ["file", "WER", "sub", "del", "ins", "ref words"],
             [
                 [
-                    media_file.name,
+                    safe(media_file.name),
                     f"{100 * w.wer:.1f}%",
                     str(w.substitutions),
                     str(w.deletions),
@@ -186,7 +187,7 @@ def asr(
             ],
         )
     )
-    typer.echo(f"hypothesis: {w.hypothesis}")
+    echo(f"hypothesis: {safe(w.hypothesis)}")
 
 
 def register_eval(eval_app: typer.Typer) -> None:

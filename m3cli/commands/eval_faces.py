@@ -8,6 +8,7 @@ import orjson
 import typer
 
 from m3cli import context
+from m3cli.terminal import echo, safe
 
 EPILOG = """\b
 Examples:
@@ -45,6 +46,7 @@ def faces(
     from m3cli.stages.faces import FacesConfig
 
     settings = context.settings(ctx)
+    context.run_context(ctx, settings)  # checks --device before any model loads
     config = FacesConfig(backend=backend, threshold=threshold, model_dir=model_dir, upsample=upsample)
     cache = None if source.is_dir() else context.cache(settings)
     report = evaluate_faces(source, truth, config, settings.device, cache)
@@ -54,10 +56,10 @@ def faces(
     for mode in ("online", "batch"):
         if mode in report:
             s = report[mode]
-            typer.echo(f"{mode:6s} items={s['items']} identities={s['identities']} clusters={s['clusters']} "
+            echo(f"{mode:6s} items={s['items']} identities={s['identities']} clusters={s['clusters']} "
                        f"purity={s['purity']:.3f} false_merges={s['false_merges']} splits={s['splits']}")
     for name, why in sorted(report.get("skipped", {}).items()):
-        typer.echo(f"skipped {name}: {why}")
+        echo(f"skipped {safe(name)}: {safe(why)}")
 
 
 def register_eval(eval_app: typer.Typer) -> None:

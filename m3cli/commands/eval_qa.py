@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from m3cli import context
+from m3cli.terminal import echo, safe, safe_data
 
 log = logging.getLogger(__name__)
 
@@ -164,8 +165,11 @@ def qa(
             ).decode()
         )
     else:
-        typer.echo(
-            qa_eval.report(rows, f"{annotations.name} on {memory} ({len(final)} questions, judge {jmodel})"),
+        echo(
+            qa_eval.report(
+                safe_data(rows),
+                safe(f"{annotations.name} on {memory} ({len(final)} questions, judge {jmodel})"),
+            ),
             nl=False,
         )
     failed = sum(1 for r in final if r.get("error") is not None)

@@ -81,8 +81,8 @@ def faces(
                          min_score=min_score, min_sharpness=min_sharpness, threshold=threshold,
                          max_snapshots=max_snapshots, recluster=recluster)
     records = stream.read_records(inputs or [stream.STDIO])  # bad input fails before any model loads
-    model = load_model(config, settings.device)
     run = context.run_context(ctx, settings)
+    model = load_model(config, settings.device)
     stream.write_records(run_faces(records, model, config, run), output)
 
 

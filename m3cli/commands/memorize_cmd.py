@@ -17,6 +17,7 @@ Examples:
   M3_LLM_BASE_URL=https://api.openai.com/v1 M3_LLM_MODEL=gpt-4o m3 memorize --frames 6 perceived.jsonl
   m3 memorize --no-semantic perceived.jsonl | jq -c '.memory.episodic[].text'
   m3 memorize --offline perceived.jsonl -o mem.jsonl
+  m3 memorize --strict perceived.jsonl -o mem.jsonl    # batch/cron: exit 1 if any clip fell back
 """
 
 
@@ -45,10 +46,17 @@ def memorize(
         False, "--offline", help="Use the deterministic offline memorizer even if an LLM is configured."
     ),
     jobs: int = typer.Option(4, "--jobs", "-j", help="Concurrent LLM requests."),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Exit 1 when any clip fell back to the offline memorizer, or when an LLM server is set "
+        "without a model (the records are still written).",
+    ),
 ) -> None:
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
     from m3cli.stages.backends.llm import client_from_settings
     from m3cli.stages.core.common import RunContext
+    from m3cli.stages.core.errors import InputError, M3Error
     from m3cli.stages.memorize import MemorizeConfig, memorize_records
 
     settings = context.settings(
@@ -58,6 +66,11 @@ def memorize(
         frames=frames, max_side=max_side, semantic=not no_semantic, equivalence=not no_equivalence, jobs=jobs
     )
     records = stream.read_records(inputs or ["-"])
+    if strict and not offline and settings.llm.base_url and not settings.llm.model:
+        raise InputError(
+            "an LLM server is set (llm.base_url) but no model: give --llm-model or M3_LLM_MODEL "
+            "(--strict refuses to fall back to the offline memorizer)"
+        )
     client = None if offline else client_from_settings(settings.llm)
     if client is None:
         log.info("no LLM configured (or --offline): using the offline memorizer")
@@ -67,8 +80,8 @@ def memorize(
         progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total),
     )
     out = memorize_records(records, config, client, run)
+    fallbacks = [r for r in out if r.memory and r.memory.fallback]
     if client is not None:
-        fallbacks = sum(1 for r in out if r.memory and r.memory.fallback)
         usage = client.usage
         log.info(
             "LLM usage: %d calls, %d prompt + %d completion tokens, %.1fs",
@@ -77,14 +90,17 @@ def memorize(
             usage.completion_tokens,
             usage.latency_s,
         )
-        if fallbacks:
-            log.warning(
-                "%d of %d clips fell back to the offline memorizer (see each record's errors)",
-                fallbacks,
-                len(out),
-            )
     stream.write_records(out, output)
-
+    if fallbacks:  # said last, after the records, so it is the line a person or a cron mail sees
+        first = next((e.message for e in fallbacks[0].errors or [] if e.error == "llm_fallback"), None)
+        summary = (
+            f"{'every clip' if len(fallbacks) == len(out) else 'some clips'}: {len(fallbacks)} of {len(out)} "
+            f"fell back to the offline memorizer ({client.where if client else 'LLM'}); first error: "
+            f"{first or 'see the records'}"
+        )
+        if strict:
+            raise M3Error(f"{summary} (--strict)")
+        log.warning("%s; --strict makes this exit 1", summary)
 
 RANK = 50
 

@@ -9,6 +9,7 @@ import typer
 
 from m3cli import context, options, stream
 from m3cli.stages.core.errors import M3Error
+from m3cli.terminal import error_line
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def segment(
             if not keep_going:
                 raise
             failures += 1
-            typer.echo(f"m3: error: {exc}", err=True)
+            typer.echo(error_line(exc), err=True)
     stream.write_records(records, output)
     if failures:
         log.warning("%d of %d videos failed", failures, len(videos))

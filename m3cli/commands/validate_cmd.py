@@ -7,6 +7,7 @@ from collections import Counter
 import typer
 
 from m3cli import options, stream
+from m3cli.terminal import echo
 
 EPILOG = """\b
 Examples:
@@ -32,7 +33,7 @@ def validate(
         k for r in records for k, v in r.to_json().items() if k not in ("schema", "video", "clip")
     )
     summary = ", ".join(f"{name} {count}" for name, count in sorted(sections.items())) or "no stage sections"
-    typer.echo(f"ok: {len(records)} clip records from {len(videos)} videos ({summary})", err=True)
+    echo(f"ok: {len(records)} clip records from {len(videos)} videos ({summary})", err=True)
 
 
 def register(app: typer.Typer) -> None:

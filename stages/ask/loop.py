@@ -275,11 +275,13 @@ class Asker:
             ctx.scope,
             quote_bonus=QUOTE_BONUS,
         )
-        if not nodes:  # nothing above the threshold: still show the nearest lines, marked as weak
+        weak = not nodes
+        if weak:  # nothing above the threshold: the nearest lines go in the trajectory, not the answer
             nodes = hybrid(
                 self.memory, question, self.embed(question), 3, -1.0, ctx.scope, quote_bonus=QUOTE_BONUS
             )
-        ctx.remember(nodes)
+        else:
+            ctx.remember(nodes)
         record["trajectory"].append(
             {
                 "round": 1,
@@ -294,7 +296,12 @@ class Asker:
         )
         record["rounds"] = 1
         record["evidence"] = evidence(ctx, None, question)
-        record["answer"] = retrieval_answer(record["evidence"])
+        record["answer"] = (
+            f"No evidence found in memory: no line scores above the threshold ({self.config.threshold:g}) "
+            "for this question (no LLM configured)."
+            if weak
+            else retrieval_answer(record["evidence"])
+        )
 
     # ------------------------------------------------------------------ the LLM loop
     def _chat(self, messages: list[dict], record: dict[str, Any]) -> Any:

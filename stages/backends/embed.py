@@ -27,6 +27,7 @@ from m3cli.stages.backends.llm import (
     call_with_retries,
 )
 from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.redact import mask_url
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ class OpenAIEmbedder:
         self._sleep: Callable[[float], None] = time.sleep
 
     def __repr__(self) -> str:
-        return f"OpenAIEmbedder(base_url={self.base_url!r}, model={self.model!r})"
+        return f"OpenAIEmbedder(base_url={mask_url(self.base_url)!r}, model={self.model!r})"
 
     @property
     def dim(self) -> int:
@@ -219,7 +220,7 @@ class OpenAIEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
-        where = f"Embedding server {self.base_url} (model {self.model})"
+        where = f"Embedding server {mask_url(self.base_url)} (model {self.model})"
         rows: list[np.ndarray] = []
         for start in range(0, len(texts), self.batch_size):
             # Servers reject empty strings; a space embeds to "nothing" just as well.

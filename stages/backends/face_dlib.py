@@ -84,7 +84,11 @@ class DlibFaceModel:
         self.jitters = int(jitters)
         self.model = f"dlib-resnet-v1+{detector}"
         if device != "cpu":
-            log.info("dlib backend runs on the CPU (dlib-bin has no CUDA); ignoring device %s", device)
+            log.warning(
+                "--device %s: the dlib face backend runs on the CPU (dlib-bin has no CUDA); "
+                "--backend insightface uses the GPU",
+                device,
+            )
         self._files = [folder / n for n in needed]
         self._nets: tuple[Any, Any, Any] | None = None
         self.embedded = 0  # descriptors computed / reused (for timing reports and tests)

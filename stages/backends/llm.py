@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 import jsonschema
 
 from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.redact import mask_credentials, mask_url
 
 log = logging.getLogger(__name__)
 
@@ -160,10 +161,10 @@ def _classify(exc: Exception) -> _Failure | None:
 
 
 def redact(text: str, secret: str | None) -> str:
-    """Remove the API key from anything we are about to log or raise."""
+    """Remove the API key (and credentials inside URLs) from anything we are about to log or raise."""
     if secret and secret != LOCAL_API_KEY and len(secret) >= 4:
-        return text.replace(secret, "***")
-    return text
+        text = text.replace(secret, "***")
+    return mask_credentials(text)
 
 
 def call_with_retries(
@@ -349,11 +350,11 @@ class LlmClient:
         self._sleep: Callable[[float], None] = time.sleep
 
     def __repr__(self) -> str:
-        return f"LlmClient(base_url={self.base_url!r}, model={self.model!r})"
+        return f"LlmClient(base_url={mask_url(self.base_url)!r}, model={self.model!r})"
 
     @property
     def where(self) -> str:
-        return f"LLM server {self.base_url} (model {self.model})"
+        return f"LLM server {mask_url(self.base_url)} (model {self.model})"
 
     def chat(
         self,
@@ -462,6 +463,12 @@ def _accumulate(total: LlmReply, reply: LlmReply) -> LlmReply:
 def client_from_settings(llm: Any) -> LlmClient | None:
     """The client for ``Settings.llm``, or None when no LLM is configured (stages then go offline)."""
     if not llm.configured:
+        if llm.base_url and not llm.model:
+            log.warning(
+                "an LLM server is set (%s, from --llm-base-url, M3_LLM_BASE_URL, OPENAI_BASE_URL or "
+                "m3.toml) but no model: it is NOT used; give --llm-model or M3_LLM_MODEL",
+                mask_url(llm.base_url),
+            )
         return None
     key = llm.api_key.get_secret_value() if llm.api_key else None
     return LlmClient(llm.base_url, llm.model, api_key=key, timeout=llm.timeout, max_retries=llm.max_retries)

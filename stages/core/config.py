@@ -17,6 +17,7 @@ import tomllib
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.redact import mask_url
 
 APP_NAME = "m3"
 ENV_PREFIX = "M3_"
@@ -175,5 +176,6 @@ def masked(settings: Settings) -> dict[str, Any]:
     for section in ("llm", "embed"):
         key = getattr(settings, section).api_key
         data[section]["api_key"] = "********" if key is not None else None
+        data[section]["base_url"] = mask_url(data[section]["base_url"])  # http://user:key@host
     data["cache_dir"] = str(settings.cache_dir)
     return data

@@ -163,6 +163,9 @@ def make_text_embedder(embed_settings: Any, device: str = "cpu") -> Any:
     from m3cli.stages.backends.embed import make_embedder
 
     if embed_settings.backend == "local":
+        from m3cli.stages.core.devices import check_device
+
+        check_device(device)
         return make_embedder("local", model_dir=embed_settings.model, device=device)
     if embed_settings.backend == "openai":
         if not (embed_settings.base_url and embed_settings.model):
