@@ -777,7 +777,7 @@ def index_records(
             )
     if path.exists() and not path.is_dir():
         raise InputError(f"{path}: exists and is not a directory (a memory dataset is a directory)")
-    created = False
+    created = not path.exists()
     try:
         with writer_lock(path) as created:
             try:
