@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from pathlib import Path
@@ -98,4 +99,10 @@ def main() -> None:
         # The reader went away (e.g. `| head`); exit quietly like other Unix tools.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            raise
+        # stdout (or another output) on a full disk: one line, not a traceback.
+        print(f"m3: error: no space left on device writing output ({exc.strerror})", file=sys.stderr)
         sys.exit(1)

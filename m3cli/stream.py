@@ -51,7 +51,8 @@ def _reason(exc: ValidationError) -> str:
     err = exc.errors(include_url=False)[0]
     where = ".".join(str(p) for p in err["loc"])
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{where}: {err['msg']}{more}" if where else f"{err['msg']}{more}"
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"{where}: {msg}{more}" if where else f"{msg}{more}"
 
 
 def parse_record(obj: Any) -> ClipRecord:
@@ -72,8 +73,14 @@ def parse_record(obj: Any) -> ClipRecord:
 
 
 def read_records(sources: Iterable[str]) -> list[ClipRecord]:
-    """Every clip record of ``sources`` (``-`` is stdin), validated; blank lines are skipped."""
-    records: list[ClipRecord] = []
+    """Every clip record of ``sources`` (``-`` is stdin), validated; blank lines are skipped.
+
+    A clip given twice is dropped or refused the same way for every stage
+    (:func:`~m3cli.stages.core.common.unique_clips`).
+    """
+    from m3cli.stages.core.common import unique_clips
+
+    located: list[tuple[str, ClipRecord]] = []
     for source in sources:
         for name, lineno, raw in _lines(source):
             if not raw.strip():
@@ -86,10 +93,10 @@ def read_records(sources: Iterable[str]) -> list[ClipRecord]:
                     raise InputError(_media_message(name, media)) from None
                 raise InputError(f"{name}:{lineno}: not valid JSON: {exc.msg}") from None
             try:
-                records.append(parse_record(obj))
+                located.append((f"{name}:{lineno}", parse_record(obj)))
             except ValueError as exc:
                 raise InputError(f"{name}:{lineno}: {exc}") from None
-    return records
+    return unique_clips(located)
 
 
 _VIDEO_SUFFIXES = {

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: Longer than any real recording (31 days): a larger duration or clip bound is a damaged record.
+MAX_VIDEO_SECONDS = 31 * 86400.0
+#: How far a clip may end past ``video.duration`` (rounding, a last frame's length) before it is an error.
+CLIP_END_SLACK_S = 1.0
 
 
 class _Open(BaseModel):
@@ -227,6 +232,18 @@ class ClipRecord(_Open):
     def key(self) -> tuple[str, int]:
         """(video id, clip index): the identity of a clip across stages and reruns."""
         return (self.video.id, self.clip.index)
+
+    @model_validator(mode="after")
+    def _clip_within_video(self) -> ClipRecord:
+        """Clip bounds must describe a span of this video: stages size their buffers from them."""
+        start, end, duration = self.clip.start, self.clip.end, self.video.duration
+        if duration > MAX_VIDEO_SECONDS:
+            raise ValueError(f"video.duration {duration:g} s is not a plausible video length")
+        if start > end:
+            raise ValueError(f"clip.start {start:g} is after clip.end {end:g}")
+        if end > duration + CLIP_END_SLACK_S:
+            raise ValueError(f"clip.end {end:g} is beyond the video's duration ({duration:g} s)")
+        return self
 
 
 class AnswerEvidence(_Open):

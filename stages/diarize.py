@@ -493,7 +493,7 @@ def clip_result(record: ClipRecord, pipe: Pipeline, cache: Cache | None) -> Clip
         hit = cache.get_json(key, "result.json")
         if isinstance(hit, dict):
             return ClipResult.from_json(hit)
-    path = media.source_path(record.video)
+    path = media.source_path(record.video, cache)
     audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
     result = diarize_audio(audio, pipe)
     if cache is not None:

@@ -248,7 +248,7 @@ def detect_clip(
         if stored is not None and set(stored) >= set(ClipFaces.__dataclass_fields__) - {"key"}:
             counters.cache_hits += 1
             return ClipFaces(**stored, key=key)
-    path = media.source_path(record.video)
+    path = media.source_path(record.video, cache)
     started = time.perf_counter()
     frames = media.sample_frames(
         path,

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
+import shutil
 import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
@@ -37,6 +39,13 @@ from m3cli.schemas.records import ClipRecord
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.memory_manifest import (
+    is_disk_full,
+    read_manifest,
+    write_file_atomic,
+    write_manifest,
+    writer_lock,
+)
 from m3cli.stages.core.memory_store import (
     EDGES_SCHEMA,
     ENTITIES_SCHEMA,
@@ -56,6 +65,7 @@ from m3cli.stages.memorize import ID_RE, entities_in, name_fact
 log = logging.getLogger(__name__)
 
 STAGE = "index"
+CROPS_DIR = "crops"
 FACT_KINDS = ("episodic", "semantic")
 
 
@@ -162,7 +172,31 @@ class Indexer:
         self.db = lancedb.connect(str(self.path))
         self.tables = set(self._table_names())
         self.dim = int(embedder.dim)
+        self._roll_back_uncommitted()
         self._check_meta()
+
+    def _roll_back_uncommitted(self) -> None:
+        """Return every table to the version the manifest commits (a failed run's writes are undone)."""
+        committed = read_manifest(self.path)
+        if committed is None:
+            if "meta" in self.tables or not self.tables:
+                return  # a new dataset, or one written before manifests: taken as it is
+            committed = {}  # tables of a first run that never finished
+        for name in sorted(self.tables):
+            if name not in committed:
+                log.info("%s: dropping table %s of a run that did not commit", self.path, name)
+                self.db.drop_table(name)
+                self.tables.discard(name)
+                continue
+            table = self.db.open_table(name)
+            if table.version != committed[name]:
+                log.info("%s: rolling %s back to committed version %d", self.path, name, committed[name])
+                table.restore(committed[name])
+
+    def _commit(self) -> None:
+        """Name the tables' current versions in the manifest: readers switch to this run's memory."""
+        versions = {name: int(self.db.open_table(name).version) for name in sorted(self.tables)}
+        write_manifest(self.path, versions)
 
     def _table_names(self) -> list[str]:
         listed = self.db.list_tables() if hasattr(self.db, "list_tables") else self.db.table_names()
@@ -265,6 +299,7 @@ class Indexer:
             self.tables.add("meta")
             stats.tables_committed.append("meta")
         self._indexes(bool(node_rows))
+        self._commit()
         return stats
 
     def _changed(self, table: str, rows: list[dict]) -> list[dict]:
@@ -558,7 +593,7 @@ class Indexer:
                 emb = vec.astype(np.float32) if emb is None else emb + vec.astype(np.float32)
             if emb is not None and np.linalg.norm(emb) > 0:
                 emb = emb / np.linalg.norm(emb)
-            crop = a["crop"] if a["crop"] else (old["crop"] if old else None)
+            crop = self._keep_crop(a["crop"]) or self._keep_crop(old["crop"] if old else None)
             rows.append(
                 {
                     "id": rid,
@@ -605,6 +640,25 @@ class Indexer:
                 }
             )
         return [r for r in rows if not _same(existing.get(r["id"]), r)]
+
+    def _keep_crop(self, crop: str | None) -> str | None:
+        """A face crop copied into the dataset (``crops/<sha256>.jpg``, named relative to it), so the
+        memory does not depend on the cache that produced it (``m3 cache prune`` may remove that)."""
+        if not crop:
+            return None
+        if not os.path.isabs(crop) and (self.path / crop).is_file():
+            return crop  # already in this dataset
+        try:
+            data = Path(crop).read_bytes()
+        except OSError as exc:
+            log.warning("face crop %s cannot be read (%s); stored without one", crop, exc.strerror)
+            return None
+        name = f"{CROPS_DIR}/{hashlib.sha256(data).hexdigest()[:32]}{Path(crop).suffix or '.jpg'}"
+        target = self.path / name
+        if not target.is_file():
+            target.parent.mkdir(exist_ok=True)
+            write_file_atomic(target, data)
+        return name
 
     def _clips(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
         existing = {
@@ -711,7 +765,17 @@ def index_records(
     config: IndexConfig | None = None,
     ctx: RunContext | None = None,
 ) -> IndexStats:
-    """Write ``records`` into the memory at ``path`` (created if missing)."""
+    """Write ``records`` into the memory at ``path`` (created if missing), all or nothing.
+
+    Writers of one dataset take turns (a lock file in it); a run that fails leaves readers the memory
+    as it was (:mod:`~m3cli.stages.core.memory_manifest`), and a dataset this run created is removed.
+    """
+    path = Path(path)
+    if not records:
+        raise InputError(
+            "no clip records to index (the input is empty); nothing was written. "
+            "Pipe the output of `m3 abstract` (or `m3 memorize`) into `m3 index`"
+        )
     for r in records:
         if r.memory is None:
             raise InputError(
@@ -719,4 +783,22 @@ def index_records(
                 "(then `m3 link` and `m3 abstract`) before `m3 index`"
             )
     check_record_paths(records, ctx.cache if ctx else None)  # before anything is written
-    return Indexer(path, embedder, config, ctx).run(records)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{path}: exists and is not a directory (a memory dataset is a directory)")
+    created = not path.exists()
+    try:
+        with writer_lock(path) as created:
+            try:
+                return Indexer(path, embedder, config, ctx).run(records)
+            except BaseException:
+                if created:  # removed while still locked, so a waiting writer starts afresh
+                    shutil.rmtree(path, ignore_errors=True)
+                raise
+    except BaseException as exc:
+        if is_disk_full(exc):
+            kept = "nothing was written" if created else "the memory keeps its previous version"
+            raise M3Error(
+                f"{path}: no space left on device while writing the memory; {kept}. "
+                "Free space (or index to another disk) and rerun"
+            ) from None
+        raise

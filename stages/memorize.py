@@ -289,7 +289,7 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
     if config.frames == 0:
         return []
     duration = max(record.clip.end - record.clip.start, 1e-3)
-    path = media.source_path(record.video)
+    path = media.source_path(record.video, cache)
     frames = media.sample_frames(
         path,
         record.video.id,

@@ -20,6 +20,8 @@ from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.errors import InputError
 
 STAGE = "segment"
+#: Changes when how clips are planned changes (2: clip 0 from the earliest sample of any stream).
+PLAN_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -35,7 +37,9 @@ def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
     """Group frames into clips of ``clip_seconds`` by presentation time; boundaries fall on frames.
 
     Clip k holds the frames with time in [k*L, (k+1)*L); its ``start`` is its first frame's time and
-    its ``end`` the next clip's start (the last clip ends where its last frame does).
+    its ``end`` the next clip's start. The first clip starts at the earliest sample of any stream (audio
+    often starts before the first frame) and the last ends with the last sample of any stream, so no
+    audio or video falls outside every clip.
     """
     times = probe.frame_times
     bins = np.floor(np.maximum(times, 0.0) / clip_seconds + 1e-9).astype(np.int64)
@@ -43,7 +47,7 @@ def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
     lasts = np.r_[firsts[1:], len(times)]
     clips = []
     for index, (lo, hi) in enumerate(zip(firsts, lasts, strict=True)):
-        start = max(0.0, float(times[lo]))
+        start = probe.start if index == 0 else max(0.0, float(times[lo]))
         end = float(times[hi]) if hi < len(times) else probe.duration
         clips.append(
             {
@@ -61,7 +65,7 @@ def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
 
 
 def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None) -> dict:
-    key = CacheKey.of(vid, None, STAGE, asdict(config), media.DECODER_VERSION)
+    key = CacheKey.of(vid, None, STAGE, {**asdict(config), "plan": PLAN_VERSION}, media.DECODER_VERSION)
     if cache is not None:
         plan = cache.get_json(key, "plan.json")
         if isinstance(plan, dict):

@@ -169,7 +169,7 @@ def clip_embeddings(
         hit = cache.get_arrays(key, "embeddings.npz")
         if hit is not None and len(hit["emb"]) == len(spans):
             return hit["emb"]
-    path = media.source_path(record.video)
+    path = media.source_path(record.video, cache)
     audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
     rel = [(max(0.0, s - start), max(0.0, e - start)) for s, e in spans]
     emb = embedder.model.embed(audio, rel).astype(np.float32)

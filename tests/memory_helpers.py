@@ -32,7 +32,7 @@ def clip(
     start = index * length
     data: dict[str, Any] = {
         "schema": "m3.clip/1",
-        "video": {"id": video, "path": str(path), "duration": 10 * length},
+        "video": {"id": video, "path": str(path), "duration": 100 * length},
         "clip": {"index": index, "start": start, "end": start + length},
         "faces": {
             "backend": "test",

@@ -19,6 +19,7 @@ from m3cli.stages.backends.embed import make_embedder
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.memory_manifest import read_manifest, write_manifest
 from m3cli.stages.core.memory_store import SCHEMA_VERSION, TABLES, open_memory
 from m3cli.stages.index import index_records
 from m3cli.stages.link import LinkConfig, link_records
@@ -248,6 +249,7 @@ def test_index_cli_rejects_a_different_embedder(m3, tmp_path, cache_dir, embedde
     index_records(pipeline(1), out, embedder, ctx=ctx)
     meta = lancedb.connect(str(out)).open_table("meta")
     meta.update(where="key = 'embed_model'", values={"value": "other-model"})
+    write_manifest(out, {**read_manifest(out), "meta": meta.version})  # commit the edit as a writer does
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r.to_json()) + b"\n" for r in pipeline(1)))
     proc = m3("index", "-o", out, src, env={"HF_HUB_OFFLINE": "1"})

@@ -65,8 +65,9 @@ def test_hamilton_clips_are_frame_accurate(cache_dir):
     # boundaries fall on real frames: each clip starts where the previous ends
     for a, b in zip(recs, recs[1:], strict=False):
         assert a["clip"]["end"] == b["clip"]["start"]
-    # the stream's first frame is at 0.844 s (its own offset); clip 1 starts at the first frame >= 4 s
-    assert recs[0]["clip"]["start"] == pytest.approx(0.844, abs=1e-3)
+    # the first frame is at 0.844 s but the audio starts at 0 (the container's start): clip 0 starts
+    # there, so the speech before the first frame is in a clip; clip 1 starts at the first frame >= 4 s
+    assert recs[0]["clip"]["start"] == 0.0
     assert 4.0 <= recs[1]["clip"]["start"] < 4.0 + 1 / 29.97
     # the last clip is the remainder and ends where the last frame does
     assert recs[-1]["clip"]["end"] == pytest.approx(recs[-1]["video"]["duration"])

@@ -177,7 +177,7 @@ class LanceMemory:
 
     def counts(self) -> dict[str, int]:
         return {
-            name: self.store.db.open_table(name).count_rows()
+            name: self.store.table(name).count_rows()
             for name in ("nodes", "edges", "entities", "clips")
         }
 

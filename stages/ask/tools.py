@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Protocol
 
 import numpy as np
@@ -750,7 +751,7 @@ def tool_rewatch(ctx: ToolContext, arg: str) -> ToolResult:
     fps = max(REWATCH_FRAMES / max(info.end - info.start, 1e-3), 0.05)
     try:
         frames = media.sample_frames(
-            Path(info.path),
+            media.source_path(SimpleNamespace(path=info.path, id=info.video), ctx.cache),
             info.video,
             info.clip,
             info.start,
@@ -794,7 +795,8 @@ def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
     info, question = _clip_question(ctx, arg, "Listen")
     try:
         audio = media.clip_audio(
-            Path(info.path), info.video, info.clip, info.start, info.end, cache=ctx.cache
+            media.source_path(SimpleNamespace(path=info.path, id=info.video), ctx.cache),
+            info.video, info.clip, info.start, info.end, cache=ctx.cache,
         )
     except Exception as exc:
         raise ToolError(f"cannot read the audio of clip {info.clip}: {exc}") from None

@@ -14,6 +14,7 @@ least recently used entries first.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import os
@@ -27,6 +28,8 @@ from typing import Any
 
 import numpy as np
 import orjson
+
+from m3cli.stages.core.errors import M3Error
 
 LAYOUT_VERSION = "v1"
 TMP_PREFIX = ".tmp-"
@@ -86,18 +89,32 @@ class Cache:
     # -- writing -----------------------------------------------------------------------------
     def put_bytes(self, key: CacheKey, name: str, data: bytes) -> Path:
         final = self.path(key, name)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=final.parent)
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=final.parent)
+        except OSError as exc:
+            raise self._write_error(exc) from None
         try:
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 fh.flush()
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
-        except BaseException:
+        except BaseException as exc:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise self._write_error(exc) from None
             raise
         return final
+
+    def _write_error(self, exc: OSError) -> M3Error:
+        """One actionable line for a cache that cannot take an entry (the partial entry is gone)."""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            return M3Error(
+                f"cache {self.root}: no space left on device ({exc.strerror}); free space, trim it with "
+                "`m3 cache prune --max-size SIZE`, or point --cache-dir / M3_CACHE at a larger disk"
+            )
+        return M3Error(f"cache {self.root}: cannot write: {exc.strerror or exc}")
 
     def put_json(self, key: CacheKey, name: str, value: Any) -> Path:
         return self.put_bytes(key, name, orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.core.cache import Cache
+from m3cli.stages.core.errors import InputError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -39,3 +43,35 @@ def by_video(records: Iterable[ClipRecord]) -> Iterator[list[ClipRecord]]:
         groups.setdefault(record.video.id, []).append(record)
     for clips in groups.values():
         yield sorted(clips, key=lambda r: r.clip.index)
+
+
+def unique_clips(located: Iterable[tuple[str, ClipRecord]]) -> list[ClipRecord]:
+    """The records of a stream with each clip (video id, clip index) once, in order.
+
+    Every stage reads its input through this, so all of them treat a repeated clip alike: an exact
+    repeat (``cat a.jsonl a.jsonl``) is dropped with a warning, because counting it twice would double
+    votes, face matches and index rows; a repeat that differs is an error naming both places, because
+    which one is right cannot be known. ``located`` pairs each record with where it was read
+    (``file:line``).
+    """
+    seen: dict[tuple[str, int], tuple[str, ClipRecord]] = {}
+    out: list[ClipRecord] = []
+    for where, record in located:
+        first = seen.get(record.key)
+        if first is None:
+            seen[record.key] = (where, record)
+            out.append(record)
+            continue
+        if first[1].to_json() != record.to_json():
+            raise InputError(
+                f"{where}: clip {record.clip.index} of video {record.video.id} already came at {first[0]} "
+                "with different content; give each clip once (e.g. the output of one run)"
+            )
+        log.warning(
+            "%s: repeats clip %d of video %s from %s; the repeat is ignored",
+            where,
+            record.clip.index,
+            record.video.id,
+            first[0],
+        )
+    return out

@@ -3,7 +3,12 @@
 Every later stage gets its pixels and samples from here, so the policies live in one place:
 
 * Time zero is the container's start time, so audio and video stay in sync whatever the streams'
-  own offsets are. A clip's ``start`` is the presentation time of its first frame (frame-accurate).
+  own offsets are (negative ones included, as MPEG-TS often has). A clip's ``start`` is the
+  presentation time of its first frame (frame-accurate), except that the first clip starts at the
+  earliest sample of any stream and the last ends with the last one: no sample falls outside every clip.
+* Frames come out the way a player shows them: a display matrix (phone footage) is honoured.
+* A record's video file is trusted only while it still holds the content its ``video.id`` names
+  (:func:`source_path`), so no result is ever computed from one file and stored under another's id.
 * Nothing reads a whole video into memory: probing only demuxes packets of the video stream, and
   frame/audio reads seek to the clip and decode just that span.
 * Sampled frames and clip audio are decoded once and kept in the cache (frames as JPEG, audio as
@@ -32,7 +37,9 @@ from m3cli.stages.core.errors import InputError
 log = logging.getLogger(__name__)
 
 AUDIO_RATE = 16000
-DECODER_VERSION = f"pyav-{av.__version__}"
+#: Part of every decoded-media cache key; the suffix changes when how frames or samples are cut changes
+#: (2: seeks before the container's zero and display rotation).
+DECODER_VERSION = f"pyav-{av.__version__}/2"
 FRAME_JPEG_QUALITY = 95
 _HASH_CHUNK = 1 << 20
 
@@ -87,23 +94,42 @@ def check_readable_file(path: Path) -> os.stat_result:
     return st
 
 
-def content_id(path: Path, cache: Cache | None = None) -> str:
-    """First 16 hex digits of the SHA-256 of the file's bytes.
+_KNOWN_IDS: dict[str, str] = {}
 
-    Hashing a long video takes seconds, so the result is remembered in the cache under the file's
-    (path, size, mtime, inode): a rerun on an unchanged file only stats it.
+
+def _stamp(path: Path, st: os.stat_result) -> dict:
+    """What identifies one state of a file without reading it.
+
+    ``ctime`` is in it because an in-place edit that restores size and mtime (``touch -r``) still
+    moves the inode's change time, which no unprivileged program can set back: such an edit is
+    noticed and the file hashed again.
     """
-    st = check_readable_file(path)
-    stamp = {
+    return {
         "path": os.fsencode(path.resolve()).hex(),
         "size": st.st_size,
         "mtime": st.st_mtime_ns,
+        "ctime": st.st_ctime_ns,
         "ino": st.st_ino,
+        "dev": st.st_dev,
     }
+
+
+def content_id(path: Path, cache: Cache | None = None) -> str:
+    """First 16 hex digits of the SHA-256 of the file's bytes.
+
+    Hashing a long video takes seconds, so the result is remembered (in the cache, and for the
+    process) under the file's stat stamp (:func:`_stamp`): a rerun on an unchanged file only stats it,
+    and any change of the stamp means hashing again.
+    """
+    st = check_readable_file(path)
+    stamp = _stamp(path, st)
     key = CacheKey.of("files", None, "content-id", stamp, "sha256")
+    if key.config in _KNOWN_IDS:
+        return _KNOWN_IDS[key.config]
     if cache is not None:
         known = cache.get_json(key, "id.json")
         if isinstance(known, str):
+            _KNOWN_IDS[key.config] = known
             return known
     digest = hashlib.sha256()
     try:
@@ -113,6 +139,15 @@ def content_id(path: Path, cache: Cache | None = None) -> str:
     except OSError as exc:
         raise InputError(f"{display_name(path)}: cannot read: {exc.strerror}") from None
     vid = digest.hexdigest()[:16]
+    try:
+        after = path.stat()
+    except OSError:
+        after = None
+    if after is None or _stamp(path, after) != stamp:
+        raise InputError(
+            f"{display_name(path)}: changed while it was being read; run again once it is complete"
+        )
+    _KNOWN_IDS[key.config] = vid
     if cache is not None:
         cache.put_json(key, "id.json", vid)
     return vid
@@ -121,7 +156,11 @@ def content_id(path: Path, cache: Cache | None = None) -> str:
 # -- probing -----------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Probe:
-    """What segmentation needs to know about a video, read by demuxing (not decoding) it."""
+    """What segmentation needs to know about a video, read by demuxing (not decoding) it.
+
+    ``start`` is the earliest sample of the video or first audio stream and ``duration`` the end of
+    the latest one, so clips planned over [start, duration) hold every sample of both.
+    """
 
     duration: float
     fps: float | None
@@ -130,6 +169,7 @@ class Probe:
     has_audio: bool
     frame_times: np.ndarray  # presentation times (s) of every video frame, sorted
     frame_duration: float
+    start: float = 0.0
 
 
 def open_container(path: Path) -> av.container.InputContainer:
@@ -149,20 +189,57 @@ def _origin(container: av.container.InputContainer) -> float:
     return (container.start_time or 0) / av.time_base
 
 
+def _seek_to(
+    container: av.container.InputContainer, stream: av.stream.Stream, t: float, origin: float
+) -> None:
+    """Seek so that decoding ``stream`` yields its samples from time ``t`` (container time) on.
+
+    A target at or before the stream's first sample is no seek at all: a freshly opened container is
+    already there, and clamping the target to timestamp 0 would skip every sample with a negative
+    timestamp (MPEG-TS starting below zero, audio primed before the first frame).
+    """
+    tb = float(stream.time_base)
+    target = int(math.floor((t + origin) / tb))
+    first = stream.start_time
+    if first is None or target <= first:
+        return
+    container.seek(target, stream=stream, backward=True, any_frame=False)
+
+
+def _display_rotation(path: Path) -> int:
+    """The display matrix's rotation in degrees (counter-clockwise, a multiple of 90), read from the
+    first decoded frame: 0 when the video has none or it cannot be decoded."""
+    try:
+        with open_container(path) as container:
+            for frame in container.decode(container.streams.video[0]):
+                return int(round((frame.rotation or 0) / 90.0)) * 90 % 360
+    except (av.error.FFmpegError, InputError):
+        return 0
+    return 0
+
+
 def probe(path: Path) -> Probe:
-    """Demux the video stream and collect every frame's presentation time."""
+    """Demux the video stream (and the first audio stream) and collect every frame's presentation time."""
     name = display_name(path)
     with open_container(path) as container:
         if not container.streams.video:
             raise InputError(f"{name}: no video stream (audio-only or data file)")
         vs = container.streams.video[0]
+        audio = container.streams.audio[0] if container.streams.audio else None
         tb = float(vs.time_base)
         origin = _origin(container)
         pts: list[int] = []
         durations: list[int] = []
+        audio_first = math.inf
+        audio_end = -math.inf
         try:
-            for packet in container.demux(vs):
+            for packet in container.demux(*(s for s in (vs, audio) if s is not None)):
                 if packet.pts is None or packet.size == 0:
+                    continue
+                if packet.stream.index != vs.index:
+                    t = float(packet.pts * packet.time_base) - origin
+                    audio_first = min(audio_first, t)
+                    audio_end = max(audio_end, t + float((packet.duration or 0) * packet.time_base))
                     continue
                 pts.append(packet.pts)
                 if packet.duration:
@@ -181,16 +258,21 @@ def probe(path: Path) -> Probe:
             frame_duration = 1.0 / rate
         else:
             frame_duration = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
-        _check_not_truncated(container, name, float(times[-1] + frame_duration))
-        return Probe(
-            duration=float(times[-1] + frame_duration),
-            fps=rate,
-            width=vs.codec_context.width or None,
-            height=vs.codec_context.height or None,
-            has_audio=bool(container.streams.audio),
-            frame_times=times,
-            frame_duration=frame_duration,
-        )
+        video_end = float(times[-1] + frame_duration)
+        _check_not_truncated(container, name, video_end)
+        width, height = vs.codec_context.width or None, vs.codec_context.height or None
+    if _display_rotation(path) in (90, 270):
+        width, height = height, width
+    return Probe(
+        duration=max(video_end, audio_end),
+        fps=rate,
+        width=width,
+        height=height,
+        has_audio=audio is not None,
+        frame_times=times,
+        frame_duration=frame_duration,
+        start=max(0.0, min(float(times[0]), audio_first)),
+    )
 
 
 def _check_not_truncated(container: av.container.InputContainer, name: str, seen_end: float) -> None:
@@ -232,7 +314,7 @@ def _decode_sampled(path: Path, start: float, end: float, fps: float, max_side: 
         tb = float(vs.time_base)
         origin = _origin(container)
         eps = 1e-6
-        container.seek(max(0, int((start + origin) / tb)), stream=vs, backward=True, any_frame=False)
+        _seek_to(container, vs, start, origin)
         target = start
         try:
             for frame in container.decode(vs):
@@ -255,13 +337,18 @@ def _decode_sampled(path: Path, start: float, end: float, fps: float, max_side: 
 
 
 def _to_rgb(frame: av.VideoFrame, max_side: int | None) -> np.ndarray:
+    """The frame as a player shows it: scaled to ``max_side`` and turned by its display matrix."""
+    turns = int(round((frame.rotation or 0) / 90.0)) % 4
     if max_side and max(frame.width, frame.height) > max_side:
         scale = max_side / max(frame.width, frame.height)
         w = max(2, int(round(frame.width * scale / 2)) * 2)
         h = max(2, int(round(frame.height * scale / 2)) * 2)
-        frame = frame.reformat(width=w, height=h, format="rgb24")
-        return frame.to_ndarray()
-    return frame.to_ndarray(format="rgb24")
+        image = frame.reformat(width=w, height=h, format="rgb24").to_ndarray()
+    else:
+        image = frame.to_ndarray(format="rgb24")
+    # av_display_rotation_get() is counter-clockwise and says how the stored picture is turned, so
+    # the picture is shown turned back by the same angle: np.rot90 with k = angle / 90.
+    return np.ascontiguousarray(np.rot90(image, k=turns)) if turns else image
 
 
 def encode_jpeg(image: np.ndarray, quality: int = FRAME_JPEG_QUALITY) -> bytes:
@@ -332,7 +419,7 @@ def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray
         stream = container.streams.audio[0]
         origin = _origin(container)
         resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
-        container.seek(max(0, int((start + origin) / float(stream.time_base))), stream=stream, backward=True)
+        _seek_to(container, stream, start, origin)
         chunks: list[np.ndarray] = []
         first_t: float | None = None
         got = 0
@@ -408,10 +495,14 @@ def windows(start: float, end: float, max_seconds: float = 5.0) -> list[tuple[fl
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
-def source_path(video: object) -> Path:
-    """The file a clip record's ``video`` section points to, checked to still be there.
+def source_path(video: object, cache: Cache | None = None) -> Path:
+    """The file a clip record's ``video`` section points to, checked to still hold that video.
 
-    Records carry ``uri`` (exact bytes) when the file name is not valid UTF-8, else ``path``.
+    Records carry ``uri`` (exact bytes) when the file name is not valid UTF-8, else ``path``. Whatever
+    a stage computes from the file is stored under ``video.id``, so the file must still be the one
+    that id was made from: its size is compared with ``video.size_bytes`` and its content id (the
+    stat stamp's remembered hash, or a fresh hash when the stamp changed) with ``video.id``. A file
+    replaced or edited in place since `m3 segment` is an error naming it, never a silent mix-up.
     """
     uri = getattr(video, "uri", None)
     path = uri_to_path(uri) if uri else Path(video.path)
@@ -420,4 +511,38 @@ def source_path(video: object) -> Path:
             f"{display_name(path)}: video file not found (moved or deleted since `m3 segment`); "
             "run `m3 segment` on its new location and rerun this stage"
         )
-    return path
+    expected = getattr(video, "id", None)
+    size = getattr(video, "size_bytes", None)
+    st = check_readable_file(path)
+    if size is not None and st.st_size != size:
+        actual = f"{st.st_size} bytes, the record says {size}"
+    elif expected is not None and (vid := content_id(path, cache)) != expected:
+        actual = f"content id {vid}, the record says {expected}"
+    else:
+        _check_duration(path, video)
+        return path
+    raise InputError(
+        f"{display_name(path)}: not the video these records were made from ({actual}): the file was "
+        "replaced or edited since `m3 segment`; run `m3 segment` on it again and rerun the stages"
+    )
+
+
+_DURATIONS: dict[str, float | None] = {}
+
+
+def _check_duration(path: Path, video: object) -> None:
+    """``video.duration`` must be the file's: clip bounds are checked against it, and stages size
+    buffers from them. The container header's duration is read once per video (no decoding)."""
+    claimed = getattr(video, "duration", None)
+    vid = getattr(video, "id", None)
+    if claimed is None or vid is None:
+        return
+    if vid not in _DURATIONS:
+        with open_container(path) as container:
+            _DURATIONS[vid] = container.duration / av.time_base if container.duration else None
+    actual = _DURATIONS[vid]
+    if actual is not None and claimed > actual + max(1.0, 0.02 * actual):
+        raise InputError(
+            f"{display_name(path)}: the records say the video lasts {claimed:g} s but the file lasts "
+            f"{actual:.3f} s; the records are damaged: run `m3 segment` on it again"
+        )

@@ -8,6 +8,10 @@ A memory is a LanceDB directory (``lancedb.connect(path)``) with five tables:
 ``clips``     one row per clip: time range, video path, clip summary (and its vector);
 ``meta``      key/value rows: the dataset schema version and the text embedder that made the vectors.
 
+Beside them, ``m3.manifest.json`` names the table versions that make the memory (readers honour it)
+and ``crops/`` holds the face crops ``entities.crop`` names, relative to the dataset, so a memory
+needs nothing from the cache.
+
 Node ids are deterministic and shared by every stage: ``<video>:<clip>:e<i>`` is the i-th episodic line
 of a clip, ``<video>:<clip>:s<i>`` the i-th semantic line; abstractions have kind-prefixed ids
 (:func:`clip_node_id`, :func:`global_node_id`, ...). The ``ask`` stage opens a memory with
@@ -16,6 +20,7 @@ of a clip, ``<video>:<clip>:s<i>`` the i-th semantic line; abstractions have kin
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.memory_manifest import read_manifest
 
 SCHEMA_VERSION = "m3.memory/1"
 TABLES = ("nodes", "edges", "entities", "clips", "meta")
@@ -185,27 +191,45 @@ def make_text_embedder(embed_settings: Any, device: str = "cpu") -> Any:
 
 @dataclass
 class MemoryStore:
-    """An opened memory dataset. Tables are LanceDB tables (``.search()``, ``.to_pandas()``, ...)."""
+    """An opened memory dataset. Tables are LanceDB tables (``.search()``, ``.to_pandas()``, ...).
+
+    ``versions`` are the table versions the dataset's manifest commits
+    (:mod:`~m3cli.stages.core.memory_manifest`): every table is read at its committed version, so a
+    reader sees one whole ``m3 index`` run or the one before, never a mix.
+    """
 
     path: Path
     db: Any
     meta: dict[str, str]
+    versions: dict[str, int] | None = None
+
+    def table(self, name: str) -> Any:
+        table = self.db.open_table(name)
+        if self.versions is not None and name in self.versions:
+            table.checkout(self.versions[name])
+        return table
 
     @property
     def nodes(self) -> Any:
-        return self.db.open_table("nodes")
+        return self.table("nodes")
 
     @property
     def edges(self) -> Any:
-        return self.db.open_table("edges")
+        return self.table("edges")
 
     @property
     def entities(self) -> Any:
-        return self.db.open_table("entities")
+        return self.table("entities")
 
     @property
     def clips(self) -> Any:
-        return self.db.open_table("clips")
+        return self.table("clips")
+
+    def crop_path(self, crop: str | None) -> str | None:
+        """A stored face crop as a path to open: crops live in the dataset, named relative to it."""
+        if not crop:
+            return None
+        return crop if os.path.isabs(crop) else str(self.path / crop)
 
     @property
     def embed_model(self) -> str:
@@ -225,7 +249,11 @@ class MemoryStore:
         table = self.entities.search().where(f"video = '{_sql(video)}' AND kind = 'character'").limit(None)
         out = {}
         for row in table.to_arrow().to_pylist():
-            out[row["entity"]] = {"name": row["name"], "members": row["members"], "crop": row["crop"]}
+            out[row["entity"]] = {
+                "name": row["name"],
+                "members": row["members"],
+                "crop": self.crop_path(row["crop"]),
+            }
         return out
 
     def node(self, node_id: str) -> dict[str, Any] | None:
@@ -237,8 +265,11 @@ def _sql(value: str) -> str:
     return value.replace("'", "''")
 
 
-def read_meta(db: Any) -> dict[str, str]:
-    rows = db.open_table("meta").to_arrow().to_pylist()
+def read_meta(db: Any, version: int | None = None) -> dict[str, str]:
+    table = db.open_table("meta")
+    if version is not None:
+        table.checkout(version)
+    rows = table.to_arrow().to_pylist()
     return {r["key"]: r["value"] for r in rows}
 
 
@@ -251,11 +282,14 @@ def open_memory(path: str | Path) -> MemoryStore:
         raise InputError(f"{path}: no such memory dataset (build one with `m3 index -o {path}`)")
     if not path.is_dir():
         raise InputError(f"{path}: not a memory dataset (expected a directory written by `m3 index`)")
+    versions = read_manifest(path)
     try:
         db = lancedb.connect(str(path))
         names = set(_table_names(db))
     except Exception as exc:  # lancedb raises assorted errors for damaged directories
         raise InputError(f"{path}: cannot open as a LanceDB dataset: {exc}") from None
+    if versions is not None:
+        names &= set(versions)  # tables a failed or running writer made are not part of the memory
     missing = [t for t in TABLES if t not in names]
     if missing:
         raise InputError(
@@ -263,7 +297,7 @@ def open_memory(path: str | Path) -> MemoryStore:
             "rerun `m3 index` on it to complete it"
         )
     try:
-        meta = read_meta(db)
+        meta = read_meta(db, versions.get("meta") if versions else None)
     except Exception as exc:
         raise InputError(f"{path}: the memory's meta table is damaged: {exc}") from None
     version = meta.get("schema")
@@ -272,7 +306,7 @@ def open_memory(path: str | Path) -> MemoryStore:
             f"{path}: memory schema {version!r} is not supported by this m3 (reads "
             f"{SCHEMA_VERSION!r}); rebuild it with `m3 index`"
         )
-    return MemoryStore(path=path, db=db, meta=meta)
+    return MemoryStore(path=path, db=db, meta=meta, versions=versions)
 
 
 def _table_names(db: Any) -> list[str]:
