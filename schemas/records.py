@@ -128,6 +128,9 @@ class MemoryItem(_Open):
     name_kind: Literal["self", "vocative", "mention"] | None = None
 
 
+MemoryInput = Literal["frames", "crops", "faces", "dialogue", "audio"]
+
+
 class MemorySection(_Open):
     source: Literal["offline", "llm"]
     episodic: list[MemoryItem]
@@ -136,6 +139,9 @@ class MemorySection(_Open):
     prompt_version: str | None = None
     equivalences: list[tuple[str, str]] | None = None
     fallback: bool | None = None
+    #: what the memory was written from (after the server's refusals): frames and crops are pictures,
+    #: faces the face ids and their times, dialogue the transcribed utterances, audio the clip's sound
+    inputs: list[MemoryInput] | None = None
 
 
 class Vote(_Open):

@@ -14,9 +14,9 @@ it is written into every answer record and is part of the judge cache key.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterable
+
+from m3cli.stages.core import prompt_data
 
 PROMPT_VERSION = "m3-ask-v1"
 JUDGE_VERSION = "m3-judge-v1"
@@ -171,18 +171,14 @@ def round_user_message(results: str, instruction: str, *, last: bool, note: str 
 
 # --------------------------------------------------------------------------------------- data blocks
 
-_DELIM = re.compile(r"<\s*/?\s*memory\b", re.IGNORECASE)
-
-
 def nonce(*parts: str) -> str:
     """A per-block tag memory text cannot know in advance (deterministic, so runs are reproducible)."""
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:8]
+    return prompt_data.nonce(*parts)
 
 
 def neutralise(text: str) -> str:
-    """One memory line as inert data: on one line, unable to open or close a data block."""
-    flat = " ".join(text.split())
-    return _DELIM.sub(lambda m: m.group(0).replace("<", "\u2039"), flat)
+    """One memory line as inert data: folded, on one line, unable to open or close a data block."""
+    return prompt_data.neutralise(text)
 
 
 def data_block(tag: str, header: str, lines: Iterable[str]) -> str:
