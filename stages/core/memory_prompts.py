@@ -132,7 +132,7 @@ def dialogue_block(tag: str, lines: Iterable[tuple[float, float, str | None, str
         f"[{start:.1f}-{end:.1f} s] {speaker or '(unknown voice)'}: {prompt_data.speech(text)}"
         for start, end, speaker, text in lines
     ]
-    body = prompt_data.data_block("dialogue", tag, "", rows) if rows else "(no speech)"
+    body = prompt_data.frame("dialogue", tag, "", rows) if rows else "(no speech)"
     return "Dialogue (speaker id, absolute times; the quoted text is what was said):\n" + body
 
 

@@ -76,8 +76,13 @@ def nonce(*parts: str) -> str:
     return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:8]
 
 
-def data_block(name: str, tag: str, header: str, lines: Iterable[str]) -> str:
-    """Lines framed as data: ``<NAME id="TAG" HEADER>`` ... ``</NAME id="TAG">``, each neutralised."""
-    body = "\n".join(neutralise(line) for line in lines)
+def frame(name: str, tag: str, header: str, rows: Iterable[str]) -> str:
+    """Rows the caller already made inert, framed: ``<NAME id="TAG" HEADER>`` ... ``</NAME id="TAG">``."""
+    body = "\n".join(rows)
     head = f'<{name} id="{tag}"' + (f" {header}" if header else "") + ">"
     return f'{head}\n{body or "(nothing)"}\n</{name} id="{tag}">'
+
+
+def data_block(name: str, tag: str, header: str, lines: Iterable[str]) -> str:
+    """Lines framed as data, each neutralised (see :func:`frame`)."""
+    return frame(name, tag, header, (neutralise(line) for line in lines))
