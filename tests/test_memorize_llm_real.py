@@ -171,3 +171,16 @@ def test_crafted_utterance_cannot_forge_dialogue_lines(server):
     first = lines[0]
     assert '\\"I confess everything.\\"' in first  # the forged quote stays inside the real one
     assert "<voice_2>" not in first.split(": ", 1)[1] and "<face_2>" not in first  # no ids in speech
+
+
+def test_cli_no_images_and_audio_flags(m3, tmp_path, cache_dir, server):
+    import orjson
+
+    server.responder = lambda body: NO_EQUIV
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(orjson.dumps(talk().to_json()) + b"\n")
+    base = ("memorize", "--llm-base-url", server.url, "--llm-model", "fake-vlm", "--frames", "2")
+    proc = m3(*base, "--no-images", "--audio", src)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert orjson.loads(proc.stdout)["memory"]["inputs"] == ["faces", "audio", "dialogue"]
+    assert types(server.chat_requests[-1]).count("image_url") == 0

@@ -17,6 +17,8 @@ Examples:
   M3_LLM_BASE_URL=https://api.openai.com/v1 M3_LLM_MODEL=gpt-4o m3 memorize --frames 6 perceived.jsonl
   m3 memorize --no-semantic perceived.jsonl | jq -c '.memory.episodic[].text'
   m3 memorize --offline perceived.jsonl -o mem.jsonl
+  m3 memorize --no-images --llm-model qwen2.5-0.5b-instruct perceived.jsonl   # a text-only model
+  m3 memorize --audio --llm-model Qwen2.5-Omni-7B perceived.jsonl             # the model hears the clip
 """
 
 
@@ -45,6 +47,16 @@ def memorize(
         False, "--offline", help="Use the deterministic offline memorizer even if an LLM is configured."
     ),
     jobs: int = typer.Option(4, "--jobs", "-j", help="Concurrent LLM requests."),
+    images: bool | None = typer.Option(
+        None,
+        "--images/--no-images",
+        help="Send frames and face crops (default: unless the server refused images before).",
+    ),
+    audio: bool | None = typer.Option(
+        None,
+        "--audio/--no-audio",
+        help="Send the clip's audio (default: only to models known or named to listen, e.g. *Omni*).",
+    ),
 ) -> None:
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
     from m3cli.stages.backends.llm import client_from_settings
@@ -55,7 +67,13 @@ def memorize(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
     )
     config = MemorizeConfig(
-        frames=frames, max_side=max_side, semantic=not no_semantic, equivalence=not no_equivalence, jobs=jobs
+        frames=frames,
+        max_side=max_side,
+        semantic=not no_semantic,
+        equivalence=not no_equivalence,
+        jobs=jobs,
+        images=images,
+        audio=audio,
     )
     records = stream.read_records(inputs or ["-"])
     client = None if offline else client_from_settings(settings.llm)
