@@ -290,3 +290,6 @@ class AnswerRecord(_Open):
     config: dict[str, Any] | None = None
     memory: str | None = None
     eval: dict[str, Any] | None = None
+    answer_raw: str | None = None
+    unnamed: list[str] | None = None
+    cited: list[str] | None = None
