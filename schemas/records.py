@@ -133,6 +133,9 @@ class MemoryItem(_Open):
     name_kind: Literal["self", "vocative", "mention"] | None = None
 
 
+MemoryInput = Literal["frames", "crops", "faces", "dialogue", "audio"]
+
+
 class MemorySection(_Open):
     source: Literal["offline", "llm"]
     episodic: list[MemoryItem]
@@ -141,6 +144,9 @@ class MemorySection(_Open):
     prompt_version: str | None = None
     equivalences: list[tuple[str, str]] | None = None
     fallback: bool | None = None
+    #: what the memory was written from (after the server's refusals): frames and crops are pictures,
+    #: faces the face ids and their times, dialogue the transcribed utterances, audio the clip's sound
+    inputs: list[MemoryInput] | None = None
 
 
 class Vote(_Open):
@@ -301,3 +307,6 @@ class AnswerRecord(_Open):
     config: dict[str, Any] | None = None
     memory: str | None = None
     eval: dict[str, Any] | None = None
+    answer_raw: str | None = None
+    unnamed: list[str] | None = None
+    cited: list[str] | None = None

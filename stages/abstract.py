@@ -232,7 +232,14 @@ class Abstractor:
         return ID_RE.sub(lambda m: mapping.get(m.group(0), m.group(0)), text)
 
     def _llm(
-        self, video: str, clip: int, what: str, prompt: str, schema: dict, validator: Any = None
+        self,
+        video: str,
+        clip: int,
+        what: str,
+        prompt: str,
+        schema: dict,
+        validator: Any = None,
+        task: str = "summary",
     ) -> dict | None:
         """One cached JSON call; None (and an error entry) when the LLM fails."""
         from m3cli.stages.backends.llm import LlmError
@@ -254,7 +261,7 @@ class Abstractor:
             if isinstance(hit, dict):
                 return hit
         try:
-            obj, _ = self.client.chat_json(messages, schema, validator=validator)
+            obj, _ = self.client.chat_json(messages, schema, validator=validator, task=task)
         except LlmError as exc:
             log.warning("clip %d: LLM %s failed, using the offline aggregation: %s", clip, what, exc)
             self.errors.append(
@@ -270,6 +277,26 @@ class Abstractor:
         if self.cache is not None:
             self.cache.put_json(key, "reply.json", obj)
         return obj
+
+    def _summary_check(self, state: VideoState, mapping: dict[str, str]) -> Any:
+        """Validator of summary replies: only ids this video has, no placeholder copied from the prompt."""
+        known = {c for f in state.facts for c in self._chars(f.entities, mapping)}
+        known |= {e for f in state.facts for e in f.entities}
+
+        def validate(obj: Any) -> list[str]:
+            text = " ".join(str(obj.get("summary", "")).split())
+            if re.fullmatch(r"\.{2,}|…+|<[^<>]{0,80}>", text):
+                return [f"the summary is the placeholder {text!r}; write the summary itself"]
+            unknown = sorted({m.group(0) for m in ID_RE.finditer(text)} - known, key=_char_key)
+            if unknown:
+                listed = ", ".join(sorted((k for k in known if k.startswith("<character_")), key=_char_key))
+                return [
+                    f"the summary names {', '.join(unknown)}, which this video does not have; use only "
+                    f"{listed or 'the ids in the evidence'}"
+                ]
+            return []
+
+        return validate
 
     def _embed(self, video: str, clip: int, texts: list[str]) -> np.ndarray:
         if not texts:
@@ -418,6 +445,7 @@ class Abstractor:
             prompts.links_prompt(fmt(queries), fmt(earlier)),
             prompts.LINKS_SCHEMA,
             validate,
+            task="links",
         )
         if obj is None:
             return []
@@ -448,7 +476,12 @@ class Abstractor:
         if self.client is not None and new:
             lines = [self._render(f.text, mapping) for f in new][: self.config.max_evidence]
             obj = self._llm(
-                vid, idx, "clip", prompts.clip_summary_prompt(idx, start, end, lines), prompts.SUMMARY_SCHEMA
+                vid,
+                idx,
+                "clip",
+                prompts.clip_summary_prompt(idx, start, end, lines),
+                prompts.SUMMARY_SCHEMA,
+                self._summary_check(state, mapping),
             )
             text = obj["summary"] if obj else None
         source = "llm" if text else "offline"
@@ -474,6 +507,7 @@ class Abstractor:
                 "global",
                 prompts.global_summary_prompt(state.global_text, text),
                 prompts.SUMMARY_SCHEMA,
+                self._summary_check(state, mapping),
             )
             gtext = obj["summary"] if obj else None
         gsource = "llm" if gtext else "offline"
@@ -577,6 +611,7 @@ class Abstractor:
                     f"char{c}",
                     prompts.character_prompt(c, state.summary_char.get(c), ev),
                     prompts.SUMMARY_SCHEMA,
+                    self._summary_check(state, mapping),
                 )
                 text = obj["summary"] if obj else None
             source = "llm" if text else "offline"
@@ -673,6 +708,7 @@ class Abstractor:
                     f"rel{a}{b}",
                     prompts.relationship_prompt(a, b, state.summary_rel.get((a, b)), ev),
                     prompts.SUMMARY_SCHEMA,
+                    self._summary_check(state, mapping),
                 )
                 text = obj["summary"] if obj else None
             source = "llm" if text else "offline"
@@ -804,6 +840,7 @@ class Abstractor:
                 ),
                 prompts.CONFLICT_SCHEMA,
                 validate,
+                task="conflicts",
             )
             for p in (obj or {}).get("conflicts", []):
                 pairs.append((ids[p["a"]], ids[p["b"]], c))
@@ -834,6 +871,8 @@ def abstract_records(
 ) -> list[ClipRecord]:
     """Every video folded in clip order; each record gets ``abstractions`` (``errors`` on LLM fallback)."""
     ctx = ctx or RunContext()
+    if client is not None:
+        client.use_cache(ctx.cache)
     out: list[ClipRecord] = []
     for clips in by_video(records):
         runner = Abstractor(config, client, embedder, ctx.cache)

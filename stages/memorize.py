@@ -11,6 +11,15 @@ Two memorizers share one output shape (``memory`` section of the record):
   says what and when (quoted), who is visible when, who co-occurs with whom, and names people say out
   loud (see :data:`SELF_NAME`, :data:`VOCATIVE`, :data:`TITLED`) — and labels itself ``source: offline``.
 
+What goes to the model depends on what the server accepts (learned from its refusals, see
+:mod:`m3cli.stages.backends.llm_capabilities`, or set with ``images``/``audio``): frames and crops to
+vision models, the clip's audio (16 kHz WAV, at most ``max_audio_s``) to omni models as M3-Agent's
+memorization model (Qwen2.5-Omni) expects. ``memory.inputs`` records what the memory was written from.
+What people said goes in as a data block (:func:`memory_prompts.dialogue_block`): a crafted utterance
+cannot add dialogue lines. Replies that copy the prompt's shape (placeholder text, zero times), put
+prose under kind ``equivalence``, pair a face with a voice it is never seen speaking with, or name no
+one at all are sent back for repair like replies with unknown ids.
+
 LLM answers are cached per clip under a digest of the exact request (frames, crops, utterances, prompt
 version) and the model name, so a rerun is free and byte-identical.
 """
@@ -248,6 +257,7 @@ def offline_memory(record: ClipRecord) -> MemorySection:
         source="offline",
         model=None,
         prompt_version=OFFLINE_VERSION,
+        inputs=[name for name, has in (("faces", bool(tracks)), ("dialogue", bool(utterances))) if has],
         episodic=episodic,
         semantic=semantic,
         equivalences=[],
@@ -267,17 +277,23 @@ class MemorizeConfig:
     equivalence: bool = True
     repairs: int = 2
     jobs: int = 4
+    images: bool | None = None  # None: send frames and crops unless the server refused images
+    audio: bool | None = None  # None: send audio when the model is known or named to listen (omni)
+    max_audio_s: float = 60.0
 
     def __post_init__(self) -> None:
         if not 0 <= self.frames <= 32:
             raise InputError(f"--frames must be between 0 and 32, got {self.frames}")
         if self.max_side < 64:
             raise InputError(f"max frame side must be at least 64 pixels, got {self.max_side}")
+        if not 0 < self.max_audio_s <= 600:
+            raise InputError(f"max audio per clip must be in (0, 600] seconds, got {self.max_audio_s}")
 
     def key(self) -> dict[str, Any]:
-        """What changes an LLM answer besides its inputs (jobs does not)."""
+        """What changes an LLM answer besides its inputs (jobs does not; images/audio show in the inputs)."""
         d = asdict(self)
-        d.pop("jobs")
+        for name in ("jobs", "images", "audio"):
+            d.pop(name)
         d["prompt"] = prompts.PROMPT_VERSION
         return d
 
@@ -310,7 +326,9 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
     return parts
 
 
-def _crop_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
+def _crop_parts(
+    record: ClipRecord, config: MemorizeConfig, cache: Cache | None, images: bool = True
+) -> list[dict]:
     from m3cli.stages.backends.llm import image_part
     from m3cli.stages.core import media
     from m3cli.stages.core.record_paths import JPEG, cache_file, record_name
@@ -332,7 +350,7 @@ def _crop_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None)
                 t.crop,
                 t.face_id,
             )
-        if path is not None:
+        if path is not None and images:
             try:
                 data = path.read_bytes()
                 img = media.decode_jpeg(data)
@@ -350,20 +368,53 @@ def _crop_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None)
             parts.append({"type": "text", "text": f"{t.face_id} (visible {spans} s):"})
             parts.append(image_part(data))
         else:
-            parts.append({"type": "text", "text": f"{t.face_id} (visible {spans} s): no crop available"})
+            why = "no crop available" if images else "picture not sent"
+            parts.append({"type": "text", "text": f"{t.face_id} (visible {spans} s): {why}"})
     return parts
 
 
+def _audio_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
+    """The clip's audio as one ``input_audio`` part (16 kHz mono WAV, at most ``max_audio_s``)."""
+    from m3cli.stages.backends.llm import audio_part, wav_bytes
+    from m3cli.stages.core import media
+
+    if record.video.has_audio is False or record.clip.has_audio is False:
+        return []
+    start = record.clip.start
+    end = min(record.clip.end, start + config.max_audio_s)
+    try:
+        audio = media.clip_audio(
+            media.source_path(record.video), record.video.id, record.clip.index, start, end, cache=cache
+        )
+    except (OSError, M3Error) as exc:
+        log.warning("clip %d: audio not sent to the model: %s", record.clip.index, exc)
+        return []
+    if audio.size == 0:
+        return []
+    return [
+        {"type": "text", "text": f"Audio of the clip ({_t(start)}-{_t(end)} s, 16 kHz mono):"},
+        audio_part(wav_bytes(audio, media.AUDIO_RATE)),
+    ]
+
+
 def _dialogue_text(record: ClipRecord) -> str:
-    lines = []
-    for u in sorted(record.utterances or [], key=lambda u: (u.start, u.end)):
-        who = u.speaker or "<unknown voice>"
-        lines.append(f'[{_t(u.start)}-{_t(u.end)} s] {who}: "{u.text.strip()}"')
-    return "Dialogue (speaker id, absolute times):\n" + ("\n".join(lines) if lines else "(no speech)")
+    utterances = sorted(record.utterances or [], key=lambda u: (u.start, u.end))
+    tag = prompts.prompt_data.nonce(record.video.id, str(record.clip.index), "dialogue")
+    return prompts.dialogue_block(tag, [(u.start, u.end, u.speaker, u.text.strip()) for u in utterances])
 
 
-def build_messages(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
+def _wants(client: Any, capability: str, override: bool | None) -> bool:
+    if override is not None:
+        return override
+    return bool(client is not None and client.accepts(capability))
+
+
+def build_request(
+    record: ClipRecord, config: MemorizeConfig, cache: Cache | None, client: Any = None
+) -> tuple[list[dict], list[str]]:
+    """The chat messages for one clip and the inputs they carry (frames, crops, faces, dialogue, audio)."""
     faces, voices = clip_ids(record)
+    images = _wants(client, "images", config.images) if client is not None else config.images is not False
     content: list[dict] = [
         {
             "type": "text",
@@ -372,39 +423,121 @@ def build_messages(record: ClipRecord, config: MemorizeConfig, cache: Cache | No
             ),
         }
     ]
-    content += _frame_parts(record, config, cache)
-    content += _crop_parts(record, config, cache)
+    inputs: list[str] = []
+    frames = _frame_parts(record, config, cache) if images else []
+    if frames:
+        inputs.append("frames")
+    crops = _crop_parts(record, config, cache, images)
+    if any(p["type"] == "image_url" for p in crops):
+        inputs.append("crops")
+    if crops:
+        inputs.append("faces")
+    audio = _audio_parts(record, config, cache) if _wants(client, "audio", config.audio) else []
+    if audio:
+        inputs.append("audio")
+    if record.utterances:
+        inputs.append("dialogue")
+    content += frames + crops + audio
     content.append({"type": "text", "text": _dialogue_text(record)})
     content.append(
         {"type": "text", "text": prompts.memorize_instructions(config.semantic, config.equivalence)}
     )
-    return [{"role": "system", "content": prompts.MEMORIZE_SYSTEM}, {"role": "user", "content": content}]
+    messages = [{"role": "system", "content": prompts.MEMORIZE_SYSTEM}, {"role": "user", "content": content}]
+    return messages, inputs
 
 
-def make_validator(faces: list[str], voices: list[str], config: MemorizeConfig) -> Callable[[Any], list[str]]:
-    """Problems with a reply beyond its JSON schema: ids that are not in this clip, bad equivalences."""
+def build_messages(
+    record: ClipRecord, config: MemorizeConfig, cache: Cache | None, client: Any = None
+) -> list[dict]:
+    return build_request(record, config, cache, client)[0]
+
+
+def _speaking_spans(record: ClipRecord) -> tuple[dict[str, list], dict[str, list]]:
+    faces: dict[str, list] = {}
+    for t in record.faces.tracks if record.faces else []:
+        faces.setdefault(t.face_id, []).extend(t.spans)
+    voices: dict[str, list] = {}
+    for u in record.utterances or []:
+        if u.speaker:
+            voices.setdefault(u.speaker, []).append((u.start, u.end))
+    return (
+        {k: _merge_spans(v, gap=0.0) for k, v in faces.items()},
+        {k: _merge_spans(v, gap=0.0) for k, v in voices.items()},
+    )
+
+
+def _placeholder(text: str) -> bool:
+    t = " ".join(str(text).split())
+    return t in prompts.PLACEHOLDERS or bool(re.fullmatch(r"\.{2,}|…+|<[^<>]{0,60}>|\{[^{}]{0,60}\}", t))
+
+
+def make_validator(
+    faces: list[str], voices: list[str], config: MemorizeConfig, record: ClipRecord | None = None
+) -> Callable[[Any], list[str]]:
+    """Problems with a reply beyond its JSON schema, each phrased as the correction the model needs.
+
+    Ids that are not in this clip; placeholders and zero times copied from the prompt's shape; prose
+    under kind ``equivalence``; an equivalence whose face is never visible while that voice speaks;
+    episodic memory that names no one although people were perceived.
+    """
     allowed = set(faces) | set(voices)
     listed = ", ".join(faces + voices) or "none"
+    face_spans, voice_spans = _speaking_spans(record) if record is not None else ({}, {})
 
     def validate(obj: Any) -> list[str]:
         problems: list[str] = []
+        named = False
         for section in ("episodic", "semantic"):
             for i, item in enumerate(obj.get(section) or []):
-                bad = [e for e in entities_in(item.get("text", "")) if e not in allowed]
+                text = item.get("text", "")
+                if _placeholder(text):
+                    problems.append(
+                        f"{section}[{i}] is the placeholder {text.strip()!r} copied from the shape; write "
+                        "what happens in this clip"
+                    )
+                    continue
+                ids = entities_in(text)
+                named = named or (section == "episodic" and bool(ids))
+                bad = [e for e in ids if e not in allowed]
                 if bad:
                     problems.append(
                         f"{section}[{i}] mentions {', '.join(bad)}, not in this clip (allowed ids: {listed})"
                     )
-                m = EQUIVALENCE_RE.match(item.get("text", ""))
+                if item.get("start") == 0 and item.get("end") == 0:
+                    problems.append(
+                        f"{section}[{i}] has start 0 and end 0 (copied from the shape?); give the real "
+                        f"times within {_t(record.clip.start) if record else 'the clip'}-"
+                        f"{_t(record.clip.end) if record else ''} s or leave start and end out"
+                    )
+                m = EQUIVALENCE_RE.match(text)
                 if m and not config.equivalence:
                     problems.append(f"{section}[{i}] is an equivalence line, which was not asked for")
-        for i, pair in enumerate(obj.get("equivalences") or []):
+                if item.get("kind") == "equivalence" and not m:
+                    problems.append(
+                        f'{section}[{i}] has kind "equivalence" but its text is not exactly '
+                        '"Equivalence: <face_x>, <voice_y>"; give prose another kind'
+                    )
+        pairs = [(i, p) for i, p in enumerate(obj.get("equivalences") or [])]
+        pairs += [
+            (f"semantic[{i}]", (m.group(1), m.group(2)))
+            for i, item in enumerate(obj.get("semantic") or [])
+            if (m := EQUIVALENCE_RE.match(item.get("text", "")))
+        ]
+        for i, pair in pairs:
             face, voice = pair
+            where = f"equivalences[{i}]" if isinstance(i, int) else i
             if face not in faces or voice not in voices:
                 problems.append(
-                    f"equivalences[{i}] must pair a face of this clip ({', '.join(faces) or 'none'}) "
-                    f"with a voice of this clip ({', '.join(voices) or 'none'}); got {pair}"
+                    f"{where} must pair a face of this clip ({', '.join(faces) or 'none'}) "
+                    f"with a voice of this clip ({', '.join(voices) or 'none'}); got {list(pair)}"
                 )
+            elif record is not None and not _overlap(face_spans.get(face, []), voice_spans.get(voice, [])):
+                problems.append(
+                    f"{where} pairs {face} with {voice}, but {face} is never visible while {voice} speaks "
+                    "in this clip; list only a face seen speaking with that voice"
+                )
+        if allowed and obj.get("episodic") and not named:
+            problems.append(f"no episodic line names anyone by id; refer to people as {listed}")
         return problems[:10]
 
     return validate
@@ -475,46 +608,90 @@ def memory_from_reply(obj: dict, record: ClipRecord, config: MemorizeConfig, mod
     )
 
 
-def llm_memory(record: ClipRecord, client: Any, config: MemorizeConfig, cache: Cache | None) -> MemorySection:
-    """Ask the LLM (or the cache) for this clip's memory; raises LlmError when the server cannot deliver."""
-    faces, voices = clip_ids(record)
-    messages = build_messages(record, config, cache)
+def _request_key(record: ClipRecord, config: MemorizeConfig, client: Any, messages: list[dict]) -> CacheKey:
     digest = hashlib.sha256(orjson.dumps(messages, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
-    key = CacheKey.of(
+    return CacheKey.of(
         record.video.id,
         record.clip.index,
         STAGE,
         {**config.key(), "inputs": digest},
         f"{client.base_url}|{client.model}",
     )
-    cached = cache.get_json(key, "reply.json") if cache is not None else None
-    if isinstance(cached, dict) and isinstance(cached.get("obj"), dict):
-        return memory_from_reply(cached["obj"], record, config, cached.get("model") or client.model)
-    schema = prompts.memorize_schema(config.semantic, config.equivalence)
-    obj, reply = client.chat_json(
-        messages, schema, repairs=config.repairs, validator=make_validator(faces, voices, config)
-    )
+
+
+def _sent(inputs: list[str], dropped: Iterable[str]) -> list[str]:
+    """The inputs that reached the model, once the client left out what the server refused."""
+    gone = set(dropped)
+    lost = ({"frames", "crops"} if "images" in gone else set()) | ({"audio"} if "audio" in gone else set())
+    return [i for i in inputs if i not in lost]
+
+
+def llm_memory(record: ClipRecord, client: Any, config: MemorizeConfig, cache: Cache | None) -> MemorySection:
+    """Ask the LLM (or the cache) for this clip's memory; raises LlmError when the server cannot deliver.
+
+    A request that does not fit the model's context is sent again with half the frames (down to none,
+    then without audio) before giving up.
+    """
+    from dataclasses import replace
+
+    from m3cli.stages.backends.llm import LlmContextError
+
+    faces, voices = clip_ids(record)
+    while True:
+        messages, inputs = build_request(record, config, cache, client)
+        key = _request_key(record, config, client, messages)
+        cached = cache.get_json(key, "reply.json") if cache is not None else None
+        if isinstance(cached, dict) and isinstance(cached.get("obj"), dict):
+            memory = memory_from_reply(cached["obj"], record, config, cached.get("model") or client.model)
+            memory.inputs = cached.get("inputs") or inputs
+            return memory
+        schema = prompts.memorize_schema(config.semantic, config.equivalence)
+        try:
+            obj, reply = client.chat_json(
+                messages,
+                schema,
+                repairs=config.repairs,
+                validator=make_validator(faces, voices, config, record),
+                task="memorize",
+            )
+        except LlmContextError:
+            if config.frames > 0 and "frames" in inputs:
+                config = replace(config, frames=config.frames // 2)
+            elif "audio" in inputs:
+                config = replace(config, audio=False)
+            else:
+                raise
+            log.warning("clip %d: request too long for the model; retrying with less", record.clip.index)
+            continue
+        break
+    inputs = _sent(inputs, reply.dropped)
     log.info(
-        "clip %d: memorized by %s in %.1fs (%d+%d tokens, %d attempts)",
+        "clip %d: memorized by %s in %.1fs (%d+%d tokens, %d attempts; from %s)",
         record.clip.index,
         reply.model,
         reply.latency_s,
         reply.prompt_tokens,
         reply.completion_tokens,
         reply.attempts,
+        ", ".join(inputs) or "nothing",
     )
     if cache is not None:
+        if reply.dropped:  # what a rerun will send now that the refusal is known
+            key = _request_key(record, config, client, build_request(record, config, cache, client)[0])
         cache.put_json(
             key,
             "reply.json",
             {
                 "obj": obj,
                 "model": reply.model,
+                "inputs": inputs,
                 "prompt_tokens": reply.prompt_tokens,
                 "completion_tokens": reply.completion_tokens,
             },
         )
-    return memory_from_reply(obj, record, config, reply.model)
+    memory = memory_from_reply(obj, record, config, reply.model)
+    memory.inputs = inputs
+    return memory
 
 
 def _ablate(memory: MemorySection, config: MemorizeConfig) -> MemorySection:
@@ -571,6 +748,8 @@ def memorize_records(
         from m3cli.stages.core.record_paths import check_record_paths
 
         check_record_paths(records, ctx.cache)
+        client.force(images=config.images, audio=config.audio)
+        client.use_cache(ctx.cache)
     for r in records:
         if r.faces is None and r.utterances is None:
             raise M3Error(

@@ -18,6 +18,8 @@ Examples:
   m3 memorize --no-semantic perceived.jsonl | jq -c '.memory.episodic[].text'
   m3 memorize --offline perceived.jsonl -o mem.jsonl
   m3 memorize --strict perceived.jsonl -o mem.jsonl    # batch/cron: exit 1 if any clip fell back
+  m3 memorize --no-images --llm-model qwen2.5-0.5b-instruct perceived.jsonl   # a text-only model
+  m3 memorize --audio --llm-model Qwen2.5-Omni-7B perceived.jsonl             # the model hears the clip
 """
 
 
@@ -52,6 +54,16 @@ def memorize(
         help="Exit 1 when any clip fell back to the offline memorizer, or when an LLM server is set "
         "without a model (the records are still written).",
     ),
+    images: bool | None = typer.Option(
+        None,
+        "--images/--no-images",
+        help="Send frames and face crops (default: unless the server refused images before).",
+    ),
+    audio: bool | None = typer.Option(
+        None,
+        "--audio/--no-audio",
+        help="Send the clip's audio (default: only to models known or named to listen, e.g. *Omni*).",
+    ),
 ) -> None:
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
     from m3cli.stages.backends.llm import client_from_settings
@@ -63,7 +75,13 @@ def memorize(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
     )
     config = MemorizeConfig(
-        frames=frames, max_side=max_side, semantic=not no_semantic, equivalence=not no_equivalence, jobs=jobs
+        frames=frames,
+        max_side=max_side,
+        semantic=not no_semantic,
+        equivalence=not no_equivalence,
+        jobs=jobs,
+        images=images,
+        audio=audio,
     )
     records = stream.read_records(inputs or ["-"])
     if strict and not offline and settings.llm.base_url and not settings.llm.model:

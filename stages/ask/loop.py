@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from m3cli.stages.ask import prompts as P
+from m3cli.stages.ask.guards import check_query, clean_answer, is_placeholder, known_names
 from m3cli.stages.ask.tools import (
     QUOTE_BONUS,
     Node,
@@ -55,6 +56,7 @@ QUOTE_MARGIN = 0.1
 RESULT_TEXT_CHARS = 200
 REASONING_CHARS = 4000
 P_MAX_QUERY = 500
+CITED_BONUS = 10.0  # a line the answer cites outranks any line it merely shares words with
 
 
 # ============================================================================== configuration
@@ -96,7 +98,7 @@ class AskConfig:
     tools: tuple[str, ...] = P.DEFAULT_TOOLS
     kinds: frozenset[str] | None = None
     raw_ids: bool = False
-    max_tokens: int | None = 2048
+    max_tokens: int | None = None  # None: the client's budget for the "ask" task
 
     def __post_init__(self) -> None:
         if not 1 <= self.rounds <= 20:
@@ -154,6 +156,9 @@ class Asker:
                 "(M3_EMBED_BACKEND / M3_EMBED_MODEL / M3_EMBED_BASE_URL)"
             )
         self._vec_cache: dict[str, np.ndarray] = {}
+        self._ctx: ToolContext | None = None
+        if llm is not None and hasattr(llm, "use_cache"):
+            llm.use_cache(cache)
         self.system_prompt = P.system_prompt(self.config.tools)
         self.instruction = P.instruction_prompt(self.config.tools)
 
@@ -194,10 +199,12 @@ class Asker:
             if self.llm is None:
                 self._retrieval_only(q.question, ctx, record)
             else:
+                self._ctx = ctx
                 try:
                     self._loop(q.question, ctx, record)
                 finally:
-                    record["evidence"] = evidence(ctx, record["answer"], q.question)
+                    self._ctx = None
+                    record["evidence"] = evidence(ctx, record["answer"], q.question, record.get("cited"))
         except M3Error as exc:
             record["error"] = str(exc)
         except Exception as exc:  # a bug must not sink a batch of questions; it is logged with its traceback
@@ -305,7 +312,7 @@ class Asker:
 
     # ------------------------------------------------------------------ the LLM loop
     def _chat(self, messages: list[dict], record: dict[str, Any]) -> Any:
-        reply = self.llm.chat(messages, max_tokens=self.config.max_tokens)
+        reply = self.llm.chat(messages, task="ask", max_tokens=self.config.max_tokens)
         record["tokens"]["prompt"] += reply.prompt_tokens
         record["tokens"]["completion"] += reply.completion_tokens
         record["llm_s"] = round(record["llm_s"] + reply.latency_s, 4)
@@ -339,13 +346,24 @@ class Asker:
                 step.update(reasoning=action.reasoning[:REASONING_CHARS] or None, action=action.tag)
                 if action.tool == "answer":
                     if not action.content:
-                        raise ToolError("[Answer] is empty")
+                        raise ToolError(
+                            "[Answer] is empty: write the answer itself after [Answer] on the same line, "
+                            "e.g. [Answer] Alice"
+                        )
+                    if is_placeholder(action.content):
+                        raise ToolError(
+                            f"{action.content!r} is a placeholder, not an answer: write the answer itself "
+                            "after [Answer]"
+                        )
                     step.update(tool="answer", query=None)
-                    record["answer"] = action.content
+                    self._set_answer(record, ctx, action.content)
                 elif last:
                     raise ToolError(f"the last round must be [Answer], got [{action.tag}]")
                 else:
                     step["query"] = action.content[:P_MAX_QUERY]
+                    wasted = check_query(action.tag, action.tool or "", action.content, trajectory)
+                    if wasted and action.tool in self.config.tools:
+                        raise ToolError(wasted)
                     result = run_action(ctx, action, self.config.tools)
                     step.update(tool=result.tool, query=result.query, results=_results(ctx, result.nodes))
                     if result.note:
@@ -377,6 +395,26 @@ class Asker:
         if record["answer"] is None:
             self._force_answer(messages, record)
 
+    def _set_answer(self, record: dict[str, Any], ctx: ToolContext | None, raw: str) -> None:
+        """The answer as users read it: no "Answer:" prefixes or [n3] citations, names instead of ids."""
+        ctx = ctx or self._ctx
+        names: dict[str, str | None] = {}
+        cited_ids: list[str] = []
+        if ctx is not None:
+            videos = {n.video for n in ctx.evidence} or {ctx.scope.video}
+            video = next(iter(videos)) if len(videos) == 1 else ctx.scope.video
+            names = known_names(ctx.characters(video))
+        clean = clean_answer(raw, names)
+        if ctx is not None:
+            cited_ids = [ctx.aliases[a] for a in clean.cited if a in ctx.aliases]
+        record["answer"] = clean.text or raw.strip()
+        if record["answer"] != raw.strip():
+            record["answer_raw"] = raw.strip()
+        if clean.unnamed:
+            record["unnamed"] = clean.unnamed
+        if cited_ids:
+            record["cited"] = cited_ids
+
     def _force_answer(self, messages: list[dict], record: dict[str, Any]) -> None:
         """The last round did not answer: ask once more for an answer only (bounded, recorded)."""
         messages.append({"role": "user", "content": P.FORCE_ANSWER_PROMPT})
@@ -395,14 +433,14 @@ class Asker:
         try:
             action = parse_action(reply.text)
             step.update(action=action.tag, reasoning=action.reasoning[:REASONING_CHARS] or None)
-            if action.tool == "answer" and action.content:
-                record["answer"] = action.content
+            if action.tool == "answer" and action.content and not is_placeholder(action.content):
+                self._set_answer(record, None, action.content)
             else:
                 step["error"] = f"still no [Answer] (got [{action.tag}])"
         except ToolError:
             text = split_reasoning(reply.text)[1].strip()
             if text:  # a bare answer without the tag is still an answer
-                record["answer"] = text[:2000]
+                self._set_answer(record, None, text[:2000])
                 step["action"] = "Answer"
                 step["note"] = "answer given without the [Answer] tag"
             else:
@@ -443,15 +481,25 @@ def _character_list(ctx: ToolContext, nodes: list[Node]) -> list[dict[str, Any]]
     return list(out.values())
 
 
-def evidence(ctx: ToolContext, answer: str | None, question: str) -> list[dict[str, Any]]:
-    """The clips an answer rests on: nodes seen during the run, ranked by how much they support it."""
+def evidence(
+    ctx: ToolContext, answer: str | None, question: str, cited: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """The clips an answer rests on: nodes the run retrieved, ranked by how much they support it.
+
+    Lines the answer cites (``[n3]``) come first; then lines sharing the answer's and the question's
+    terms. Only nodes actually retrieved during the run can appear.
+    """
     if not ctx.evidence:
         return []
     a_terms, q_terms = terms(answer or ""), terms(question)
     order = {n.id: i for i, n in enumerate(ctx.evidence)}
-
+    named = set(cited or ())
     strength = {
-        n.id: overlap(a_terms, n.text) + 0.5 * overlap(q_terms, n.text) + n.score for n in ctx.evidence
+        n.id: overlap(a_terms, n.text)
+        + 0.5 * overlap(q_terms, n.text)
+        + n.score
+        + (CITED_BONUS if n.id in named else 0.0)
+        for n in ctx.evidence
     }
     ranked = sorted(ctx.evidence, key=lambda n: (-strength[n.id], order[n.id]))
     groups: dict[tuple[str, int], list[Node]] = {}

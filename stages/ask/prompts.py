@@ -14,11 +14,11 @@ it is written into every answer record and is part of the judge cache key.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Iterable
 
-PROMPT_VERSION = "m3-ask-v1"
+from m3cli.stages.core import prompt_data
+
+PROMPT_VERSION = "m3-ask-v2"  # v2: no template placeholders in the instruction
 JUDGE_VERSION = "m3-judge-v1"
 
 # --------------------------------------------------------------------------------------- control
@@ -113,26 +113,32 @@ def system_prompt(tools: Iterable[str]) -> str:
 
 
 def instruction_prompt(tools: Iterable[str]) -> str:
-    """M3-Agent's inter-round instruction (Table 22), adapted to the enabled action tags."""
-    tags = " or ".join(f"[{TOOL_DOCS[t][0]}]" for t in ALL_TOOLS if t in set(tools))
+    """M3-Agent's inter-round instruction (Table 22), adapted to the enabled action tags.
+
+    The paper's template says "Content: {content}"; a small model sent that placeholder back as its
+    query, so the instruction here names what to write instead of showing a slot to fill.
+    """
+    enabled = set(tools)
+    tags = " or ".join(f"[{TOOL_DOCS[t][0]}]" for t in ALL_TOOLS if t in enabled)
     lookup = (
-        "You can get the mapping relationship between character ID and name by using search query such as: "
-        '"What is the name of <character_i>" or "What is the character id of {name}"'
-        + (", or with [Character] {name}." if "character" in set(tools) else ".")
+        "You can get the mapping between a character ID and a name with a search query such as "
+        '"What is the name of <character_1>" or "What is the character id of Alice"'
+        + (", or with [Character] Alice." if "character" in enabled else ".")
     )
     return "\n".join(
         [
-            "Output the answer in the format:",
-            f"Action: [Answer] or {tags}" if tags else "Action: [Answer]",
-            "Content: {content}",
-            "",
-            "If the answer cannot be derived yet, the {content} should be a single search query (or tool "
-            "argument) that would help retrieve the missing information. The search {content} needs to be "
-            "different from the previous.",
+            "End your reply with one action line: the action tag followed by its content on the same line, "
+            "e.g. [Search] what does <character_1> drink in the morning. Actions: [Answer]"
+            + (f" or {tags}" if tags else "")
+            + ".",
+            "If the answer cannot be derived yet, the content is a single search query (or tool argument) "
+            "that would help retrieve the missing information, different from every previous one.",
             lookup,
-            "After obtaining the mapping, it is best to use character ID instead of name for searching.",
-            "If the answer can be derived from the provided knowledge, the {content} is the specific answer "
-            "to the question. Only name can appear in the answer, not character ID like <character_i>.",
+            "After obtaining the mapping, it is best to use the character ID instead of the name for "
+            "searching.",
+            "If the answer can be derived from the knowledge, write [Answer] followed by the specific "
+            "answer to the question. Only names can appear in the answer, not character IDs like "
+            "<character_1>.",
         ]
     )
 
@@ -171,18 +177,14 @@ def round_user_message(results: str, instruction: str, *, last: bool, note: str 
 
 # --------------------------------------------------------------------------------------- data blocks
 
-_DELIM = re.compile(r"<\s*/?\s*memory\b", re.IGNORECASE)
-
-
 def nonce(*parts: str) -> str:
     """A per-block tag memory text cannot know in advance (deterministic, so runs are reproducible)."""
-    return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:8]
+    return prompt_data.nonce(*parts)
 
 
 def neutralise(text: str) -> str:
-    """One memory line as inert data: on one line, unable to open or close a data block."""
-    flat = " ".join(text.split())
-    return _DELIM.sub(lambda m: m.group(0).replace("<", "\u2039"), flat)
+    """One memory line as inert data: folded, on one line, unable to open or close a data block."""
+    return prompt_data.neutralise(text)
 
 
 def data_block(tag: str, header: str, lines: Iterable[str]) -> str:

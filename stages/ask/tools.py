@@ -17,11 +17,9 @@ argument string. Nothing here reads files other than the memory dataset and a cl
 
 from __future__ import annotations
 
-import io
 import logging
 import re
 import time
-import wave
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -775,21 +773,9 @@ def tool_rewatch(ctx: ToolContext, arg: str) -> ToolResult:
     )
 
 
-def wav_bytes(audio: np.ndarray, rate: int) -> bytes:
-    """16-bit PCM mono WAV of float samples in [-1, 1]."""
-    pcm = (np.clip(audio, -1.0, 1.0) * 32767).astype("<i2")
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm.tobytes())
-    return buf.getvalue()
-
-
 def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
     """CAM's listen_to_audio: the clip's audio (16 kHz WAV) to an omni model with a focused question."""
-    from m3cli.stages.backends.llm import audio_part
+    from m3cli.stages.backends.llm import audio_part, wav_bytes
     from m3cli.stages.core import media
 
     info, question = _clip_question(ctx, arg, "Listen")

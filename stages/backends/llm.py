@@ -42,6 +42,14 @@ class LlmError(ServerError):
     """The LLM server gave no usable answer; the message says which server and model, and what to check."""
 
 
+class LlmContextError(LlmError):
+    """The request does not fit the model's context; ``limit`` is the context length when the server said."""
+
+    def __init__(self, message: str, *, limit: int | None = None):
+        super().__init__(message, status="context length")
+        self.limit = limit
+
+
 class LlmJsonError(LlmError):
     """The model kept answering with JSON that does not parse or does not fit the schema."""
 
@@ -61,6 +69,9 @@ class LlmReply:
     latency_s: float
     attempts: int
     model: str
+    finish_reason: str | None = None
+    #: capabilities whose parts the client had to leave out of this request ("images", "audio")
+    dropped: tuple[str, ...] = ()
 
 
 @dataclass
@@ -110,6 +121,7 @@ class _Failure:
     retryable: bool
     retry_after: float | None = None
     detail: str = ""
+    message: str = ""  # the server's whole error message, for capability detection
 
 
 def parse_retry_after(headers: Any) -> float | None:
@@ -138,7 +150,7 @@ def _server_message(exc: Any) -> str:
         inner = body.get("error", body)
         msg = inner.get("message") if isinstance(inner, dict) else inner
         if msg:
-            return str(msg)[:300]
+            return str(msg)[:2000]
     return ""
 
 
@@ -154,7 +166,8 @@ def _classify(exc: Exception) -> _Failure | None:
         code = exc.status_code
         retryable = code == 429 or code >= 500
         after = parse_retry_after(exc.response.headers) if retryable else None
-        return _Failure(f"HTTP {code}", retryable, after, _server_message(exc))
+        message = _server_message(exc)
+        return _Failure(f"HTTP {code}", retryable, after, message[:300], message)
     if isinstance(exc, (MalformedResponse, openai.APIResponseValidationError, json.JSONDecodeError)):
         return _Failure("malformed response", True, detail=str(exc)[:300])
     return None
@@ -175,12 +188,17 @@ def call_with_retries(
     error_cls: type[ServerError] = LlmError,
     secret: str | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    adapt: Callable[[_Failure], str | None] | None = None,
 ) -> tuple[T, int]:
     """Run `fn` until it succeeds; return (result, attempts).
 
     429, 5xx, timeouts, connection errors and malformed bodies are retried up to `policy.max_retries`
     times; any other 4xx fails at once (retrying a bad request or a wrong key only wastes time).
     `where` names the server and model for the error message.
+
+    `adapt(failure)` sees every failure first and may change what `fn` sends: it returns "resend" when
+    it removed what the server refused (re-sent at once, not counted as a retry; it can only happen as
+    often as there are things to remove), or None to let the policy decide.
     """
     attempt = 0
     while True:
@@ -191,6 +209,9 @@ def call_with_retries(
             failure = _classify(exc)
             if failure is None:
                 raise
+        if adapt is not None and adapt(failure) == "resend":
+            attempt -= 1
+            continue
         detail = redact(f": {failure.detail.rstrip('.')}" if failure.detail else "", secret)
         if not failure.retryable:
             raise error_cls(
@@ -221,10 +242,27 @@ def image_part(jpeg_bytes: bytes) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{data}"}}
 
 
-def audio_part(wav_bytes: bytes) -> dict[str, Any]:
+def audio_part(wav: bytes) -> dict[str, Any]:
     """A chat content part carrying WAV audio inline, for omni models that listen."""
-    data = base64.b64encode(wav_bytes).decode("ascii")
+    data = base64.b64encode(wav).decode("ascii")
     return {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}
+
+
+def wav_bytes(audio: Any, rate: int) -> bytes:
+    """16-bit PCM mono WAV of float samples in [-1, 1] (what ``input_audio`` parts carry)."""
+    import io
+    import wave
+
+    import numpy as np
+
+    pcm = (np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0) * 32767).astype("<i2")
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(pcm.tobytes())
+    return buf.getvalue()
 
 
 # ----------------------------------------------------------------------------------------------- JSON
@@ -317,8 +355,37 @@ def repair_prompt(problems: list[str]) -> str:
 # ----------------------------------------------------------------------------------------------- client
 
 
+#: Completion budget per task, in tokens: a runaway generation stops here instead of at the timeout.
+#: Override per task with ``[llm.max_tokens]`` in m3.toml (e.g. ``memorize = 3000``).
+DEFAULT_MAX_TOKENS: dict[str, int] = {
+    "memorize": 1536,
+    "summary": 400,
+    "links": 1024,
+    "conflicts": 512,
+    "ask": 768,
+    "prune": 256,
+    "rewatch": 400,
+    "listen": 400,
+    "judge": 16,
+    "chat": 1024,
+}
+MIN_MAX_TOKENS = 64
+
+#: Sent as an extra turn when a request timed out or ran out of tokens: the retry is never the same.
+BRIEF_TURN = (
+    "Your previous answer took too long or was cut off. Answer again, much more briefly: the fewest, "
+    "shortest items that are still correct, in the same format."
+)
+
+
 class LlmClient:
-    """Chat with an OpenAI-compatible server; deterministic by default (temperature 0, fixed seed)."""
+    """Chat with an OpenAI-compatible server; deterministic by default (temperature 0, fixed seed).
+
+    The client learns what the server accepts (:mod:`m3cli.stages.backends.llm_capabilities`): a
+    refused image or audio part or ``response_format`` is dropped and the request re-sent at once,
+    and the refusal is remembered (in the cache once :meth:`use_cache` is called). Every call sends a
+    ``max_tokens`` for its task; a timed-out request is retried shorter ("be brief", half the budget).
+    """
 
     def __init__(
         self,
@@ -333,7 +400,10 @@ class LlmClient:
         *,
         json_mode: bool = False,
         max_wait: float = 30.0,
+        max_tokens: dict[str, int] | None = None,
     ):
+        from m3cli.stages.backends.llm_capabilities import Capabilities
+
         self.base_url = base_url
         self.model = model
         self.timeout = timeout
@@ -342,6 +412,19 @@ class LlmClient:
         self.json_mode = json_mode
         self.policy = RetryPolicy(max_retries=max_retries, backoff=backoff, max_wait=max_wait)
         self.usage = Usage()
+        unknown = sorted(set(max_tokens or {}) - set(DEFAULT_MAX_TOKENS))
+        if unknown:
+            raise M3Error(
+                f"llm.max_tokens: unknown task(s) {', '.join(unknown)}; "
+                f"valid: {', '.join(DEFAULT_MAX_TOKENS)}"
+            )
+        bad = sorted(k for k, v in (max_tokens or {}).items() if not isinstance(v, int) or v < 1)
+        if bad:
+            raise M3Error(f"llm.max_tokens: {', '.join(bad)} must be a positive number of tokens")
+        self.max_tokens = {**DEFAULT_MAX_TOKENS, **(max_tokens or {})}
+        self.capabilities = Capabilities()
+        self.forced: dict[str, bool] = {}
+        self._store: Any = None
         self._secret = api_key or LOCAL_API_KEY
         import openai  # ~0.3 s; only commands that talk to a model pay it
 
@@ -356,35 +439,166 @@ class LlmClient:
     def where(self) -> str:
         return f"LLM server {mask_url(self.base_url)} (model {self.model})"
 
+    # ------------------------------------------------------------------ capabilities
+    def use_cache(self, cache: Any) -> None:
+        """Remember capabilities in ``cache`` (per base URL and model) and load what is known already."""
+        from m3cli.stages.backends.llm_capabilities import CapabilityStore
+
+        if cache is None or self._store is not None:
+            return
+        self._store = CapabilityStore(cache)
+        known = self._store.load(self.base_url, self.model)
+        with self._lock:
+            for name, value in known.as_json().items():
+                if getattr(self.capabilities, name) is None:
+                    setattr(self.capabilities, name, value)
+
+    def force(self, **flags: bool | None) -> None:
+        """Flags override detection: ``force(images=False)`` never sends images, ``True`` always does."""
+        for name, value in flags.items():
+            if value is None:
+                self.forced.pop(name, None)
+            else:
+                self.forced[name] = bool(value)
+
+    def accepts(self, capability: str) -> bool:
+        """Whether to send ``capability`` ("images", "audio", "json_mode") to this server now."""
+        from m3cli.stages.backends.llm_capabilities import audio_by_name
+
+        if capability in self.forced:
+            return self.forced[capability]
+        known = getattr(self.capabilities, capability)
+        if known is not None:
+            return known
+        if capability == "audio":
+            return audio_by_name(self.model)
+        if capability == "json_mode":
+            return self.json_mode
+        return True  # images: try, and learn from a refusal
+
+    def refuses(self, capability: str) -> bool:
+        """Whether ``capability`` is known not to work here (forced off, or refused before)."""
+        if capability in self.forced:
+            return not self.forced[capability]
+        return getattr(self.capabilities, capability) is False
+
+    def _learn(self, capability: str, value: Any) -> None:
+        with self._lock:
+            if getattr(self.capabilities, capability) == value:
+                return
+            setattr(self.capabilities, capability, value)
+            caps = self.capabilities
+        log.info("%s: learned %s = %s", self.where, capability, value)
+        if self._store is not None:
+            self._store.save(self.base_url, self.model, caps)
+
+    def prepare(self, messages: list[dict]) -> list[dict]:
+        """The messages as they will be sent: parts of capabilities known to be refused are left out."""
+        from m3cli.stages.backends.llm_capabilities import parts_present, strip_parts
+
+        for capability in sorted(parts_present(messages)):
+            if self.refuses(capability):
+                messages, _ = strip_parts(messages, capability)
+        return messages
+
+    # ------------------------------------------------------------------ calls
     def chat(
         self,
         messages: list[dict],
         *,
+        task: str = "chat",
         max_tokens: int | None = None,
         response_format: dict | None = None,
     ) -> LlmReply:
-        """One completion, retried per the policy; raises LlmError when the server cannot answer."""
-        kwargs: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        """One completion, retried per the policy; raises LlmError when the server cannot answer.
+
+        ``task`` picks the ``max_tokens`` budget (see :data:`DEFAULT_MAX_TOKENS`) unless one is given.
+        """
+        from m3cli.stages.backends.llm_capabilities import parts_present
+
+        original = parts_present(messages)
+        kwargs: dict[str, Any] = {
+            "model": self.model,
+            "messages": self.prepare(messages),
+            "temperature": self.temperature,
+            "max_tokens": max_tokens or self.max_tokens.get(task, DEFAULT_MAX_TOKENS["chat"]),
+        }
         if self.seed is not None:
             kwargs["seed"] = self.seed
-        if max_tokens is not None:
-            kwargs["max_tokens"] = max_tokens
-        if response_format is not None:
+        if response_format is not None and (
+            self.forced.get("json_mode") or self.capabilities.json_mode is not False
+        ):
             kwargs["response_format"] = response_format
         started = time.monotonic()
-        (text, prompt_tokens, completion_tokens, model), attempts = call_with_retries(
+        (text, prompt_tokens, completion_tokens, model, finish), attempts = call_with_retries(
             lambda: self._complete(kwargs),
             policy=self.policy,
             where=self.where,
             secret=self._secret,
             sleep=self._sleep,
+            adapt=lambda failure: self._adapt(failure, kwargs),
         )
-        reply = LlmReply(text, prompt_tokens, completion_tokens, time.monotonic() - started, attempts, model)
+        dropped = tuple(sorted(original - parts_present(kwargs["messages"])))
+        reply = LlmReply(
+            text,
+            prompt_tokens,
+            completion_tokens,
+            time.monotonic() - started,
+            attempts,
+            model,
+            finish_reason=finish,
+            dropped=dropped,
+        )
         with self._lock:
             self.usage.add(reply)
         return reply
 
-    def _complete(self, kwargs: dict[str, Any]) -> tuple[str, int, int, str]:
+    def _adapt(self, failure: _Failure, kwargs: dict[str, Any]) -> str | None:
+        """Change the request after a failure: drop what was refused, or make a timed-out one shorter."""
+        from m3cli.stages.backends.llm_capabilities import context_limit, parts_present, refusal, strip_parts
+
+        if failure.status == "timeout":
+            cap = kwargs["max_tokens"]
+            kwargs["max_tokens"] = max(MIN_MAX_TOKENS, cap // 2)
+            if not any(m.get("content") == BRIEF_TURN for m in kwargs["messages"]):
+                kwargs["messages"] = [*kwargs["messages"], {"role": "user", "content": BRIEF_TURN}]
+            elif kwargs["max_tokens"] == cap:
+                kwargs["temperature"] = round(kwargs["temperature"] + 0.1, 2)  # still never byte-identical
+            return None
+        present = parts_present(kwargs["messages"])
+        if "response_format" in kwargs:
+            present.add("json_mode")
+        refused = refusal(failure.message, present)
+        if refused is None:
+            return None
+        detail = redact(failure.detail.rstrip("."), self._secret)
+        if refused == "context":
+            limit = context_limit(failure.message)
+            if limit:
+                self._learn("context", limit)
+            raise LlmContextError(
+                f"{self.where}: the request does not fit the model's context"
+                + (f" ({limit} tokens)" if limit else "")
+                + f": {detail}. Send less (fewer frames with --frames, fewer rounds) or serve the model "
+                "with a longer context.",
+                limit=limit,
+            )
+        if self.forced.get(refused):
+            flag = {"images": "--images", "audio": "--audio", "json_mode": "json_mode"}[refused]
+            raise LlmError(
+                f"{self.where} refused {refused} ({detail}) although {flag} was given; drop {flag} to "
+                "let m3 leave them out, or serve a model that accepts them.",
+                status=failure.status,
+            )
+        log.warning("%s does not accept %s (%s); re-sending without", self.where, refused, detail)
+        self._learn(refused, False)
+        if refused == "json_mode":
+            kwargs.pop("response_format", None)
+        else:
+            kwargs["messages"], _ = strip_parts(kwargs["messages"], refused)
+        return "resend"
+
+    def _complete(self, kwargs: dict[str, Any]) -> tuple[str, int, int, str, str | None]:
         response = self._client.chat.completions.create(**kwargs)
         choices = getattr(response, "choices", None)
         if not choices:
@@ -395,7 +609,8 @@ class LlmClient:
         usage = getattr(response, "usage", None)
         prompt_tokens = int(getattr(usage, "prompt_tokens", 0) or 0)
         completion_tokens = int(getattr(usage, "completion_tokens", 0) or 0)
-        return message.content or "", prompt_tokens, completion_tokens, response.model or self.model
+        finish = getattr(choices[0], "finish_reason", None)
+        return message.content or "", prompt_tokens, completion_tokens, response.model or self.model, finish
 
     def chat_json(
         self,
@@ -422,9 +637,17 @@ class LlmClient:
             if not problems:
                 return obj, total
             log.info("%s: JSON reply rejected (%s)", self.where, "; ".join(problems))
+            if reply.finish_reason == "length":  # ran out of tokens: the repair asks for less, not again
+                problems = [
+                    f"the reply was cut off after {reply.completion_tokens or 'the most'} tokens",
+                    *problems,
+                ]
+                repair = repair_prompt(problems) + " " + BRIEF_TURN
+            else:
+                repair = repair_prompt(problems)
             convo += [
                 {"role": "assistant", "content": reply.text},
-                {"role": "user", "content": repair_prompt(problems)},
+                {"role": "user", "content": repair},
             ]
         assert total is not None
         raise LlmJsonError(
@@ -457,6 +680,8 @@ def _accumulate(total: LlmReply, reply: LlmReply) -> LlmReply:
         latency_s=total.latency_s + reply.latency_s,
         attempts=total.attempts + reply.attempts,
         model=reply.model,
+        finish_reason=reply.finish_reason,
+        dropped=tuple(sorted(set(total.dropped) | set(reply.dropped))),
     )
 
 
@@ -471,4 +696,11 @@ def client_from_settings(llm: Any) -> LlmClient | None:
             )
         return None
     key = llm.api_key.get_secret_value() if llm.api_key else None
-    return LlmClient(llm.base_url, llm.model, api_key=key, timeout=llm.timeout, max_retries=llm.max_retries)
+    return LlmClient(
+        llm.base_url,
+        llm.model,
+        api_key=key,
+        timeout=llm.timeout,
+        max_retries=llm.max_retries,
+        max_tokens=dict(getattr(llm, "max_tokens", None) or {}),
+    )

@@ -35,6 +35,9 @@ class LlmSettings(_Section):
     api_key: SecretStr | None = None
     timeout: float = Field(default=120.0, gt=0)
     max_retries: int = Field(default=4, ge=0)
+    #: Completion budget per task (memorize, summary, links, conflicts, ask, prune, rewatch, listen,
+    #: judge), overriding the defaults of ``m3cli.stages.backends.llm.DEFAULT_MAX_TOKENS``.
+    max_tokens: dict[str, int] = Field(default_factory=dict)
 
     @property
     def configured(self) -> bool:

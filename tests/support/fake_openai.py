@@ -9,6 +9,12 @@ Tests exercise the genuine client, HTTP stack and retry code against scripted be
 
 Chat replies come from the queue (`script`), then from `responder(request_json)`; embeddings are
 deterministic bag-of-words hashes, so texts sharing words are similar.
+
+`refuse` makes the server behave like a model that lacks a capability, with the words real servers
+use: {"images"} answers like llama.cpp serving a text-only model (HTTP 500 "image input is not
+supported"), {"audio"} like vLLM ("At most 0 audio(s) may be provided"), {"response_format"} with a
+400; `context` rejects prompts longer than that many words like vLLM's context check. Refused requests
+do not consume scripted replies.
 """
 
 from __future__ import annotations
@@ -45,9 +51,9 @@ class Fault:
     text: str = ""
 
     @classmethod
-    def status(cls, code: int, retry_after: float | None = None) -> Fault:
+    def status(cls, code: int, retry_after: float | None = None, message: str = "") -> Fault:
         """An HTTP error with an OpenAI-style error body (and a Retry-After header if given)."""
-        return cls("status", code=code, retry_after=retry_after)
+        return cls("status", code=code, retry_after=retry_after, text=message)
 
     @classmethod
     def slow(cls, seconds: float, then: Reply = "") -> Fault:
@@ -116,6 +122,8 @@ class FakeOpenAI:
         self.api_key = api_key  # when set, requests without `Authorization: Bearer <key>` get a 401
         self.seed = seed
         self.responder: Callable[[dict], Reply] | None = None
+        self.refuse: set[str] = set()  # "images", "audio", "response_format"
+        self.context: int | None = None  # words
         self.requests: list[Recorded] = []
         self._queue: collections.deque[Reply] = collections.deque()
         self._embed_faults: collections.deque[Fault] = collections.deque()
@@ -269,7 +277,38 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(404, f"no route {self.path}")
 
     def _chat(self, body: dict) -> None:
+        refusal = self._refusal(body)
+        if refusal is not None:
+            self._error(*refusal)
+            return
         self._reply(body, self.fake.next_reply(body), self._completion)
+
+    def _refusal(self, body: dict) -> tuple[int, str] | None:
+        """What a server lacking a capability answers to this request, if it lacks one the request needs."""
+        types = {
+            part.get("type")
+            for message in body.get("messages", [])
+            if isinstance(message.get("content"), list)
+            for part in message["content"]
+            if isinstance(part, dict)
+        }
+        refuse = self.fake.refuse
+        if "images" in refuse and "image_url" in types:  # llama.cpp, text-only model, no --mmproj
+            return 500, (
+                "image input is not supported - hint: if this is unexpected, you may need to provide "
+                "the mmproj"
+            )
+        if "audio" in refuse and "input_audio" in types:  # vLLM, a model without an audio encoder
+            return 400, "At most 0 audio(s) may be provided in one request."
+        if "response_format" in refuse and "response_format" in body:
+            return 400, "response_format is not supported by this server"
+        words_in = words(body.get("messages", []))
+        if self.fake.context is not None and words_in > self.fake.context:
+            return 400, (
+                f"This model's maximum context length is {self.fake.context} tokens. However, you "
+                f"requested {words_in} tokens in the messages. Please reduce the length of the messages."
+            )
+        return None
 
     def _reply(self, body: dict, reply: Reply | None, answer: Callable[[dict, str, str], Any]) -> None:
         """Play a scripted reply; plain strings (and `slow(..., then=str)`) go through `answer`."""
@@ -282,7 +321,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(200, answer(body, reply, "stop"))
         elif reply.kind == "status":
             headers = {"Retry-After": f"{reply.retry_after:g}"} if reply.retry_after is not None else None
-            self._error(reply.code, f"fake_openai: scripted HTTP {reply.code}", headers)
+            self._error(reply.code, reply.text or f"fake_openai: scripted HTTP {reply.code}", headers)
         elif reply.kind == "malformed":
             self._send(200, raw=b'{"id": "chatcmpl-broken", "choices": [{"mess')
         elif reply.kind == "truncated":
