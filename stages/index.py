@@ -50,6 +50,7 @@ from m3cli.stages.core.memory_store import (
     nodes_schema,
     read_meta,
 )
+from m3cli.stages.core.storage import memory_location
 from m3cli.stages.memorize import ID_RE, entities_in, name_fact
 
 log = logging.getLogger(__name__)
@@ -152,11 +153,11 @@ class Indexer:
     ):
         import lancedb
 
-        self.path = Path(path)
+        self.path = memory_location(path)  # s3://... stays a URI for LanceDB
         self.config = config or IndexConfig()
         self.ctx = ctx or RunContext()
         self.embedder = embedder
-        if self.path.exists() and not self.path.is_dir():
+        if isinstance(self.path, Path) and self.path.exists() and not self.path.is_dir():
             raise InputError(f"{self.path}: exists and is not a directory (a memory dataset is a directory)")
         self.db = lancedb.connect(str(self.path))
         self.tables = set(self._table_names())
@@ -699,7 +700,7 @@ def _load_npz(path: str | None) -> dict[str, np.ndarray]:
 
 def index_records(
     records: list[ClipRecord],
-    path: Path,
+    path: str | Path,
     embedder: Any,
     config: IndexConfig | None = None,
     ctx: RunContext | None = None,

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.storage import memory_location
 
 SCHEMA_VERSION = "m3.memory/1"
 TABLES = ("nodes", "edges", "entities", "clips", "meta")
@@ -184,7 +185,7 @@ def make_text_embedder(embed_settings: Any, device: str = "cpu") -> Any:
 class MemoryStore:
     """An opened memory dataset. Tables are LanceDB tables (``.search()``, ``.to_pandas()``, ...)."""
 
-    path: Path
+    path: Path | str  # a str for object-store URIs (s3://...)
     db: Any
     meta: dict[str, str]
 
@@ -243,16 +244,18 @@ def open_memory(path: str | Path) -> MemoryStore:
     """Open a memory written by ``m3 index``; one clear error if it is missing, foreign or damaged."""
     import lancedb
 
-    path = Path(path)
-    if not path.exists():
+    path = memory_location(path)
+    if isinstance(path, Path) and not path.exists():
         raise InputError(f"{path}: no such memory dataset (build one with `m3 index -o {path}`)")
-    if not path.is_dir():
+    if isinstance(path, Path) and not path.is_dir():
         raise InputError(f"{path}: not a memory dataset (expected a directory written by `m3 index`)")
     try:
         db = lancedb.connect(str(path))
         names = set(_table_names(db))
     except Exception as exc:  # lancedb raises assorted errors for damaged directories
         raise InputError(f"{path}: cannot open as a LanceDB dataset: {exc}") from None
+    if not isinstance(path, Path) and not names:
+        raise InputError(f"{path}: no such memory dataset (build one with `m3 index -o {path}`)")
     missing = [t for t in TABLES if t not in names]
     if missing:
         raise InputError(
