@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import typer
 
 from m3cli import context
+from m3cli.pipeline_options import SET_HELP, pipeline_from_flags, print_options
 
 log = logging.getLogger(__name__)
 
@@ -24,35 +24,6 @@ Examples:
 Stage options: --set STAGE.OPTION=VALUE (repeatable), or [pipeline.STAGE] tables in m3.toml,
 e.g. [pipeline.faces] fps = 2. Records and caches are the same as the shell pipe's.
 """
-
-SET_HELP = "A stage option, STAGE.OPTION=VALUE (repeatable), e.g. faces.fps=2; see --options."
-
-
-def pipeline_from_flags(
-    settings: Any,
-    sets: list[str] | None,
-    until: str,
-    offline: bool,
-    shortcuts: dict[str, Any],
-) -> Any:
-    """The PipelineConfig of `m3 run` / `m3 batch`: [pipeline] config tables < --set < named flags."""
-    from m3cli.stages.pipeline import assignments, merge_options, pipeline_config
-
-    named: dict[str, dict[str, Any]] = {}
-    for dotted, value in shortcuts.items():
-        if value is not None:
-            stage, option = dotted.split(".", 1)
-            named.setdefault(stage, {})[option] = value
-    options = merge_options(settings.pipeline, assignments(sets or []), named)
-    return pipeline_config(options, until=until, offline=offline)
-
-
-def print_options() -> None:
-    from m3cli.stages.pipeline import option_names
-
-    for stage, names in option_names().items():
-        typer.echo(f"{stage}: {', '.join(names)}")
-
 
 def run(
     ctx: typer.Context,
