@@ -3,9 +3,9 @@
 venv := ".venv"
 py := venv / "bin/python"
 
-# install into .venv (CPU-only torch, dev tools)
+# install into .venv for development (CPU-only torch, test and lint tools)
 install:
-    bash scripts/install.sh {{venv}} --editable
+    bash scripts/install.sh {{venv}} --editable --dev
 
 # run the test suite (what CI runs after installing)
 test *args:

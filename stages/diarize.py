@@ -516,11 +516,16 @@ def _shift(utterances: list[dict], offset: float) -> list[Utterance]:
 
 
 def diarize_records(
-    records: Sequence[ClipRecord], config: DiarizeConfig, ctx: RunContext | None = None
+    records: Sequence[ClipRecord],
+    config: DiarizeConfig,
+    ctx: RunContext | None = None,
+    pipe: Pipeline | None = None,
 ) -> list[ClipRecord]:
-    """Add ``utterances`` and ``asr`` to every record (input order kept)."""
+    """Add ``utterances`` and ``asr`` to every record (input order kept).
+
+    ``pipe`` lets a caller that runs many videos in one process load the models once."""
     ctx = ctx or RunContext()
-    pipe = Pipeline(config, ctx.device)
+    pipe = pipe or Pipeline(config, ctx.device)
     model_name = _model_name(config)
     out: dict[tuple[str, int], ClipRecord] = {}
     ordered = [clip for clips in by_video(records) for clip in clips]

@@ -42,7 +42,6 @@ from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.memory_manifest import (
     is_disk_full,
     read_manifest,
-    write_file_atomic,
     write_manifest,
     writer_lock,
 )
@@ -60,6 +59,7 @@ from m3cli.stages.core.memory_store import (
     read_meta,
 )
 from m3cli.stages.core.record_paths import JPEG, NPZ, cache_file, check_record_paths
+from m3cli.stages.core.storage import file_exists, memory_location, write_file
 from m3cli.stages.memorize import ID_RE, entities_in, name_fact
 
 log = logging.getLogger(__name__)
@@ -163,11 +163,11 @@ class Indexer:
     ):
         import lancedb
 
-        self.path = Path(path)
+        self.path = memory_location(path)  # s3://... stays a URI for LanceDB
         self.config = config or IndexConfig()
         self.ctx = ctx or RunContext()
         self.embedder = embedder
-        if self.path.exists() and not self.path.is_dir():
+        if isinstance(self.path, Path) and self.path.exists() and not self.path.is_dir():
             raise InputError(f"{self.path}: exists and is not a directory (a memory dataset is a directory)")
         self.db = lancedb.connect(str(self.path))
         self.tables = set(self._table_names())
@@ -646,7 +646,7 @@ class Indexer:
         memory does not depend on the cache that produced it (``m3 cache prune`` may remove that)."""
         if not crop:
             return None
-        if not os.path.isabs(crop) and (self.path / crop).is_file():
+        if not os.path.isabs(crop) and file_exists(self.path, crop):
             return crop  # already in this dataset
         try:
             data = Path(crop).read_bytes()
@@ -654,10 +654,8 @@ class Indexer:
             log.warning("face crop %s cannot be read (%s); stored without one", crop, exc.strerror)
             return None
         name = f"{CROPS_DIR}/{hashlib.sha256(data).hexdigest()[:32]}{Path(crop).suffix or '.jpg'}"
-        target = self.path / name
-        if not target.is_file():
-            target.parent.mkdir(exist_ok=True)
-            write_file_atomic(target, data)
+        if not file_exists(self.path, name):
+            write_file(self.path, name, data)
         return name
 
     def _clips(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
@@ -760,17 +758,17 @@ def _load_npz(path: Path | None) -> dict[str, np.ndarray]:
 
 def index_records(
     records: list[ClipRecord],
-    path: Path,
+    path: str | Path,
     embedder: Any,
     config: IndexConfig | None = None,
     ctx: RunContext | None = None,
 ) -> IndexStats:
     """Write ``records`` into the memory at ``path`` (created if missing), all or nothing.
 
-    Writers of one dataset take turns (a lock file in it); a run that fails leaves readers the memory
+    Writers of a local dataset take turns (a lock file in it); a run that fails leaves readers the memory
     as it was (:mod:`~m3cli.stages.core.memory_manifest`), and a dataset this run created is removed.
     """
-    path = Path(path)
+    path = memory_location(path)
     if not records:
         raise InputError(
             "no clip records to index (the input is empty); nothing was written. "
@@ -783,6 +781,10 @@ def index_records(
                 "(then `m3 link` and `m3 abstract`) before `m3 index`"
             )
     check_record_paths(records, ctx.cache if ctx else None)  # before anything is written
+    if not isinstance(path, Path):
+        # An object store has no lock files: its manifest still commits all-or-nothing, but writers
+        # of one memory must take turns themselves (`m3 batch` has a single writer).
+        return Indexer(path, embedder, config, ctx).run(records)
     if path.exists() and not path.is_dir():
         raise InputError(f"{path}: exists and is not a directory (a memory dataset is a directory)")
     created = not path.exists()

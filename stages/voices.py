@@ -248,9 +248,14 @@ def _store_means(record: ClipRecord, means: dict[str, np.ndarray], cache: Cache 
 
 
 def voices_records(
-    records: Sequence[ClipRecord], config: VoicesConfig, ctx: RunContext | None = None
+    records: Sequence[ClipRecord],
+    config: VoicesConfig,
+    ctx: RunContext | None = None,
+    embedder: Embedder | None = None,
 ) -> list[ClipRecord]:
-    """Set ``speaker``/``voice_score`` on every utterance and add the ``voices`` section."""
+    """Set ``speaker``/``voice_score`` on every utterance and add the ``voices`` section.
+
+    ``embedder`` lets a caller that runs many videos in one process load the model once."""
     ctx = ctx or RunContext()
     for r in records:
         if r.utterances is None:
@@ -258,7 +263,7 @@ def voices_records(
                 f"{r.video.path} clip {r.clip.index}: no utterances in the record; "
                 "run `m3 diarize` before `m3 voices`"
             )
-    embedder = Embedder(config, ctx.device)
+    embedder = embedder or Embedder(config, ctx.device)
     model_name = _model_name(config)
     out: dict[tuple[str, int], ClipRecord] = {}
     videos = list(by_video(records))

@@ -72,7 +72,7 @@ def asker_options(
 
 def ask(
     ctx: typer.Context,
-    memory: Path = typer.Argument(..., help="Memory dataset directory written by `m3 index`."),
+    memory: str = typer.Argument(..., help="Memory written by `m3 index`: a directory or s3:// URI."),
     question: str | None = typer.Argument(
         None, help="The question; omit (or '-') to read JSONL questions on stdin."
     ),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 import typer
 
@@ -17,6 +16,7 @@ Examples:
   m3 index -o mem.lance abstracted.jsonl
   cat day1.jsonl day2.jsonl | m3 index -o mem.lance
   m3 index --no-fts -o mem.lance abstracted.jsonl
+  AWS_REGION=eu-west-1 m3 index -o s3://my-bucket/mem.lance abstracted.jsonl
   python -c "import lancedb; print(lancedb.connect('mem.lance').open_table('nodes').to_arrow())"
 """
 
@@ -24,8 +24,8 @@ Examples:
 def index(
     ctx: typer.Context,
     inputs: list[str] = typer.Argument(None, help="Clip record files (JSONL); '-' or nothing reads stdin."),
-    output: Path = typer.Option(
-        ..., "--output", "-o", help="Memory dataset directory (created, or appended to)."
+    output: str = typer.Option(
+        ..., "--output", "-o", help="Memory dataset directory or s3:// URI (created, or appended to)."
     ),
     embed_backend: str | None = typer.Option(
         None, "--embed-backend", help="local (bundled MiniLM) or openai."

@@ -69,6 +69,9 @@ class Settings(_Section):
     llm: LlmSettings = Field(default_factory=LlmSettings)
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
     threads: ThreadSettings = Field(default_factory=ThreadSettings)
+    #: ``[pipeline.STAGE]`` tables: stage options for `m3 run` and `m3 batch` (e.g. ``[pipeline.faces]
+    #: fps = 2``), checked by those commands against each stage's config.
+    pipeline: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 #: Environment variable -> dotted settings key. Standard OpenAI variables are honoured last.

@@ -21,7 +21,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -47,12 +46,15 @@ def is_disk_full(exc: BaseException) -> bool:
     return any(s in text for s in ("no space left on device", "disk quota exceeded", "file too large"))
 
 
-def read_manifest(path: Path) -> dict[str, int] | None:
+def read_manifest(path: Path | str) -> dict[str, int] | None:
     """Table name -> committed version, or None for a dataset without a manifest."""
+    from m3cli.stages.core.storage import read_file
+
     try:
-        data = orjson.loads((Path(path) / MANIFEST).read_bytes())
-    except FileNotFoundError:
-        return None
+        blob = read_file(path, MANIFEST)
+        if blob is None:
+            return None
+        data = orjson.loads(blob)
     except (OSError, orjson.JSONDecodeError) as exc:
         raise M3Error(f"{path}: cannot read {MANIFEST}: {exc}") from None
     tables = data.get("tables") if isinstance(data, dict) else None
@@ -63,26 +65,14 @@ def read_manifest(path: Path) -> dict[str, int] | None:
     return dict(tables)
 
 
-def write_file_atomic(target: Path, data: bytes) -> None:
-    """``data`` at ``target`` via a synced temporary sibling and a rename: all of it or nothing."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def write_manifest(path: Path, versions: dict[str, int], extra: dict[str, Any] | None = None) -> None:
+def write_manifest(path: Path | str, versions: dict[str, int], extra: dict[str, Any] | None = None) -> None:
     """Commit ``versions`` as the memory readers see (atomic: the old manifest or the new one)."""
+    from m3cli.stages.core.storage import write_file
+
     blob = orjson.dumps(
         {"manifest": MANIFEST_VERSION, "tables": versions, **(extra or {})}, option=orjson.OPT_SORT_KEYS
     )
-    write_file_atomic(Path(path) / MANIFEST, blob)
+    write_file(path, MANIFEST, blob)
 
 
 @contextmanager

@@ -29,6 +29,7 @@ import pyarrow as pa
 
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.memory_manifest import read_manifest
+from m3cli.stages.core.storage import memory_location
 
 SCHEMA_VERSION = "m3.memory/1"
 TABLES = ("nodes", "edges", "entities", "clips", "meta")
@@ -198,7 +199,7 @@ class MemoryStore:
     reader sees one whole ``m3 index`` run or the one before, never a mix.
     """
 
-    path: Path
+    path: Path | str  # a str for object-store URIs (s3://...)
     db: Any
     meta: dict[str, str]
     versions: dict[str, int] | None = None
@@ -229,7 +230,9 @@ class MemoryStore:
         """A stored face crop as a path to open: crops live in the dataset, named relative to it."""
         if not crop:
             return None
-        return crop if os.path.isabs(crop) else str(self.path / crop)
+        if os.path.isabs(crop):
+            return crop
+        return str(self.path / crop) if isinstance(self.path, Path) else f"{self.path}/{crop}"
 
     @property
     def embed_model(self) -> str:
@@ -277,10 +280,10 @@ def open_memory(path: str | Path) -> MemoryStore:
     """Open a memory written by ``m3 index``; one clear error if it is missing, foreign or damaged."""
     import lancedb
 
-    path = Path(path)
-    if not path.exists():
+    path = memory_location(path)
+    if isinstance(path, Path) and not path.exists():
         raise InputError(f"{path}: no such memory dataset (build one with `m3 index -o {path}`)")
-    if not path.is_dir():
+    if isinstance(path, Path) and not path.is_dir():
         raise InputError(f"{path}: not a memory dataset (expected a directory written by `m3 index`)")
     versions = read_manifest(path)
     try:
@@ -290,6 +293,8 @@ def open_memory(path: str | Path) -> MemoryStore:
         raise InputError(f"{path}: cannot open as a LanceDB dataset: {exc}") from None
     if versions is not None:
         names &= set(versions)  # tables a failed or running writer made are not part of the memory
+    if not isinstance(path, Path) and not names:
+        raise InputError(f"{path}: no such memory dataset (build one with `m3 index -o {path}`)")
     missing = [t for t in TABLES if t not in names]
     if missing:
         raise InputError(

@@ -1,0 +1,149 @@
+"""`m3 batch INPUT... -o MEMORY`: many videos into one memory (m3cli.stages.batch)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import typer
+
+from m3cli import context
+from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
+
+log = logging.getLogger(__name__)
+
+EPILOG = """\b
+Examples:
+  m3 batch videos/ -o mem.lance --jobs 2                 # every video under videos/, 2 workers
+  m3 batch a.mp4 b.mkv list.txt -o mem.lance --report report.jsonl
+  m3 batch /data/inbox -o s3://my-bucket/mem.lance       # AWS_* variables give the credentials
+  m3 batch manifest.jsonl -o mem.lance --engine ray --address 10.0.0.5:6379 --gpus-per-task 0.5
+  m3 batch videos/ -o mem.lance --set faces.fps=2 --offline
+
+\b
+Rerunning the same command after a crash or kill -9 does only the videos that are not in the
+memory yet (the journal, keyed by video content, says which are). Exit status 1 if any video failed.
+"""
+
+
+def _clock(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    s = int(round(seconds))
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60}:{s % 60:02d}"
+
+
+def batch(
+    ctx: typer.Context,
+    inputs: list[str] = typer.Argument(
+        ..., help="Videos, folders (searched recursively) and manifests (.txt/.list: a path per line; "
+        ".jsonl: {\"path\": ...} per line).", show_default=False
+    ),
+    output: str = typer.Option(..., "--output", "-o", help="The memory: a directory or s3:// URI."),
+    jobs: int = typer.Option(1, "--jobs", "-j", help="Worker processes (local engine) or concurrent tasks."),
+    engine: str = typer.Option("local", "--engine", help="local (processes on this machine) or ray."),
+    address: str | None = typer.Option(
+        None, "--address", help="Ray cluster address (default: $RAY_ADDRESS, else a local Ray instance)."
+    ),
+    cpus_per_task: float = typer.Option(1.0, "--cpus-per-task", help="Ray: CPUs each video task asks for."),
+    gpus_per_task: float = typer.Option(
+        0.0, "--gpus-per-task", help="Ray: GPUs each video task asks for (GPU backends of faces/diarize)."
+    ),
+    retries: int = typer.Option(1, "--retries", help="Retries of a video whose worker died."),
+    journal_path: Path | None = typer.Option(
+        None, "--journal", help="Journal file (default: inside a local memory; in the cache for s3://)."
+    ),
+    report: Path | None = typer.Option(None, "--report", help="Write one JSON line per video here."),
+    sets: list[str] = typer.Option(None, "--set", "-s", help=SET_HELP),
+    clip_seconds: float | None = typer.Option(None, "--clip-seconds", "-l", help="segment.clip_seconds"),
+    faces_fps: float | None = typer.Option(None, "--faces-fps", help="faces.fps (frames per second)."),
+    speakers: int | None = typer.Option(None, "--speakers", help="diarize.num_speakers, when known."),
+    offline: bool = typer.Option(False, "--offline", help="Never call an LLM, even if one is configured."),
+    llm_base_url: str | None = typer.Option(
+        None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
+    ),
+    llm_model: str | None = typer.Option(None, "--llm-model", help="Chat model (env M3_LLM_MODEL)."),
+    embed_backend: str | None = typer.Option(None, "--embed-backend", help="local or openai."),
+) -> None:
+    """Index many videos into one memory: parallel workers, one writer, resumable, failures reported."""
+    from m3cli.stages.batch import (
+        Journal,
+        LocalEngine,
+        Progress,
+        check_memory_target,
+        default_journal,
+        expand_inputs,
+        run_batch,
+        write_report,
+    )
+    from m3cli.stages.core.errors import InputError
+    from m3cli.stages.pipeline import Models
+
+    settings = context.settings(
+        ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "embed.backend": embed_backend}
+    )
+    config = pipeline_from_flags(
+        settings,
+        sets,
+        "index",
+        offline,
+        {"segment.clip_seconds": clip_seconds, "faces.fps": faces_fps, "diarize.num_speakers": speakers},
+    )
+    check_memory_target(output)
+    paths = expand_inputs(inputs)
+    if not paths:
+        raise InputError(f"no videos found in {' '.join(inputs)}")
+    st = context.state(ctx)
+    worker_log = logging.ERROR if st.quiet else logging.WARNING
+    if engine == "local":
+        runner = LocalEngine(config, settings, jobs=jobs, retries=retries, log_level=worker_log)
+    elif engine == "ray":
+        from m3cli.stages.batch_ray import RayEngine
+
+        runner = RayEngine(
+            config, settings, address=address, jobs=jobs, cpus_per_task=cpus_per_task,
+            gpus_per_task=gpus_per_task, retries=retries, log_level=worker_log,
+        )
+    else:
+        raise InputError(f"--engine must be local or ray, got {engine!r}")
+    journal = Journal(journal_path or default_journal(output, settings.cache_dir))
+    show = not st.quiet and (sys.stderr.isatty() or st.verbose > 0)
+
+    def progress(p: Progress) -> None:
+        r = p.report
+        what = {
+            "indexed": f"indexed {r.clips} clips in {r.seconds:.1f} s",
+            "done": "already in the memory",
+            "duplicate": f"skipped ({r.error})",
+            "failed": f"FAILED: {r.error}",
+        }[r.status]
+        if show:
+            typer.echo(
+                f"m3: batch [{p.done}/{p.total}] {r.path}: {what} | {p.clips} clips | ETA {_clock(p.eta)}",
+                err=True,
+            )
+
+    models = Models(config, settings)
+    summary = run_batch(paths, output, runner, models, context.run_context(ctx, settings), journal, progress)
+    if report is not None:
+        write_report(report, summary)
+    if not st.quiet:
+        typer.echo(
+            f"m3: batch: {len(summary.reports)} videos: {summary.count('indexed')} indexed "
+            f"({summary.clips} clips), {summary.count('done')} already in the memory, "
+            f"{summary.count('duplicate')} duplicates, {summary.count('failed')} failed; "
+            f"{summary.seconds:.1f} s",
+            err=True,
+        )
+        for r in summary.failed:
+            typer.echo(f"m3: failed: {r.path}: {r.error}", err=True)
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+RANK = 81
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(batch)

@@ -1,0 +1,119 @@
+"""`m3 run VIDEO... -o MEMORY`: the whole pipeline in one process (m3cli.stages.pipeline)."""
+
+from __future__ import annotations
+
+import logging
+
+import typer
+
+from m3cli import context
+from m3cli.pipeline_options import SET_HELP, pipeline_from_flags, print_options
+
+log = logging.getLogger(__name__)
+
+EPILOG = """\b
+Examples:
+  m3 run talk.mp4 -o mem.lance                      # = segment | diarize | ... | index -o mem.lance
+  m3 run a.mp4 b.mkv -o mem.lance --faces-fps 2 --speakers 2
+  m3 run talk.mp4 --until faces -o perceived.jsonl  # stop after faces, write the records
+  m3 run talk.mp4 --until faces | m3 memorize | m3 link | m3 abstract | m3 index -o mem.lance
+  m3 run talk.mp4 -o mem.lance --set faces.min_sharpness=0.2 --set diarize.cluster.threshold=0.4
+  m3 run --options                                  # every STAGE.OPTION that --set accepts
+
+\b
+Stage options: --set STAGE.OPTION=VALUE (repeatable), or [pipeline.STAGE] tables in m3.toml,
+e.g. [pipeline.faces] fps = 2. Records and caches are the same as the shell pipe's.
+"""
+
+def run(
+    ctx: typer.Context,
+    videos: list[str] = typer.Argument(None, help="Video files.", show_default=False),
+    output: str | None = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="The memory (directory or s3:// URI); with --until before index, a JSONL file (default stdout).",
+    ),
+    until: str = typer.Option(
+        "index", "--until", "-u", help="Last stage to run: segment, diarize, voices, faces, memorize, "
+        "link, abstract or index."
+    ),
+    sets: list[str] = typer.Option(None, "--set", "-s", help=SET_HELP),
+    clip_seconds: float | None = typer.Option(None, "--clip-seconds", "-l", help="segment.clip_seconds"),
+    faces_fps: float | None = typer.Option(None, "--faces-fps", help="faces.fps (frames per second)."),
+    faces_backend: str | None = typer.Option(None, "--faces-backend", help="faces.backend"),
+    speakers: int | None = typer.Option(None, "--speakers", help="diarize.num_speakers, when known."),
+    asr_model: str | None = typer.Option(None, "--asr-model", help="diarize.model"),
+    offline: bool = typer.Option(
+        False, "--offline", help="Never call an LLM (memorize and abstract), even if one is configured."
+    ),
+    llm_base_url: str | None = typer.Option(
+        None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
+    ),
+    llm_model: str | None = typer.Option(None, "--llm-model", help="Chat model (env M3_LLM_MODEL)."),
+    llm_api_key: str | None = typer.Option(None, "--llm-api-key", help="API key (env M3_LLM_API_KEY)."),
+    embed_backend: str | None = typer.Option(
+        None, "--embed-backend", help="local (bundled MiniLM) or openai."
+    ),
+    keep_going: bool = typer.Option(
+        False, "--keep-going", "-k", help="Report a failing video, go on with the others (exit 1 at the end)."
+    ),
+    list_options: bool = typer.Option(False, "--options", help="List every STAGE.OPTION and exit."),
+) -> None:
+    """Run the whole pipeline in one process: models load once, each video is finished before the next."""
+    from pathlib import Path
+
+    from m3cli import stream
+    from m3cli.stages.core.errors import InputError
+    from m3cli.stages.pipeline import Models, run_videos
+
+    if list_options:
+        print_options()
+        return
+    if not videos:
+        raise InputError("no videos: give one or more video files (m3 run talk.mp4 -o mem.lance)")
+    settings = context.settings(
+        ctx,
+        **{
+            "llm.base_url": llm_base_url,
+            "llm.model": llm_model,
+            "llm.api_key": llm_api_key,
+            "embed.backend": embed_backend,
+        },
+    )
+    config = pipeline_from_flags(
+        settings,
+        sets,
+        until,
+        offline,
+        {
+            "segment.clip_seconds": clip_seconds,
+            "faces.fps": faces_fps,
+            "faces.backend": faces_backend,
+            "diarize.num_speakers": speakers,
+            "diarize.model": asr_model,
+        },
+    )
+    if config.until == "index" and not output:
+        raise InputError("-o MEMORY is required (or stop earlier with --until STAGE to write records)")
+    models = Models(config, settings)
+    run_ctx = context.run_context(ctx, settings)
+    records = []
+    failures = 0
+    for outcome, recs in run_videos([Path(v) for v in videos], models, run_ctx, output, keep_going):
+        if outcome.error:
+            failures += 1
+            typer.echo(f"m3: error: {outcome.error}", err=True)
+        records.extend(recs)
+    if config.until != "index":
+        stream.write_records(records, output)
+    if failures:
+        log.warning("%d of %d videos failed", failures, len(videos))
+        raise typer.Exit(1)
+
+
+RANK = 80
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(run)

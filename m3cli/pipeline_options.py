@@ -1,0 +1,36 @@
+"""Options `m3 run` and `m3 batch` share: how flags, --set and [pipeline.STAGE] tables become one
+PipelineConfig (m3cli.stages.pipeline)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+SET_HELP = "A stage option, STAGE.OPTION=VALUE (repeatable), e.g. faces.fps=2; see --options."
+
+
+def pipeline_from_flags(
+    settings: Any,
+    sets: list[str] | None,
+    until: str,
+    offline: bool,
+    shortcuts: dict[str, Any],
+) -> Any:
+    """The PipelineConfig of `m3 run` / `m3 batch`: [pipeline] config tables < --set < named flags."""
+    from m3cli.stages.pipeline import assignments, merge_options, pipeline_config
+
+    named: dict[str, dict[str, Any]] = {}
+    for dotted, value in shortcuts.items():
+        if value is not None:
+            stage, option = dotted.split(".", 1)
+            named.setdefault(stage, {})[option] = value
+    options = merge_options(settings.pipeline, assignments(sets or []), named)
+    return pipeline_config(options, until=until, offline=offline)
+
+
+def print_options() -> None:
+    from m3cli.stages.pipeline import option_names
+
+    for stage, names in option_names().items():
+        typer.echo(f"{stage}: {', '.join(names)}")

@@ -1,0 +1,91 @@
+"""Where a memory lives: a local directory or an object-store URI that LanceDB opens (``s3://...``).
+
+Object stores are reached with the standard variables of their SDKs (for S3: ``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``/``AWS_DEFAULT_REGION``, and
+``AWS_ENDPOINT_URL`` with ``AWS_ALLOW_HTTP=true`` for an S3-compatible server such as MinIO). m3 never
+reads, copies or prints them: LanceDB's object-store layer takes them from the environment itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.redact import mask_credentials
+
+_URI = re.compile(r"^[a-zA-Z][a-zA-Z0-9+.-]*://")
+
+
+def is_uri(target: str | Path) -> bool:
+    """True for ``s3://bucket/mem.lance``-style locations (not plain paths, not ``file://``)."""
+    text = str(target) if isinstance(target, str) else ""
+    return bool(_URI.match(text)) and not text.startswith("file://")
+
+
+def memory_location(target: str | Path) -> str | Path:
+    """A URI stays a string (``Path`` would fold ``s3://`` into ``s3:/``); anything else is a Path."""
+    if isinstance(target, str) and is_uri(target):
+        return target.rstrip("/")
+    return Path(target)
+
+
+def _object_store(uri: str) -> tuple[Any, str]:
+    """The pyarrow filesystem of an object-store URI and the path inside it (credentials and endpoint
+    from the SDK's standard environment variables, as LanceDB reads them)."""
+    from pyarrow import fs
+
+    try:
+        return fs.FileSystem.from_uri(uri)
+    except Exception as exc:  # pyarrow raises ArrowInvalid/OSError for unknown schemes or bad URIs
+        raise M3Error(f"{mask_credentials(uri)}: cannot open this object store: {exc}") from None
+
+
+def read_file(location: str | Path, name: str) -> bytes | None:
+    """The bytes of file ``name`` inside the memory at ``location``, or None when it does not exist."""
+    if isinstance(location, Path):
+        try:
+            return (location / name).read_bytes()
+        except FileNotFoundError:
+            return None
+    store, root = _object_store(location)
+    from pyarrow import fs
+
+    if store.get_file_info(f"{root}/{name}").type == fs.FileType.NotFound:
+        return None
+    with store.open_input_stream(f"{root}/{name}") as fh:
+        return fh.read()
+
+
+def write_file(location: str | Path, name: str, data: bytes) -> None:
+    """Write ``name`` inside the memory at ``location``, all of it or nothing: a synced temporary
+    sibling renamed into place on disk; one PUT on an object store (objects appear whole)."""
+    if isinstance(location, Path):
+        target = location / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return
+    store, root = _object_store(location)
+    with store.open_output_stream(f"{root}/{name}") as fh:
+        fh.write(data)
+
+
+def file_exists(location: str | Path, name: str) -> bool:
+    if isinstance(location, Path):
+        return (location / name).is_file()
+    from pyarrow import fs
+
+    store, root = _object_store(location)
+    return store.get_file_info(f"{root}/{name}").type == fs.FileType.File

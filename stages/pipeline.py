@@ -1,0 +1,409 @@
+"""The whole pipeline in one process: segment, diarize, voices, faces, memorize, link, abstract, index.
+
+Why it exists: a shell pipe of eight stages pays eight interpreter start-ups and loads torch and the
+text embedder three times per video. Here every model is loaded once (the first time a stage needs
+it) and kept for every later video, which is what `m3 run` and each worker of `m3 batch` use.
+
+Why the records are byte-identical to the shell pipe's: each stage is called through its own public
+function with the same config dataclass its command builds, and between stages every record takes the
+same JSON round trip a pipe gives it (serialise, parse, validate). Caches are the stages' own, so a
+`m3 run --until faces` followed by `m3 memorize | m3 link | ...` hits the same entries as either alone.
+
+Streaming: videos pass through every stage one after another, so a video is finished (indexed, or
+ready to emit) before the next starts and memory use does not grow with the number of videos. The
+stages fold per video (identity banks, link voting, summaries), which makes the video the unit that
+can be completed, journaled and retried on its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import tomllib
+
+from m3cli.schemas.records import ClipRecord
+from m3cli.stages.abstract import AbstractConfig
+from m3cli.stages.core.common import RunContext
+from m3cli.stages.core.errors import InputError
+from m3cli.stages.diarize import DiarizeConfig
+from m3cli.stages.faces import FacesConfig
+from m3cli.stages.index import IndexConfig, IndexStats
+from m3cli.stages.link import LinkConfig
+from m3cli.stages.memorize import MemorizeConfig
+from m3cli.stages.segment import SegmentConfig
+from m3cli.stages.voices import VoicesConfig
+
+log = logging.getLogger(__name__)
+
+#: Pipeline order. `--until STAGE` runs a prefix of it.
+STAGES = ("segment", "diarize", "voices", "faces", "memorize", "link", "abstract", "index")
+
+_CONFIG_TYPES: dict[str, type] = {
+    "segment": SegmentConfig,
+    "diarize": DiarizeConfig,
+    "voices": VoicesConfig,
+    "faces": FacesConfig,
+    "memorize": MemorizeConfig,
+    "link": LinkConfig,
+    "abstract": AbstractConfig,
+    "index": IndexConfig,
+}
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Every stage's own config, plus where to stop and whether an LLM may be called."""
+
+    segment: SegmentConfig = field(default_factory=SegmentConfig)
+    diarize: DiarizeConfig = field(default_factory=DiarizeConfig)
+    voices: VoicesConfig = field(default_factory=VoicesConfig)
+    faces: FacesConfig = field(default_factory=FacesConfig)
+    memorize: MemorizeConfig = field(default_factory=MemorizeConfig)
+    link: LinkConfig = field(default_factory=LinkConfig)
+    abstract: AbstractConfig = field(default_factory=AbstractConfig)
+    index: IndexConfig = field(default_factory=IndexConfig)
+    until: str = "index"
+    offline: bool = False
+
+    def __post_init__(self) -> None:
+        if self.until not in STAGES:
+            raise InputError(f"--until must be one of {', '.join(STAGES)}; got {self.until!r}")
+
+    @property
+    def stages(self) -> tuple[str, ...]:
+        return STAGES[: STAGES.index(self.until) + 1]
+
+
+# ------------------------------------------------------------------------------ options by name
+def parse_assignment(text: str) -> tuple[str, list[str], Any]:
+    """``faces.fps=2`` -> ("faces", ["fps"], 2). Values are read as TOML (numbers, true/false, quoted
+    strings, lists); anything that is not valid TOML is taken as a plain string (paths, names)."""
+    name, sep, raw = text.partition("=")
+    parts = [p.strip() for p in name.strip().split(".")]
+    if not sep or len(parts) < 2 or not all(parts):
+        raise InputError(f"--set {text!r}: expected STAGE.OPTION=VALUE, e.g. faces.fps=2")
+    raw = raw.strip()
+    try:
+        value: Any = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return parts[0], parts[1:], value
+
+
+def _set_nested(tree: dict[str, Any], stage: str, path: list[str], value: Any) -> None:
+    node = tree.setdefault(stage, {})
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+
+
+def assignments(texts: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Several ``--set`` values as one ``{stage: {option: value}}`` tree (later ones win)."""
+    tree: dict[str, dict[str, Any]] = {}
+    for text in texts:
+        stage, path, value = parse_assignment(text)
+        _set_nested(tree, stage, path, value)
+    return tree
+
+
+def merge_options(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Option trees merged left to right (a config file's ``[pipeline]`` section, then ``--set``)."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+                out[key] = merge_options(out[key], value)
+            else:
+                out[key] = dict(value) if isinstance(value, Mapping) else value
+    return out
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """``value`` as the type a config field declares (ints for floats, numbers for strings...)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+            if type(None) in args:
+                return None
+        errors = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return _coerce(value, arg, where)
+            except InputError as exc:
+                errors.append(str(exc))
+        raise InputError(errors[0] if errors else f"{where}: cannot use {value!r}")
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, Mapping):
+            raise InputError(f"{where}: expected options of {hint.__name__}, got {value!r}")
+        return build_config(hint, value, where)
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "yes", "1", "false", "no", "0"):
+            return value.lower() in ("true", "yes", "1")
+    elif hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif hint is str:
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
+            return str(value)
+    else:
+        return value
+    raise InputError(f"{where}: expected {getattr(hint, '__name__', hint)}, got {value!r}")
+
+
+def build_config(cls: type, options: Mapping[str, Any], where: str) -> Any:
+    """An instance of the config dataclass ``cls`` from its defaults and ``options`` (checked by name)."""
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in options.items():
+        if key not in names:
+            raise InputError(f"{where}.{key}: unknown option; {where} has {', '.join(names)}")
+        kwargs[key] = _coerce(value, hints[key], f"{where}.{key}")
+    return cls(**kwargs)
+
+
+def pipeline_config(
+    options: Mapping[str, Any], until: str = "index", offline: bool = False
+) -> PipelineConfig:
+    """The pipeline's config from an option tree ``{stage: {option: value}}``; unknown names fail."""
+    configs = {}
+    for stage, values in options.items():
+        if stage not in _CONFIG_TYPES:
+            raise InputError(f"{stage}: not a stage; options go to {', '.join(STAGES)}")
+        if not isinstance(values, Mapping):
+            raise InputError(f"{stage}: expected STAGE.OPTION=VALUE, got {values!r}")
+        configs[stage] = build_config(_CONFIG_TYPES[stage], values, stage)
+    return PipelineConfig(**configs, until=until, offline=offline)
+
+
+def option_names() -> dict[str, list[str]]:
+    """Every option `--set` accepts, per stage (for --help and error messages)."""
+
+    def names(cls: type, prefix: str = "") -> list[str]:
+        hints = typing.get_type_hints(cls)
+        out: list[str] = []
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(hints[f.name]):
+                out += names(hints[f.name], f"{prefix}{f.name}.")
+            else:
+                out.append(prefix + f.name)
+        return out
+
+    return {stage: names(cls) for stage, cls in _CONFIG_TYPES.items()}
+
+
+# ------------------------------------------------------------------------------------ the models
+class Models:
+    """The models of one pipeline config, each loaded the first time a stage needs it, then kept.
+
+    ``settings`` is the effective :class:`~m3cli.stages.core.config.Settings` (device, LLM, embedder).
+    """
+
+    def __init__(self, config: PipelineConfig, settings: Any) -> None:
+        self.config = config
+        self.settings = settings
+        self._loaded: dict[str, Any] = {}
+
+    def _get(self, name: str, make: Callable[[], Any]) -> Any:
+        if name not in self._loaded:
+            self._loaded[name] = make()
+        return self._loaded[name]
+
+    @property
+    def diarize(self) -> Any:
+        from m3cli.stages.diarize import Pipeline
+
+        return self._get("diarize", lambda: Pipeline(self.config.diarize, self.settings.device))
+
+    @property
+    def voices(self) -> Any:
+        from m3cli.stages.voices import Embedder
+
+        return self._get("voices", lambda: Embedder(self.config.voices, self.settings.device))
+
+    @property
+    def faces(self) -> Any:
+        from m3cli.stages.faces import load_model
+
+        return self._get("faces", lambda: load_model(self.config.faces, self.settings.device))
+
+    @property
+    def llm(self) -> Any:
+        from m3cli.stages.backends.llm import client_from_settings
+
+        def make() -> Any:
+            return None if self.config.offline else client_from_settings(self.settings.llm)
+
+        return self._get("llm", make)
+
+    @property
+    def text(self) -> Any:
+        from m3cli.stages.core.memory_store import make_text_embedder
+
+        return self._get("text", lambda: make_text_embedder(self.settings.embed, self.settings.device))
+
+
+# --------------------------------------------------------------------------------- one video
+def roundtrip(records: Iterable[ClipRecord]) -> list[ClipRecord]:
+    """Records as the next stage of a shell pipe would read them: serialised, parsed and validated."""
+    return [
+        ClipRecord.model_validate(orjson.loads(orjson.dumps(r.to_json(), option=orjson.OPT_SERIALIZE_NUMPY)))
+        for r in records
+    ]
+
+
+def _diarize(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+    from m3cli.stages.diarize import diarize_records
+
+    return diarize_records(records, models.config.diarize, ctx, pipe=models.diarize)
+
+
+def _voices(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+    from m3cli.stages.voices import voices_records
+
+    return voices_records(records, models.config.voices, ctx, embedder=models.voices)
+
+
+def _faces(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+    from m3cli.stages.faces import run_faces
+
+    return run_faces(records, models.faces, models.config.faces, ctx)
+
+
+def _memorize(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+    from m3cli.stages.memorize import memorize_records
+
+    out = memorize_records(records, models.config.memorize, models.llm, ctx)
+    fallbacks = sum(1 for r in out if r.memory and r.memory.fallback)
+    if fallbacks:
+        log.warning(
+            "%s: %d of %d clips fell back to the offline memorizer (see each record's errors)",
+            records[0].video.path,
+            fallbacks,
+            len(out),
+        )
+    return out
+
+
+def _link(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+    from m3cli.stages.link import link_records
+
+    return link_records(records, models.config.link)
+
+
+def _abstract(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+    from m3cli.stages.abstract import abstract_records
+
+    config = models.config.abstract
+    embedder = models.text if config.embed else None
+    return abstract_records(records, config, models.llm, embedder, ctx)
+
+
+_STEPS: dict[str, Callable[[list[ClipRecord], Models, RunContext], list[ClipRecord]]] = {
+    "diarize": _diarize,
+    "voices": _voices,
+    "faces": _faces,
+    "memorize": _memorize,
+    "link": _link,
+    "abstract": _abstract,
+}
+
+
+def content_id(path: Path, ctx: RunContext) -> str:
+    """The video's content id (cached by path, size and mtime), or one clear error for a bad file."""
+    from m3cli.stages.core import media
+
+    return media.content_id(Path(path), ctx.cache)
+
+
+def process_video(
+    path: Path, models: Models, ctx: RunContext, on_stage: Callable[[str, int], None] | None = None
+) -> list[ClipRecord]:
+    """One video through every stage before ``index`` that the config runs; its records, in clip order.
+
+    ``on_stage(stage, clips)`` is told when each stage has finished (progress reporting).
+    """
+    from m3cli.stages.segment import segment_video
+
+    records = roundtrip(segment_video(Path(path), models.config.segment, ctx.cache))
+    if on_stage:
+        on_stage("segment", len(records))
+    for stage in models.config.stages[1:]:
+        if stage == "index" or not records:
+            break
+        records = roundtrip(_STEPS[stage](records, models, ctx))
+        if on_stage:
+            on_stage(stage, len(records))
+    return records
+
+
+def index_video(records: list[ClipRecord], memory: str | Path, models: Models, ctx: RunContext) -> IndexStats:
+    """Commit one video's records to the memory through the index stage's public function."""
+    from m3cli.stages.index import index_records
+
+    return index_records(records, memory, models.text, models.config.index, ctx)
+
+
+@dataclass
+class VideoOutcome:
+    """What became of one input video."""
+
+    path: str
+    video: str | None = None
+    clips: int = 0
+    error: str | None = None
+    skipped: str | None = None
+
+
+def run_videos(
+    paths: Iterable[Path],
+    models: Models,
+    ctx: RunContext,
+    memory: str | Path | None = None,
+    keep_going: bool = False,
+) -> Iterator[tuple[VideoOutcome, list[ClipRecord]]]:
+    """Each video through the pipeline, in order: indexed into ``memory`` when the config runs to
+    ``index``, else its records handed back. A video whose content was already seen in this run is
+    skipped (two copies of one file are one video). With ``keep_going`` a failing video is reported in
+    its outcome and the others go on; without, the first failure raises."""
+    from m3cli.stages.core.errors import M3Error
+
+    seen: dict[str, str] = {}
+    for path in paths:
+        outcome = VideoOutcome(path=str(path))
+        try:
+            vid = content_id(Path(path), ctx)
+            outcome.video = vid
+            if vid in seen:
+                outcome.skipped = f"same content as {seen[vid]}"
+                log.warning("%s: skipped, %s", path, outcome.skipped)
+                yield outcome, []
+                continue
+            seen[vid] = str(path)
+            records = process_video(Path(path), models, ctx)
+            outcome.clips = len(records)
+            if models.config.until == "index" and records:
+                if memory is None:
+                    raise InputError("the pipeline runs to index but no memory was given (-o MEMORY)")
+                index_video(records, memory, models, ctx)
+        except M3Error as exc:
+            if not keep_going:
+                raise
+            outcome.error = str(exc)
+            yield outcome, []
+            continue
+        yield outcome, records

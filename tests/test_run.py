@@ -1,0 +1,93 @@
+"""`m3 run`: the whole pipeline in one process gives the shell pipe's records byte for byte, shares its
+caches (so the two mix), and builds the same memory row for row."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import HAMILTON
+from m3cli.stages.core.errors import InputError
+from m3cli.stages.pipeline import STAGES, assignments, option_names, pipeline_config
+from support.memory_rows import memory_rows
+
+M3 = f"{sys.executable} -m m3cli"
+OFFLINE = {"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
+
+
+def _sh(command: str, cache) -> bytes:
+    env = {**os.environ, **OFFLINE, "M3_CACHE": str(cache)}
+    proc = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", command], capture_output=True, env=env, timeout=900
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    return proc.stdout
+
+
+def test_set_options_build_each_stage_config():
+    config = pipeline_config(
+        assignments(["faces.fps=2", "diarize.cluster.threshold=0.4", "segment.clip_seconds=4",
+                     "diarize.model=/models/whisper small", "abstract.check=true"]),
+        until="faces",
+    )
+    assert config.faces.fps == 2.0 and config.diarize.cluster.threshold == 0.4
+    assert config.segment.clip_seconds == 4.0 and config.diarize.model == "/models/whisper small"
+    assert config.abstract.check is True
+    assert config.stages == ("segment", "diarize", "voices", "faces")
+    assert set(option_names()) == set(STAGES) and "cluster.threshold" in option_names()["diarize"]
+
+
+@pytest.mark.parametrize(
+    ("sets", "until", "message"),
+    [
+        (["faces.nope=1"], "index", "faces.nope: unknown option"),
+        (["nope.fps=1"], "index", "nope: not a stage"),
+        (["faces.fps=fast"], "index", "faces.fps: expected float"),
+        (["faces.fps=-1"], "index", "--fps must be a positive number"),
+        (["faces"], "index", "expected STAGE.OPTION=VALUE"),
+        ([], "ask", "--until must be one of"),
+    ],
+)
+def test_bad_stage_options_fail_clearly(sets, until, message):
+    with pytest.raises(InputError, match=message.replace(".", r"\.").replace("-", r"\-")):
+        pipeline_config(assignments(sets), until=until)
+
+
+def test_run_reports_bad_input_in_one_line(m3, tmp_path, cache_dir):
+    bad = tmp_path / "notes.mp4"
+    bad.write_text("not a video")
+    proc = m3("run", bad, "-o", tmp_path / "mem.lance")
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert proc.stderr.decode().strip().startswith(f"m3: error: {bad}")
+    proc = m3("run", bad, "--set", "faces.fps=x")
+    assert proc.returncode == 1 and b"faces.fps: expected float" in proc.stderr
+    proc = m3("run", "--options")
+    assert proc.returncode == 0 and b"faces: backend, fps," in proc.stdout
+
+
+@pytest.mark.slow
+def test_run_records_and_memory_equal_the_shell_pipe(tmp_path):
+    cache_run, cache_pipe = tmp_path / "cache-run", tmp_path / "cache-pipe"
+    perceive = f"{M3} segment -l 4 {HAMILTON} | {M3} diarize | {M3} voices | {M3} faces --fps 2"
+    pipe = _sh(f"{perceive} | {M3} memorize | {M3} link | {M3} abstract", cache_pipe)
+    ran = _sh(f"{M3} run -l 4 --faces-fps 2 --until abstract {HAMILTON}", cache_run)
+    assert len(pipe.splitlines()) == 3  # three 4-second clips, folded per video
+    # computed separately, byte for byte the same (cache paths aside: each run has its own cache)
+    assert ran.replace(str(cache_run).encode(), str(cache_pipe).encode()) == pipe
+
+    # the two mix: stop `m3 run` after faces and let the shell stages finish, on the pipe's cache
+    (tmp_path / "faces.jsonl").write_bytes(
+        _sh(f"{M3} run -l 4 --set faces.fps=2 --until faces {HAMILTON}", cache_pipe)
+    )
+    mixed = _sh(f"{M3} memorize {tmp_path / 'faces.jsonl'} | {M3} link | {M3} abstract", cache_pipe)
+    assert mixed == pipe
+
+    # the memory `m3 run` writes equals `m3 index` of the pipe's records, row for row
+    (tmp_path / "pipe.jsonl").write_bytes(pipe)
+    _sh(f"{M3} index -o {tmp_path / 'pipe.lance'} {tmp_path / 'pipe.jsonl'}", cache_pipe)
+    _sh(f"{M3} run -l 4 --faces-fps 2 {HAMILTON} -o {tmp_path / 'run.lance'}", cache_pipe)
+    ran_rows, pipe_rows = memory_rows(tmp_path / "run.lance"), memory_rows(tmp_path / "pipe.lance")
+    assert ran_rows["nodes"] and ran_rows == pipe_rows
