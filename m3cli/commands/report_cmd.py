@@ -1,0 +1,67 @@
+"""`m3 report`"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import typer
+
+from m3cli import context
+
+log = logging.getLogger(__name__)
+
+EPILOG = """\b
+Examples:
+  m3 report mem.lance -o report.html
+  m3 report mem.lance -o report.html --answers answers.jsonl
+  m3 report mem.lance -o day1.html --video 3f2a9c0d1e4b5a67 --clips 0:119
+  m3 ask mem.lance "Who likes coffee?" -o answers.jsonl && m3 report mem.lance --answers answers.jsonl
+"""
+
+
+def report(
+    ctx: typer.Context,
+    memory: Path = typer.Argument(..., help="Memory dataset written by `m3 index`."),
+    output: Path = typer.Option(
+        Path("report.html"), "--output", "-o", help="HTML file to write (one self-contained page)."
+    ),
+    video: str | None = typer.Option(None, "--video", help="Only this video id (default: every video)."),
+    clips: str | None = typer.Option(
+        None, "--clips", help="Clip range FROM:TO to show (inclusive; e.g. 400: for the second page)."
+    ),
+    answers: Path | None = typer.Option(
+        None, "--answers", "-a", help="`m3 ask` output (m3.answer/1 JSONL) to show with its evidence."
+    ),
+    max_clips: int = typer.Option(400, "--max-clips", min=1, help="Clips per video on one page."),
+) -> None:
+    """Write one offline HTML page of a memory: timeline, character cards, answers, search, graphs."""
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.report import ReportLimits, parse_range, write_report
+
+    run = RunContext(
+        progress=lambda items, desc="", total=None: context.progress(
+            ctx, items, desc, total, unit="character"
+        ),
+    )
+    stats = write_report(
+        memory, output, video, parse_range(clips), answers, ReportLimits(max_clips=max_clips), run
+    )
+    log.info(
+        "%s: %.0f kB, %d clips, %d characters (%d face crops, %d voice samples), %d answers",
+        stats.path,
+        stats.bytes / 1024,
+        stats.clips,
+        stats.characters,
+        stats.thumbnails,
+        stats.voice_samples,
+        stats.answers,
+    )
+    typer.echo(str(stats.path))
+
+
+RANK = 79
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(report)

@@ -1,0 +1,100 @@
+"""`m3 report`: one offline, self-contained HTML page of a memory (and optionally of `m3 ask` answers).
+
+Steps, one module each: :mod:`.gather` reads what the page shows from the memory tables (capped),
+:mod:`.media` makes the embedded thumbnails and voice samples, :mod:`.render` writes the HTML (with
+:mod:`.graph` drawing each character's SVG graph). The file is written next to its destination and
+renamed into place, so an interrupted run never leaves half a page.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from m3cli.stages.core.common import RunContext
+from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.memory_store import open_memory
+from m3cli.stages.report.answers import read_answers
+from m3cli.stages.report.gather import ReportLimits, gather
+from m3cli.stages.report.media import thumbnail, voice_sample
+from m3cli.stages.report.render import render
+
+
+@dataclass
+class ReportStats:
+    path: Path
+    bytes: int
+    videos: int
+    clips: int
+    characters: int
+    answers: int
+    thumbnails: int
+    voice_samples: int
+
+
+def _pin_script(page: str) -> str:
+    """Replace the CSP's 'unsafe-inline' for scripts by the hash of the page's own script: even if some
+    text escaped escaping, a script it smuggled in would not run."""
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.S)
+    if len(scripts) != 1:
+        return page
+    digest = base64.b64encode(hashlib.sha256(scripts[0].encode("utf-8")).digest()).decode()
+    return page.replace("script-src 'unsafe-inline'", f"script-src 'sha256-{digest}'", 1)
+
+
+def write_report(
+    memory: Path,
+    output: Path,
+    video: str | None = None,
+    clips: tuple[int, int | None] = (0, None),
+    answers: Path | None = None,
+    limits: ReportLimits | None = None,
+    ctx: RunContext | None = None,
+) -> ReportStats:
+    """Write the report of ``memory`` to ``output``; returns what went into it."""
+    limits = limits or ReportLimits()
+    ctx = ctx or RunContext()
+    if output.exists() and output.is_dir():
+        raise InputError(
+            f"-o {output}: is a directory; name the HTML file to write, e.g. {output / 'report.html'}"
+        )
+    answer_rows, answers_total = read_answers(answers, limits.max_answers) if answers else ([], 0)
+    store = open_memory(memory)
+    data = gather(store, video, clips, limits)
+    data.answers = answer_rows
+    thumbs: dict[tuple[str, str], list[str]] = {}
+    voices: dict[tuple[str, str], str] = {}
+    chars = [(v, c) for v in data.videos for c in v.characters]
+    for v, c in ctx.progress(chars, desc="report", total=len(chars)):
+        made = [t for t in (thumbnail(crop) for crop in c.crops) if t]
+        if made:
+            thumbs[(v.id, c.id)] = made
+        if c.voice_sample is not None:
+            audio = voice_sample(*c.voice_sample)
+            if audio:
+                voices[(v.id, c.id)] = audio
+    page = _pin_script(render(data, thumbs, voices, answers_total))
+    output.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(page.encode("utf-8"))
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return ReportStats(
+        path=output,
+        bytes=output.stat().st_size,
+        videos=len(data.videos),
+        clips=sum(len(v.clips) for v in data.videos),
+        characters=len(chars),
+        answers=len(answer_rows),
+        thumbnails=sum(len(t) for t in thumbs.values()),
+        voice_samples=len(voices),
+    )

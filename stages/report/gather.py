@@ -1,0 +1,540 @@
+"""What the report shows, read from a memory dataset into plain typed records.
+
+Everything is read through the memory's own tables (``nodes``, ``edges``, ``entities``, ``clips``) with
+column projections (never the vectors) and per-video filters, so a huge memory costs only what the page
+shows: clips outside the chosen range are not read, and every list has a cap (:class:`ReportLimits`)
+whose effect the page states in a note instead of silently dropping rows.
+
+Timeline spans come from the memory lines themselves: ``speech`` lines give who spoke when,
+``appearance`` lines ("<face_1> is visible from 0.8 to 1.6 s and from ...") give who was on screen when.
+Memories written by an LLM memorizer may lack those kinds; then a character is drawn as present over the
+whole of every clip its faces and voices occur in (the entities table's ``clips``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.memory_store import MemoryStore
+from m3cli.stages.memorize import name_fact
+
+NODE_COLUMNS = (
+    "id",
+    "video",
+    "clip",
+    "kind",
+    "subkind",
+    "text",
+    "raw_text",
+    "entities",
+    "characters",
+    "weight",
+    "t_start",
+    "t_end",
+    "source",
+    "evidence",
+    "superseded",
+)
+CLIP_COLUMNS = ("video", "clip", "start", "end", "path", "summary")
+ENTITY_COLUMNS = ("video", "entity", "kind", "character", "name", "members", "clips", "first_seen", "crop")
+SPAN_RE = re.compile(r"from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) s")
+SPEECH_RE = re.compile(r'says: "(.*)"\s*$', re.S)
+#: Node kinds read for every video whatever clip range is shown: few per video, and cards need them.
+CARD_KINDS = ("character", "relationship", "global")
+
+
+@dataclass(frozen=True)
+class ReportLimits:
+    """Caps that keep a page of a huge memory loadable; each cap that bites is reported on the page."""
+
+    max_videos: int = 20
+    max_clips: int = 400  # per video and page (--clips FROM:TO shows another page)
+    max_lines_per_clip: int = 120
+    max_characters: int = 60  # per video
+    max_facts: int = 40  # per character card
+    max_semantic_scan: int = 20_000  # semantic lines read per video for the cards
+    max_spans: int = 2_000  # timeline spans per character row (nearby spans are merged beyond this)
+    max_answers: int = 500
+    crops_per_character: int = 4
+    voice_seconds: float = 5.0
+    max_voice_samples: int = 40  # per video
+
+
+@dataclass
+class Line:
+    """One memory node as the page shows it."""
+
+    id: str
+    video: str
+    clip: int
+    kind: str
+    subkind: str
+    text: str
+    raw_text: str
+    entities: list[str]
+    characters: list[str]
+    weight: float
+    t_start: float | None
+    t_end: float | None
+    source: str
+    evidence: list[str]
+    superseded: bool
+
+
+@dataclass
+class Utterance:
+    speaker: str | None  # perception id (<voice_j>)
+    character: str | None
+    start: float
+    end: float
+    text: str
+    node: str
+
+
+@dataclass
+class Clip:
+    video: str
+    index: int
+    start: float
+    end: float
+    summary: str
+    lines: list[Line] = field(default_factory=list)
+    utterances: list[Utterance] = field(default_factory=list)
+    lines_total: int = 0
+
+
+@dataclass
+class NameFact:
+    name: str
+    clip: int
+    t: float | None
+    node: str
+    text: str
+
+
+@dataclass
+class Join:
+    """A face id and a voice id that `m3 link` joined, and the weight of that link."""
+
+    face: str
+    voice: str
+    weight: float
+
+
+@dataclass
+class Crop:
+    entity: str
+    path: Path | None
+    data_uri: str | None  # a crop already stored inline as a data: URI
+
+
+@dataclass
+class Character:
+    video: str
+    id: str
+    name: str | None
+    members: list[str]
+    clips: list[int]
+    first_seen: float | None
+    crops: list[Crop] = field(default_factory=list)
+    names: list[NameFact] = field(default_factory=list)
+    facts: list[Line] = field(default_factory=list)
+    relations: list[Line] = field(default_factory=list)
+    joins: list[Join] = field(default_factory=list)
+    visible: list[tuple[float, float]] = field(default_factory=list)
+    speaking: list[tuple[float, float]] = field(default_factory=list)
+    present: list[tuple[float, float]] = field(default_factory=list)  # whole clips, when no finer spans
+    voice_sample: tuple[Path, float, float] | None = None
+    facts_total: int = 0
+
+    @property
+    def faces(self) -> list[str]:
+        return [m for m in self.members if m.startswith("<face_")]
+
+    @property
+    def voices(self) -> list[str]:
+        return [m for m in self.members if m.startswith("<voice_")]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.id})" if self.name else self.id
+
+
+@dataclass
+class Video:
+    id: str
+    path: str | None
+    start: float
+    end: float
+    clips: list[Clip]
+    characters: list[Character]
+    clips_total: int
+    global_summary: str | None = None
+
+
+@dataclass
+class ReportData:
+    memory: str
+    meta: dict[str, str]
+    counts: dict[str, int]
+    videos: list[Video]
+    videos_total: int
+    notes: list[str] = field(default_factory=list)
+    answers: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ============================================================================== reading tables
+
+
+def _sql(value: str) -> str:
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def _columns(table: Any, wanted: tuple[str, ...]) -> list[str]:
+    """The wanted columns this table has (memories written by older or newer m3 may differ)."""
+    names = set(table.schema.names)
+    return [c for c in wanted if c in names]
+
+
+def _rows(table: Any, where: str, columns: tuple[str, ...], limit: int | None = None) -> list[dict]:
+    q = table.search().where(where).select(_columns(table, columns)).limit(limit)
+    return q.to_arrow().to_pylist()
+
+
+def _line(row: dict) -> Line:
+    return Line(
+        id=row["id"],
+        video=row.get("video") or "",
+        clip=int(row["clip"]) if row.get("clip") is not None else -1,
+        kind=row.get("kind") or "",
+        subkind=row.get("subkind") or row.get("kind") or "",
+        text=row.get("text") or row.get("raw_text") or "",
+        raw_text=row.get("raw_text") or "",
+        entities=list(row.get("entities") or []),
+        characters=list(row.get("characters") or []),
+        weight=float(row["weight"]) if row.get("weight") is not None else 1.0,
+        t_start=row.get("t_start"),
+        t_end=row.get("t_end"),
+        source=row.get("source") or "",
+        evidence=list(row.get("evidence") or []),
+        superseded=bool(row.get("superseded")),
+    )
+
+
+KIND_ORDER = {"clip": 0, "episodic": 1, "semantic": 2, "character": 3, "relationship": 4, "conflict": 5}
+
+
+def parse_range(text: str | None) -> tuple[int, int | None]:
+    """``FROM:TO`` (clip indexes, inclusive; either side may be empty) -> (first, last or None)."""
+    if not text:
+        return 0, None
+    m = re.fullmatch(r"\s*(\d*)\s*:\s*(\d*)\s*", text)
+    if not m or not (m.group(1) or m.group(2)):
+        raise InputError(f"--clips {text!r}: expected FROM:TO clip indexes, e.g. 0:99 or 400:")
+    first = int(m.group(1) or 0)
+    last = int(m.group(2)) if m.group(2) else None
+    if last is not None and last < first:
+        raise InputError(f"--clips {text!r}: the last clip comes before the first")
+    return first, last
+
+
+# ============================================================================== gathering
+
+
+def gather(
+    store: MemoryStore,
+    video: str | None = None,
+    clips: tuple[int, int | None] = (0, None),
+    limits: ReportLimits | None = None,
+) -> ReportData:
+    """Everything the page shows for ``video`` (or every video, capped) and the clip range ``clips``."""
+    limits = limits or ReportLimits()
+    all_videos = store.videos()
+    if video is not None and video not in all_videos:
+        known = ", ".join(all_videos[:10]) + (" ..." if len(all_videos) > 10 else "")
+        raise InputError(f"--video {video}: not in {store.path} (videos: {known or 'none'})")
+    chosen = [video] if video else all_videos
+    notes: list[str] = []
+    if len(chosen) > limits.max_videos:
+        notes.append(
+            f"This memory holds {len(chosen)} videos; the first {limits.max_videos} are shown. "
+            "Use --video ID for any other."
+        )
+        chosen = chosen[: limits.max_videos]
+    counts = {
+        name: store.db.open_table(name).count_rows() for name in ("nodes", "edges", "entities", "clips")
+    }
+    videos = [_video(store, vid, clips, limits, notes) for vid in chosen]
+    return ReportData(
+        memory=str(store.path),
+        meta=dict(store.meta),
+        counts=counts,
+        videos=videos,
+        videos_total=len(all_videos),
+        notes=notes,
+    )
+
+
+def _video(
+    store: MemoryStore, vid: str, clip_range: tuple[int, int | None], limits: ReportLimits, notes: list[str]
+) -> Video:
+    first, last = clip_range
+    where_clips = f"video = {_sql(vid)} AND clip >= {first}" + (
+        f" AND clip <= {last}" if last is not None else ""
+    )
+    clip_rows = _rows(store.clips, f"video = {_sql(vid)}", ("clip", "start", "end", "path"))
+    total = len(clip_rows)
+    span_start = min((r["start"] for r in clip_rows), default=0.0)
+    span_end = max((r["end"] for r in clip_rows), default=0.0)
+    path = next((r["path"] for r in clip_rows if r.get("path")), None)
+    shown = sorted(_rows(store.clips, where_clips, CLIP_COLUMNS), key=lambda r: r["clip"])
+    if len(shown) > limits.max_clips:
+        cut = shown[limits.max_clips - 1]["clip"]
+        notes.append(
+            f"Video {vid}: {len(shown)} clips in range; clips {shown[0]['clip']}–{cut} are shown. "
+            f"Use --clips {cut + 1}: for the next page."
+        )
+        shown = shown[: limits.max_clips]
+    elif first or last is not None:
+        notes.append(f"Video {vid}: clips {first}–{last if last is not None else 'end'} of {total}.")
+    clips = {
+        int(r["clip"]): Clip(vid, int(r["clip"]), float(r["start"]), float(r["end"]), r.get("summary") or "")
+        for r in shown
+    }
+    lines: list[Line] = []
+    if clips:
+        lo, hi = min(clips), max(clips)
+        where = f"video = {_sql(vid)} AND clip >= {lo} AND clip <= {hi}"
+        lines = [_line(r) for r in _rows(store.nodes, where, NODE_COLUMNS)]
+    card_lines = [
+        _line(r)
+        for r in _rows(
+            store.nodes,
+            f"video = {_sql(vid)} AND kind IN ({', '.join(map(_sql, CARD_KINDS))})",
+            NODE_COLUMNS,
+        )
+    ]
+    semantic = [
+        _line(r)
+        for r in _rows(
+            store.nodes, f"video = {_sql(vid)} AND kind = 'semantic'", NODE_COLUMNS, limits.max_semantic_scan
+        )
+    ]
+    global_summary = next((x.text for x in card_lines if x.kind == "global"), None)
+    mapping, characters = _characters(store, vid, limits, notes)
+    _fill_clips(clips, lines, mapping, limits)
+    _fill_cards(store, vid, characters, mapping, lines, card_lines, semantic, clips, limits, path)
+    return Video(
+        id=vid,
+        path=path,
+        start=float(span_start),
+        end=float(span_end),
+        clips=[clips[k] for k in sorted(clips)],
+        characters=characters,
+        clips_total=total,
+        global_summary=global_summary,
+    )
+
+
+def _characters(
+    store: MemoryStore, vid: str, limits: ReportLimits, notes: list[str]
+) -> tuple[dict[str, str], list[Character]]:
+    """(perception id -> character, the characters): linked characters, then unlinked faces and voices."""
+    rows = _rows(store.entities, f"video = {_sql(vid)}", ENTITY_COLUMNS)
+    mapping: dict[str, str] = {}
+    chars: list[Character] = []
+    entities = {r["entity"]: r for r in rows if r.get("kind") != "character"}
+    for r in rows:
+        if r.get("kind") == "character":
+            chars.append(
+                Character(
+                    vid,
+                    r["entity"],
+                    r.get("name"),
+                    sorted(r.get("members") or [], key=_entity_order),
+                    sorted(r.get("clips") or []),
+                    r.get("first_seen"),
+                )
+            )
+            for m in r.get("members") or []:
+                mapping[m] = r["entity"]
+    for eid, r in entities.items():
+        if eid not in mapping and r.get("character") in (None, eid):
+            chars.append(
+                Character(vid, eid, r.get("name"), [eid], sorted(r.get("clips") or []), r.get("first_seen"))
+            )
+            mapping[eid] = eid
+        elif eid not in mapping and r.get("character"):
+            mapping[eid] = r["character"]
+    chars.sort(key=lambda c: (c.first_seen if c.first_seen is not None else 1e18, _entity_order(c.id)))
+    if len(chars) > limits.max_characters:
+        notes.append(
+            f"Video {vid}: {len(chars)} characters; the {limits.max_characters} seen first are shown."
+        )
+        chars = chars[: limits.max_characters]
+    for c in chars:
+        for m in c.members[: limits.crops_per_character * 4]:
+            crop = (entities.get(m) or {}).get("crop")
+            if crop and len(c.crops) < limits.crops_per_character:
+                c.crops.append(_crop(store.path, m, crop))
+    return mapping, chars
+
+
+def _entity_order(eid: str) -> tuple[str, int]:
+    m = re.match(r"<(\w+?)_(\d+)>", eid)
+    return (m.group(1), int(m.group(2))) if m else (eid, 0)
+
+
+def _crop(memory: Path, entity: str, value: str) -> Crop:
+    """A crop as the entities table names it: a data: URI, an absolute path, or one relative to the memory."""
+    if value.startswith("data:"):
+        return Crop(entity, None, value)
+    path = Path(value)
+    candidates = [path] if path.is_absolute() else [memory / path, memory.parent / path, path]
+    found = next((p for p in candidates if p.is_file()), None)
+    return Crop(entity, found, None)
+
+
+def _fill_clips(
+    clips: dict[int, Clip], lines: list[Line], mapping: dict[str, str], limits: ReportLimits
+) -> None:
+    per_clip: dict[int, list[Line]] = defaultdict(list)
+    for x in lines:
+        if x.clip in clips:
+            per_clip[x.clip].append(x)
+    for idx, xs in per_clip.items():
+        clip = clips[idx]
+        xs.sort(key=lambda x: (KIND_ORDER.get(x.kind, 9), x.t_start if x.t_start is not None else 0.0, x.id))
+        clip.lines_total = len(xs)
+        clip.lines = xs[: limits.max_lines_per_clip]
+        for x in xs:
+            if x.subkind != "speech":
+                continue
+            m = SPEECH_RE.search(x.raw_text)
+            speaker = x.entities[0] if x.entities else None
+            clip.utterances.append(
+                Utterance(
+                    speaker=speaker,
+                    character=mapping.get(speaker, speaker) if speaker else None,
+                    start=float(x.t_start if x.t_start is not None else clip.start),
+                    end=float(x.t_end if x.t_end is not None else clip.end),
+                    text=m.group(1) if m else x.raw_text,
+                    node=x.id,
+                )
+            )
+        clip.utterances.sort(key=lambda u: (u.start, u.end))
+
+
+def _merge(spans: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
+    """Sorted, overlapping spans merged; beyond ``limit`` spans, gaps are closed smallest first."""
+    spans = sorted((float(s), float(max(s, e))) for s, e in spans)
+    out: list[list[float]] = []
+    for s, e in spans:
+        if out and s <= out[-1][1] + 1e-6:
+            out[-1][1] = max(out[-1][1], e)
+        else:
+            out.append([s, e])
+    if len(out) > limit and out:
+        total = out[-1][1] - out[0][0]
+        gap = total / max(limit, 1)
+        merged: list[list[float]] = []
+        for s, e in out:
+            if merged and s - merged[-1][1] <= gap:
+                merged[-1][1] = max(merged[-1][1], e)
+            else:
+                merged.append([s, e])
+        out = merged
+    return [(s, e) for s, e in out]
+
+
+def _fill_cards(
+    store: MemoryStore,
+    vid: str,
+    characters: list[Character],
+    mapping: dict[str, str],
+    lines: list[Line],
+    card_lines: list[Line],
+    semantic: list[Line],
+    clips: dict[int, Clip],
+    limits: ReportLimits,
+    video_path: str | None,
+) -> None:
+    by_id = {c.id: c for c in characters}
+    visible: dict[str, list] = defaultdict(list)
+    speaking: dict[str, list] = defaultdict(list)
+    best_voice: dict[str, tuple[float, float, float]] = {}
+    for x in lines:
+        if x.subkind == "appearance" and x.entities:
+            c = mapping.get(x.entities[0], x.entities[0])
+            spans = [(float(a), float(b)) for a, b in SPAN_RE.findall(x.raw_text)]
+            if not spans and x.t_start is not None:
+                spans = [(x.t_start, x.t_end if x.t_end is not None else x.t_start)]
+            visible[c] += spans
+        elif x.subkind == "speech" and x.entities and x.t_start is not None:
+            c = mapping.get(x.entities[0], x.entities[0])
+            s, e = float(x.t_start), float(x.t_end if x.t_end is not None else x.t_start)
+            speaking[c].append((s, e))
+            # the voice sample: the utterance closest to a comfortable 3 s, of a known speaker
+            score = abs(min(e - s, limits.voice_seconds) - 3.0)
+            if c not in best_voice or score < best_voice[c][0]:
+                best_voice[c] = (score, s, min(e, s + limits.voice_seconds))
+    for c in characters:
+        c.visible = _merge(visible.get(c.id, []), limits.max_spans)
+        c.speaking = _merge(speaking.get(c.id, []), limits.max_spans)
+        if not c.visible and not c.speaking:
+            c.present = _merge(
+                [(clips[k].start, clips[k].end) for k in c.clips if k in clips], limits.max_spans
+            )
+    samples = 0
+    if video_path:
+        for c in characters:
+            if c.id in best_voice and samples < limits.max_voice_samples:
+                _, s, e = best_voice[c.id]
+                c.voice_sample = (Path(video_path), s, e)
+                samples += 1
+    # names, where each was learned
+    for x in sorted(semantic, key=lambda x: (x.clip, x.id)):
+        fact = name_fact(x.raw_text)
+        if fact:
+            c = by_id.get(mapping.get(fact[0], fact[0]))
+            if c and all(n.name != fact[1] or n.clip != x.clip for n in c.names):
+                c.names.append(NameFact(fact[1], x.clip, x.t_start, x.id, x.text))
+    # attributes (semantic lines and character summaries) and relationships
+    facts: dict[str, list[Line]] = defaultdict(list)
+    relations: dict[str, list[Line]] = defaultdict(list)
+    for x in card_lines + semantic:
+        if x.superseded and x.kind != "semantic":
+            continue
+        if name_fact(x.raw_text):
+            continue
+        owners = {mapping.get(e, e) for e in x.entities} | set(x.characters)
+        for owner in owners:
+            if owner not in by_id:
+                continue
+            if x.kind == "relationship" or (x.kind == "semantic" and len(owners) > 1):
+                relations[owner].append(x)
+            elif x.kind in ("character", "semantic"):
+                facts[owner].append(x)
+    for c in characters:
+        fs = sorted(facts.get(c.id, []), key=lambda x: (x.kind != "character", -x.weight, x.clip, x.id))
+        c.facts_total = len(fs)
+        c.facts = fs[: limits.max_facts]
+        c.relations = sorted(relations.get(c.id, []), key=lambda x: (-x.weight, x.clip, x.id))[
+            : limits.max_facts
+        ]
+    # face <-> voice joins with their link weight
+    members = {m: c for c in characters for m in c.members}
+    rows = _rows(store.edges, f"video = {_sql(vid)} AND kind = 'equivalence'", ("src", "dst", "weight"))
+    prefix = f"{vid}:"
+    for r in rows:
+        face, voice = r["src"].removeprefix(prefix), r["dst"].removeprefix(prefix)
+        c = members.get(face) or members.get(voice)
+        if c is not None:
+            c.joins.append(Join(face, voice, float(r["weight"] or 0.0)))
+    for c in characters:
+        c.joins.sort(key=lambda j: (-j.weight, _entity_order(j.face), _entity_order(j.voice)))

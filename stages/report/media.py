@@ -1,0 +1,93 @@
+"""Face thumbnails and voice samples, made small enough to embed in the page as ``data:`` URIs.
+
+Thumbnails are re-encoded JPEGs of at most :data:`THUMB_SIDE` pixels (a few kB each), whatever the
+stored crop was; a crop that is missing or unreadable yields ``None`` and the page draws initials instead.
+Voice samples are at most a few seconds of the character's own speech, cut from the video the memory
+was made from and encoded as Opus in Ogg (24 kbit/s: ~3 kB per second), which every browser plays.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from m3cli.stages.report.gather import Crop
+
+log = logging.getLogger(__name__)
+
+THUMB_SIDE = 96
+THUMB_QUALITY = 80
+VOICE_RATE = 16_000
+VOICE_BITRATE = 24_000
+
+
+def data_uri(mime: str, data: bytes) -> str:
+    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+def thumbnail(crop: Crop, side: int = THUMB_SIDE) -> str | None:
+    """A JPEG data URI of the crop, downscaled to fit ``side`` x ``side``; None when it cannot be read."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        if crop.data_uri is not None:
+            head, _, payload = crop.data_uri.partition(",")
+            if ";base64" not in head:
+                return None
+            source: io.BytesIO | Path = io.BytesIO(base64.b64decode(payload, validate=False))
+        elif crop.path is not None:
+            source = crop.path
+        else:
+            return None
+        with Image.open(source) as img:
+            img = img.convert("RGB")
+            img.thumbnail((side, side), Image.Resampling.LANCZOS)
+            out = io.BytesIO()
+            img.save(out, "JPEG", quality=THUMB_QUALITY, optimize=True)
+    except (OSError, ValueError, UnidentifiedImageError) as exc:
+        log.warning("face crop of %s unreadable (%s); the page shows initials instead", crop.entity, exc)
+        return None
+    return data_uri("image/jpeg", out.getvalue())
+
+
+def encode_opus(audio: np.ndarray, rate: int = VOICE_RATE, bitrate: int = VOICE_BITRATE) -> bytes:
+    """Mono float32 samples -> an Ogg/Opus file in memory."""
+    import av
+
+    buf = io.BytesIO()
+    with av.open(buf, mode="w", format="ogg") as container:
+        stream = container.add_stream("libopus", rate=rate)
+        stream.bit_rate = bitrate
+        stream.layout = "mono"
+        pcm = np.clip(audio, -1.0, 1.0).astype(np.float32).reshape(1, -1)
+        frame = av.AudioFrame.from_ndarray(pcm, format="flt", layout="mono")
+        frame.sample_rate = rate
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+    return buf.getvalue()
+
+
+def voice_sample(video: Path, start: float, end: float) -> str | None:
+    """An Ogg/Opus data URI of ``video``'s audio over [start, end); None when the video is not readable."""
+    from m3cli.stages.core.errors import M3Error
+    from m3cli.stages.core.media import clip_audio
+
+    if not video.is_file():
+        log.info("%s not found: voice samples are left out", video)
+        return None
+    try:
+        audio = clip_audio(video, "", -1, float(start), float(end), rate=VOICE_RATE)
+    except (M3Error, OSError) as exc:
+        log.warning("cannot cut a voice sample from %s (%s)", video, exc)
+        return None
+    if audio.size == 0 or float(np.abs(audio).max()) == 0.0:
+        return None
+    peak = float(np.abs(audio).max())
+    audio = audio * min(1.0, 0.9 / peak) if peak > 0 else audio
+    return data_uri("audio/ogg", encode_opus(audio))

@@ -1,0 +1,644 @@
+"""The page: gathered :class:`~m3cli.stages.report.gather.ReportData` -> one self-contained HTML string.
+
+Sections: a timeline per video (clips along time, a row per character with visible and speaking spans;
+each clip opens its memory and utterances), character cards, answers with their evidence and every
+round, and a search box. All markup comes from :mod:`~m3cli.stages.report.markup` (escaping by
+construction); the page shell, CSS and JS are package data in ``assets/``. A link is only written when
+its target is on the page, so every in-page link resolves.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from m3cli.stages.report.gather import Character, Clip, Line, ReportData, Video
+from m3cli.stages.report.graph import Satellite, draw
+from m3cli.stages.report.markup import Safe, anchor, clock, el, esc, join
+
+ID_TOKEN = re.compile(r"<(?:face|voice|character)_\d+>")
+KIND_LABEL = {
+    "episodic": "episodic",
+    "semantic": "semantic",
+    "clip": "clip summary",
+    "character": "character",
+    "relationship": "relationship",
+    "conflict": "conflict",
+    "global": "video",
+}
+
+
+def clip_anchor(video: str, clip: int) -> str:
+    return anchor("clip", video, clip)
+
+
+def char_anchor(video: str, character: str) -> str:
+    return anchor("char", video, character)
+
+
+def node_anchor(node_id: str) -> str:
+    return anchor("n", node_id)
+
+
+def _asset(name: str) -> str:
+    return resources.files("m3cli.stages.report").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+@dataclass
+class Page:
+    """What the renderer knows while writing: which anchors exist, and the media made so far."""
+
+    data: ReportData
+    thumbs: dict[tuple[str, str], list[str]]  # (video, character) -> thumbnail data URIs
+    voices: dict[tuple[str, str], str]  # (video, character) -> audio data URI
+    anchors: set[str] = field(default_factory=set)
+    characters: dict[tuple[str, str], Character] = field(default_factory=dict)
+    member_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (video, face/voice id) -> character
+
+    def __post_init__(self) -> None:
+        for v in self.data.videos:
+            for c in v.clips:
+                self.anchors.add(clip_anchor(v.id, c.index))
+                self.anchors.update(node_anchor(x.id) for x in c.lines)
+            for ch in v.characters:
+                self.anchors.add(char_anchor(v.id, ch.id))
+                self.characters[(v.id, ch.id)] = ch
+                for m in ch.members:
+                    self.member_of[(v.id, m)] = ch.id
+
+    def href(self, target: str) -> str | None:
+        return f"#{target}" if target in self.anchors else None
+
+    def character_of(self, video: str, entity: str | None) -> Character | None:
+        if not entity:
+            return None
+        cid = self.member_of.get((video, entity), entity)
+        return self.characters.get((video, cid))
+
+    def node_href(self, video: str, node_id: str, clip: int | None = None) -> str | None:
+        """The node's line if shown, else its clip if shown, else nothing."""
+        found = self.href(node_anchor(node_id))
+        if found:
+            return found
+        if clip is None:
+            m = re.match(rf"{re.escape(video)}:(\d+):", node_id)
+            clip = int(m.group(1)) if m else None
+        return self.href(clip_anchor(video, clip)) if clip is not None else None
+
+
+def link(text: object, href: str | None, **attrs: Any) -> Safe:
+    return el("a", text, href=href, **attrs) if href else el("span", text, **attrs)
+
+
+def rich_text(page: Page, video: str, text: str) -> Safe:
+    """Memory text with ``<character_k>``/``<face_i>``/``<voice_j>`` turned into links to the card."""
+    parts: list[object] = []
+    pos = 0
+    for m in ID_TOKEN.finditer(text):
+        parts.append(text[pos : m.start()])
+        ch = page.character_of(video, m.group(0))
+        href = page.href(char_anchor(video, ch.id)) if ch else None
+        parts.append(link(m.group(0), href, class_="ent"))
+        pos = m.end()
+    parts.append(text[pos:])
+    return join(parts)
+
+
+def avatar(page: Page, video: str, ch: Character | None, size: str = "s") -> Safe:
+    thumbs = page.thumbs.get((video, ch.id)) if ch else None
+    if thumbs:
+        return el("img", src=thumbs[0], alt=ch.label if ch else "", class_=f"av av-{size}")
+    initials = "?"
+    if ch is not None:
+        initials = "".join(w[0] for w in (ch.name or "").split()[:2]).upper() or re.sub(r"\D", "", ch.id)[:3]
+    return el("span", initials or "?", class_=f"av av-{size} av-none", aria_hidden="true")
+
+
+def person(page: Page, video: str, entity: str | None, with_avatar: bool = True) -> Safe:
+    ch = page.character_of(video, entity)
+    if ch is None:
+        return el("span", entity or "unidentified voice", class_="who")
+    return el(
+        "a",
+        avatar(page, video, ch) if with_avatar else "",
+        el("span", ch.label),
+        href=page.href(char_anchor(video, ch.id)),
+        class_="who",
+    )
+
+
+# ============================================================================== timeline
+
+
+def _pct(t: float, v0: float, span: float) -> str:
+    return f"{100.0 * (t - v0) / span:.3f}%"
+
+
+def _spans(spans: list[tuple[float, float]], cls: str, v0: float, span: float, what: str) -> list[Safe]:
+    return [
+        el(
+            "span",
+            class_=f"span {cls}",
+            style=f"left:{_pct(s, v0, span)};width:max(2px,{_pct(v0 + e - s, v0, span)})",
+            title=f"{what} {clock(s)}–{clock(e)}",
+        )
+        for s, e in spans
+    ]
+
+
+def timeline(page: Page, v: Video) -> Safe:
+    if not v.clips:
+        return el("p", "No clips of this video are in the chosen range.", class_="empty")
+    v0 = min(c.start for c in v.clips)
+    v1 = max(c.end for c in v.clips)
+    span = max(v1 - v0, 1e-6)
+    ticks = []
+    step = _tick_step(span)
+    t = (v0 // step + 1) * step if v0 % step else v0
+    while t <= v1 + 1e-6:
+        ticks.append(el("span", clock(t), class_="tick", style=f"left:{_pct(t, v0, span)}"))
+        t += step
+    blocks = [
+        el(
+            "a",
+            el("span", str(c.index), class_="clip-no"),
+            href=f"#{clip_anchor(v.id, c.index)}",
+            class_="clip-block",
+            data_clip=str(c.index),
+            data_video=v.id,
+            style=f"left:{_pct(c.start, v0, span)};width:{_pct(v0 + c.end - c.start, v0, span)}",
+            title=f"clip {c.index} · {clock(c.start)}–{clock(c.end)}: {c.summary[:200]}",
+        )
+        for c in v.clips
+    ]
+    rows = [
+        el(
+            "div",
+            el("div", "Clips", class_="row-label"),
+            el("div", blocks, class_="track clips-track"),
+            class_="tl-row",
+        )
+    ]
+    for ch in v.characters:
+        track = (
+            _spans(ch.present, "present", v0, span, "in clip")
+            + _spans(ch.visible, "visible", v0, span, "visible")
+            + _spans(ch.speaking, "speaking", v0, span, "speaking")
+        )
+        rows.append(
+            el(
+                "div",
+                el("div", person(page, v.id, ch.id), class_="row-label"),
+                el("div", track, class_="track"),
+                class_="tl-row",
+                data_character=ch.id,
+            )
+        )
+    legend = el(
+        "div",
+        el("span", el("i", class_="key visible"), "visible"),
+        el("span", el("i", class_="key speaking"), "speaking"),
+        el("span", el("i", class_="key present"), "in clip (no finer spans)"),
+        class_="legend",
+    )
+    return el(
+        "div",
+        el("div", el("div", "", class_="row-label"), el("div", ticks, class_="axis"), class_="tl-row"),
+        rows,
+        legend,
+        class_="timeline",
+    )
+
+
+def _tick_step(span: float) -> float:
+    for step in (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200):
+        if span / step <= 12:
+            return float(step)
+    return 14400.0
+
+
+def line_item(page: Page, v: Video, x: Line) -> Safe:
+    meta = [el("span", KIND_LABEL.get(x.kind, x.kind), class_=f"chip k-{x.kind}")]
+    if x.subkind and x.subkind != x.kind:
+        meta.append(el("span", x.subkind, class_="chip sub"))
+    if x.t_start is not None:
+        meta.append(el("span", f"{clock(x.t_start)}–{clock(x.t_end)}", class_="time"))
+    if x.weight > 1:
+        meta.append(el("span", f"×{x.weight:g}", class_="weight", title="repeated this many times (weight)"))
+    if x.superseded:
+        meta.append(el("span", "superseded", class_="chip bad", title="the losing side of a contradiction"))
+    evidence = []
+    for e in x.evidence[:12]:
+        href = page.node_href(v.id, e)
+        evidence.append(link(e.removeprefix(f"{v.id}:"), href, class_="ev"))
+    body = [el("span", meta, class_="meta"), el("span", rich_text(page, v.id, x.text), class_="txt")]
+    if evidence:
+        body.append(el("span", "evidence: ", evidence, class_="evs"))
+    return el(
+        "li", body, id=node_anchor(x.id), class_="line" + (" superseded" if x.superseded else ""), data_s=""
+    )
+
+
+def clip_detail(page: Page, v: Video, c: Clip) -> Safe:
+    episodic = [x for x in c.lines if x.kind == "episodic"]
+    semantic = [x for x in c.lines if x.kind == "semantic"]
+    other = [x for x in c.lines if x.kind not in ("episodic", "semantic")]
+    parts: list[object] = [
+        el("h3", f"Clip {c.index}", el("span", f" {clock(c.start)}–{clock(c.end)}", class_="time")),
+        el("p", rich_text(page, v.id, c.summary), class_="summary", data_s="") if c.summary else "",
+    ]
+    if c.utterances:
+        rows = [
+            el(
+                "tr",
+                el("td", f"{clock(u.start)}–{clock(u.end)}", class_="time"),
+                el("td", person(page, v.id, u.speaker)),
+                el(
+                    "td",
+                    el("a", u.text, href=page.href(node_anchor(u.node)), class_="utt")
+                    if page.href(node_anchor(u.node))
+                    else u.text,
+                ),
+            )
+            for u in c.utterances
+        ]
+        parts.append(el("h4", f"Utterances ({len(c.utterances)})"))
+        parts.append(el("table", el("tbody", rows), class_="utterances"))
+    for title, xs in (("Episodic memory", episodic), ("Semantic memory", semantic), ("Abstractions", other)):
+        if xs:
+            parts.append(el("h4", f"{title} ({len(xs)})"))
+            parts.append(el("ul", [line_item(page, v, x) for x in xs], class_="lines"))
+    if c.lines_total > len(c.lines):
+        parts.append(
+            el("p", f"{c.lines_total - len(c.lines)} more lines of this clip are not shown.", class_="note")
+        )
+    if not c.lines:
+        parts.append(el("p", "No memory lines in this clip.", class_="empty"))
+    return el(
+        "section",
+        parts,
+        id=clip_anchor(v.id, c.index),
+        class_="clip-detail",
+        data_video=v.id,
+        data_clip=str(c.index),
+    )
+
+
+def video_section(page: Page, v: Video) -> Safe:
+    name = Path(v.path).name if v.path else v.id
+    head = el(
+        "h2",
+        name,
+        el(
+            "span",
+            f" · video {v.id} · {clock(v.start)}–{clock(v.end)} · {v.clips_total} clips · "
+            f"{len(v.characters)} characters",
+            class_="sub",
+        ),
+    )
+    return el(
+        "section",
+        head,
+        el("p", rich_text(page, v.id, v.global_summary), class_="summary", data_s="")
+        if v.global_summary
+        else "",
+        timeline(page, v),
+        el(
+            "div",
+            el("p", "Select a clip on the timeline to see its memory and utterances.", class_="hint"),
+            [clip_detail(page, v, c) for c in v.clips],
+            class_="clip-details",
+        ),
+        class_="video",
+        id=anchor("video", v.id),
+    )
+
+
+# ============================================================================== character cards
+
+
+def card(page: Page, v: Video, ch: Character) -> Safe:
+    key = (v.id, ch.id)
+    thumbs = page.thumbs.get(key) or []
+    faces = [el("img", src=t, alt=f"face of {ch.label}", class_="crop") for t in thumbs] or [
+        avatar(page, v.id, ch, "l")
+    ]
+    members = [el("span", m, class_="chip member") for m in ch.members]
+    voice = page.voices.get(key)
+    parts: list[object] = [
+        el(
+            "div",
+            el("div", faces, class_="crops"),
+            el(
+                "div",
+                el("h3", ch.name or ch.id),
+                el("div", ch.id if ch.name else "", class_="sub"),
+                el("div", members, class_="members"),
+                el("div", f"first seen {clock(ch.first_seen)} · in {len(ch.clips)} clips", class_="sub"),
+            ),
+            class_="card-head",
+        ),
+    ]
+    if voice:
+        parts.append(
+            el(
+                "div",
+                el("span", "voice ", class_="lbl"),
+                el("audio", controls=True, preload="metadata", src=voice, class_="voice"),
+                class_="voice-row",
+            )
+        )
+    elif ch.voices:
+        parts.append(el("div", "no voice sample (the video file is not readable from here)", class_="sub"))
+    if ch.names:
+        items = [
+            el(
+                "li",
+                el("b", n.name),
+                " — stated in ",
+                link(
+                    f"clip {n.clip}" + (f" at {clock(n.t)}" if n.t is not None else ""),
+                    page.node_href(v.id, n.node, n.clip),
+                ),
+                ": ",
+                el("q", n.text),
+                data_s="",
+            )
+            for n in ch.names
+        ]
+        parts += [el("h4", "Names"), el("ul", items, class_="facts")]
+    if ch.joins:
+        rows = [el("tr", el("td", j.face), el("td", j.voice), el("td", f"{j.weight:g}")) for j in ch.joins]
+        parts += [
+            el("h4", "Joined face and voice ids"),
+            el(
+                "table",
+                el("thead", el("tr", el("th", "face"), el("th", "voice"), el("th", "link weight"))),
+                el("tbody", rows),
+                class_="joins",
+            ),
+        ]
+    elif len(ch.members) > 1:
+        parts += [el("h4", "Members"), el("p", ", ".join(ch.members), class_="sub")]
+    for title, xs in (("Attributes", ch.facts), ("Relationships", ch.relations)):
+        if xs:
+            parts += [el("h4", title), el("ul", [fact_item(page, v, x) for x in xs], class_="facts")]
+    if ch.facts_total > len(ch.facts):
+        parts.append(el("p", f"{ch.facts_total - len(ch.facts)} more attributes not shown.", class_="note"))
+    around = satellites(page, v, ch)
+    if around:
+        parts.append(draw(ch.label, f"#{char_anchor(v.id, ch.id)}", around))
+    shown = [k for k in ch.clips if page.href(clip_anchor(v.id, k))]
+    if shown:
+        parts.append(
+            el(
+                "div",
+                "clips: ",
+                [el("a", str(k), href=f"#{clip_anchor(v.id, k)}", class_="cl") for k in shown[:60]],
+                f" … {len(shown) - 60} more" if len(shown) > 60 else "",
+                class_="clip-links",
+            )
+        )
+    return el("article", parts, id=char_anchor(v.id, ch.id), class_="card")
+
+
+def fact_item(page: Page, v: Video, x: Line) -> Safe:
+    refs = [link(f"clip {x.clip}", page.node_href(v.id, x.id, x.clip), class_="ev")]
+    for e in x.evidence[:8]:
+        href = page.node_href(v.id, e)
+        if href:
+            refs.append(link(e.removeprefix(f"{v.id}:"), href, class_="ev"))
+    extra = [el("span", f" ×{x.weight:g}", class_="weight")] if x.weight > 1 else []
+    return el("li", rich_text(page, v.id, x.text), extra, el("span", " — ", refs, class_="evs"), data_s="")
+
+
+def satellites(page: Page, v: Video, ch: Character) -> list[Satellite]:
+    out = [
+        Satellite(f"name: {n.name}", n.text, page.node_href(v.id, n.node, n.clip), 1.0, "fact")
+        for n in ch.names
+    ]
+    out += [Satellite(x.text, x.text, page.node_href(v.id, x.id, x.clip), x.weight, "fact") for x in ch.facts]
+    others: dict[str, float] = {}
+    for x in ch.relations:
+        for e in x.entities + x.characters:
+            other = page.character_of(v.id, e)
+            if other is not None and other.id != ch.id:
+                others[other.id] = others.get(other.id, 0.0) + x.weight
+    for oid, w in sorted(others.items(), key=lambda kv: -kv[1]):
+        other = page.characters[(v.id, oid)]
+        out.append(
+            Satellite(
+                other.label,
+                f"{other.label}: {w:g} related lines",
+                page.href(char_anchor(v.id, oid)),
+                w,
+                "person",
+            )
+        )
+    return out
+
+
+# ============================================================================== answers
+
+
+def answer_item(page: Page, i: int, rec: dict[str, Any]) -> Safe:
+    video_ids = {v.id for v in page.data.videos}
+    ev_items = []
+    for ev in rec.get("evidence") or []:
+        vid = str(ev.get("video") or "")
+        clip = ev.get("clip")
+        where = f"clip {clip}" + (
+            f" {clock(ev.get('start'))}–{clock(ev.get('end'))}" if ev.get("start") is not None else ""
+        )
+        if vid not in video_ids:
+            where += f" of video {vid} (not in this report)"
+        chars = []
+        for c in ev.get("characters") or []:
+            ch = page.character_of(vid, c.get("id"))
+            label = f"{c.get('name')} ({c.get('id')})" if c.get("name") else str(c.get("id"))
+            chars.append(
+                link(
+                    el("span", avatar(page, vid, ch), label) if ch else label,
+                    page.href(char_anchor(vid, ch.id)) if ch else None,
+                    class_="who",
+                )
+            )
+        nodes = [
+            link(str(n).removeprefix(f"{vid}:"), page.node_href(vid, str(n), clip), class_="ev")
+            for n in (ev.get("node_ids") or [])[:12]
+        ]
+        ev_items.append(
+            el(
+                "li",
+                link(
+                    where,
+                    page.href(clip_anchor(vid, int(clip))) if isinstance(clip, int) else None,
+                    class_="ev-clip",
+                ),
+                " ",
+                chars,
+                el("div", el("q", rich_text(page, vid, str(ev.get("quote") or ""))), class_="quote"),
+                el("div", "lines: ", nodes, class_="evs") if nodes else "",
+                data_s="",
+            )
+        )
+    rounds = []
+    for step in rec.get("trajectory") or []:
+        results = []
+        for r in (step.get("results") or [])[:20]:
+            vid = next(
+                (v for v in video_ids if str(r.get("id", "")).startswith(f"{v}:")), rec.get("video") or ""
+            )
+            results.append(
+                el(
+                    "li",
+                    link(
+                        str(r.get("alias") or r.get("id")),
+                        page.node_href(vid, str(r.get("id")), r.get("clip")),
+                        class_="ev",
+                    ),
+                    " ",
+                    str(r.get("text") or ""),
+                )
+            )
+        head = f"Round {step.get('round')}: {step.get('action') or step.get('tool') or 'no action'}"
+        body = [
+            el("div", el("b", "reasoning "), str(step["reasoning"])) if step.get("reasoning") else "",
+            el("div", el("b", "query "), str(step["query"])) if step.get("query") else "",
+            el("div", el("b", "saw "), str(step["observation"])) if step.get("observation") else "",
+            el("div", el("b", "rejected "), str(step["error"]), class_="bad") if step.get("error") else "",
+            el("ul", results, class_="results") if results else "",
+        ]
+        rounds.append(
+            el(
+                "details",
+                el("summary", head, el("span", f" {step.get('query') or ''}", class_="sub")),
+                body,
+                class_="round",
+            )
+        )
+    failed = rec.get("error")
+    return el(
+        "article",
+        el("h3", el("span", "Q ", class_="lbl"), rec.get("question") or ""),
+        el(
+            "p",
+            el("span", "A ", class_="lbl"),
+            rec.get("answer") if rec.get("answer") is not None else "(no answer)",
+            class_="answer-text",
+        ),
+        el("p", f"error: {failed}", class_="bad") if failed else "",
+        el(
+            "div",
+            f"{rec.get('mode', '')} · {rec.get('rounds', 0)} rounds · "
+            f"{float(rec.get('latency_s') or 0):.2f} s" + (f" · {rec['model']}" if rec.get("model") else ""),
+            class_="sub",
+        ),
+        el("h4", f"Evidence ({len(ev_items)})") if ev_items else "",
+        el("ol", ev_items, class_="evidence") if ev_items else "",
+        el("h4", f"Rounds ({len(rounds)})") if rounds else "",
+        rounds,
+        id=f"answer-{i}",
+        class_="answer",
+        data_s="",
+    )
+
+
+# ============================================================================== page
+
+
+def render(
+    data: ReportData,
+    thumbs: dict[tuple[str, str], list[str]],
+    voices: dict[tuple[str, str], str],
+    answers_total: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> str:
+    page = Page(data, thumbs, voices)
+    videos = [video_section(page, v) for v in data.videos]
+    cards = [
+        el(
+            "section",
+            el(
+                "h2",
+                Path(v.path).name if v.path else v.id,
+                el("span", f" · {len(v.characters)} characters", class_="sub"),
+            ),
+            el("div", [card(page, v, ch) for ch in v.characters], class_="cards")
+            if v.characters
+            else el("p", "No characters in this video.", class_="empty"),
+            class_="video-cards",
+        )
+        for v in data.videos
+    ]
+    answers = [answer_item(page, i, rec) for i, rec in enumerate(data.answers)]
+    notes = list(data.notes)
+    if answers_total > len(data.answers):
+        notes.append(f"{answers_total} answers in the file; the first {len(data.answers)} are shown.")
+    counts = data.counts
+    nav = el(
+        "nav",
+        el("a", "Timeline", href="#timeline"),
+        el("a", "Characters", href="#characters"),
+        el("a", f"Answers ({len(data.answers)})", href="#answers") if data.answers else "",
+        el(
+            "input",
+            type="search",
+            id="search",
+            placeholder="Search memory text…",
+            autocomplete="off",
+            aria_label="search memory text",
+        ),
+        el("span", "", id="search-count", class_="sub"),
+    )
+    header = el(
+        "header",
+        el("h1", "m3 memory report"),
+        el(
+            "div",
+            data.memory,
+            " · ",
+            f"{counts.get('nodes', 0)} nodes · {counts.get('clips', 0)} clips · "
+            f"{counts.get('entities', 0)} entities"
+            f" · {data.videos_total} videos · embedder {data.meta.get('embed_model', '?')}",
+            class_="sub",
+        ),
+        nav,
+    )
+    body = join(
+        [
+            header,
+            el("div", [el("p", n) for n in notes], class_="notes") if notes else "",
+            el(
+                "div",
+                el("h2", "Search results"),
+                el("ol", "", id="results"),
+                id="search-results",
+                hidden=True,
+            ),
+            el(
+                "main",
+                el("section", el("h2", "Timeline", class_="section-title"), videos, id="timeline"),
+                el("section", el("h2", "Characters", class_="section-title"), cards, id="characters"),
+                el("section", el("h2", "Answers", class_="section-title"), answers, id="answers")
+                if answers
+                else "",
+            ),
+            el(
+                "footer",
+                f"written by m3 {data.meta.get('m3_version', '')} · "
+                f"memory schema {data.meta.get('schema', '')}",
+            ),
+        ]
+    )
+    return Template(_asset("report.html")).substitute(
+        title=esc(f"m3 report · {Path(data.memory).name}"),
+        css=_asset("report.css"),
+        js=_asset("report.js"),
+        body=body,
+    )
