@@ -21,6 +21,7 @@ def clip(
     says: list[tuple[str | None, float, float, str]] | None = None,
     *,
     length: float = 30.0,
+    duration: float | None = None,
     video: str = VIDEO,
     path: Path = FIXTURE,
     crops: dict[str, str] | None = None,
@@ -32,7 +33,7 @@ def clip(
     start = index * length
     data: dict[str, Any] = {
         "schema": "m3.clip/1",
-        "video": {"id": video, "path": str(path), "duration": 100 * length},
+        "video": {"id": video, "path": str(path), "duration": duration or 100 * length},
         "clip": {"index": index, "start": start, "end": start + length},
         "faces": {
             "backend": "test",

@@ -77,13 +77,13 @@ def test_batch_indexes_good_videos_reports_bad_ones_and_resumes(tmp_path, pieces
     for p in pieces:
         (inbox / p.name).symlink_to(p)
     (inbox / "broken.mp4").write_bytes(b"this is not a video")
-    (inbox / "copy.mp4").symlink_to(pieces[0])  # same content as piece0: one video
+    (inbox / "repeat.mp4").symlink_to(pieces[0])  # same content as piece0, listed after it: one video
     memory, report = tmp_path / "mem.lance", tmp_path / "report.jsonl"
     proc = batch(inbox, "-o", memory, "--jobs", "2", "--report", report, *FAST, cache=shared_cache)
     assert proc.returncode == 1, proc.stderr.decode()[-2000:]
     rows = {Path(r["path"]).name: r for r in report_of(report)}
     assert {n: r["status"] for n, r in rows.items()} == {
-        "broken.mp4": "failed", "copy.mp4": "duplicate",
+        "broken.mp4": "failed", "repeat.mp4": "duplicate",
         "piece0.mp4": "indexed", "piece1.mp4": "indexed", "piece2.mp4": "indexed",
     }
     assert "broken.mp4" in rows["broken.mp4"]["error"]

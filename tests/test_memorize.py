@@ -8,21 +8,34 @@ from pathlib import Path
 
 import orjson
 import pytest
-from memory_helpers import clip
+from memory_helpers import FIXTURE, clip
 
 from conftest import DATA
 from m3cli.stages.backends.llm import LlmClient
 from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.media import content_id
 from m3cli.stages.core.memory_prompts import PROMPT_VERSION
 from m3cli.stages.memorize import MemorizeConfig, memorize_records, names_said, offline_memory
 from m3cli.stream import parse_record
 from support.fake_openai import FakeOpenAI, Fault
 
 OBAMA = str(DATA / "fixture_src" / "obama.jpg")
+FIXTURE_ID = content_id(FIXTURE)  # stages check that a record's video is the file it names
+FIXTURE_SECONDS = 49.8
 
 
-def talk(index: int = 0):
-    o = 30.0 * index
+def crop_in_cache(cache: Cache) -> str:
+    """Obama's photo as `m3 faces` keeps a crop: in the cache, the only place a stage reads one from."""
+    key = CacheKey.of(FIXTURE_ID, 0, "faces", {}, "test")
+    return str(cache.put_bytes(key, "crop.jpg", Path(OBAMA).read_bytes()))
+
+
+def talk(index: int = 0, cache: Cache | None = None, length: float = 30.0):
+    """Two people talking in clip ``index`` of the real fixture video; <face_1>'s crop in ``cache``.
+
+    Clips are ``length`` seconds; tests that read clip 1's frames or audio use 24.9 s clips, which
+    tile the 49.8-s fixture (a 30-s clip 1 ends past the file: fine only while no media is read)."""
+    o = length * index
     return clip(
         index,
         {
@@ -34,7 +47,10 @@ def talk(index: int = 0):
             ("<voice_2>", o + 6.3, o + 13.0, "Thank you, Barack. I'm Joe."),
             (None, o + 25.0, o + 26.0, "Mm-hm."),
         ],
-        crops={"<face_1>": OBAMA},
+        length=length,
+        duration=max(FIXTURE_SECONDS, o + length),
+        video=FIXTURE_ID,
+        crops={"<face_1>": crop_in_cache(cache)} if cache is not None else None,
     )
 
 
@@ -136,9 +152,7 @@ def test_llm_memory_sends_frames_crops_dialogue_and_caches(server, tmp_path):
     cache = Cache(tmp_path / "cache")
     from m3cli.stages.core.common import RunContext
 
-    record = talk()  # `m3 faces` keeps crops in the cache, the only place a stage reads them from
-    key = CacheKey.of(record.video.id, 0, "faces", {}, "test")
-    record.faces.tracks[0].crop = str(cache.put_bytes(key, "crop.jpg", Path(OBAMA).read_bytes()))
+    record = talk(cache=cache)
     config = MemorizeConfig(frames=3, jobs=1)
     [out] = memorize_records([record], config, client_for(server), RunContext(cache=cache))
     mem = out.memory

@@ -46,7 +46,7 @@ def test_text_only_model_gets_no_images_after_one_refusal(server, tmp_path):
     server.script(NO_EQUIV, NO_EQUIV)
     cache = Cache(tmp_path / "cache")
     out = memorize_records(
-        [talk(0), talk(1)],
+        [talk(0, cache, 24.9), talk(1, cache, 24.9)],
         MemorizeConfig(frames=2, jobs=1),
         client_for(server, max_retries=4),
         RunContext(cache=cache),
@@ -62,7 +62,7 @@ def test_text_only_model_gets_no_images_after_one_refusal(server, tmp_path):
     assert all(b["max_tokens"] == DEFAULT_MAX_TOKENS["memorize"] for b in bodies)
     # a later run knows the server already: no refusal, and the cache answers without a request
     again = memorize_records(
-        [talk(0), talk(1)], MemorizeConfig(frames=2, jobs=1), client_for(server), RunContext(cache=cache)
+        [talk(0, cache, 24.9), talk(1, cache, 24.9)], MemorizeConfig(frames=2, jobs=1), client_for(server), RunContext(cache=cache)
     )
     assert len(server.chat_requests) == 3 and [r.memory for r in again] == [r.memory for r in out]
 
@@ -74,11 +74,12 @@ def test_no_images_flag_sends_neither_frames_nor_crops(server):
     assert "image_url" not in types(body) and out.memory.inputs == ["faces", "dialogue"]
 
 
-def test_omni_model_hears_the_clip_as_bounded_16khz_wav(server):
+def test_omni_model_hears_the_clip_as_bounded_16khz_wav(server, tmp_path):
     server.script(NO_EQUIV)
     client = LlmClient(server.url, "Qwen2.5-Omni-7B", backoff=0.01, timeout=5.0)
     config = MemorizeConfig(frames=1, jobs=1, max_audio_s=12.0)
-    [out] = memorize_records([talk()], config, client)
+    cache = Cache(tmp_path / "cache")
+    [out] = memorize_records([talk(cache=cache)], config, client, RunContext(cache=cache))
     [body] = server.chat_requests
     [audio] = [p for p in parts(body) if p["type"] == "input_audio"]
     assert audio["input_audio"]["format"] == "wav"
@@ -178,7 +179,7 @@ def test_cli_no_images_and_audio_flags(m3, tmp_path, cache_dir, server):
 
     server.responder = lambda body: NO_EQUIV
     src = tmp_path / "in.jsonl"
-    src.write_bytes(orjson.dumps(talk().to_json()) + b"\n")
+    src.write_bytes(orjson.dumps(talk(cache=Cache(cache_dir)).to_json()) + b"\n")
     base = ("memorize", "--llm-base-url", server.url, "--llm-model", "fake-vlm", "--frames", "2")
     proc = m3(*base, "--no-images", "--audio", src)
     assert proc.returncode == 0, proc.stderr.decode()

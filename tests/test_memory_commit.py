@@ -24,6 +24,8 @@ from memory_helpers import VIDEO
 from test_index import ctx, embedder, pipeline  # noqa: F401  (fixtures)
 
 from conftest import HAMILTON, ROOT, run_m3
+from m3cli.stages.core.cache import Cache
+from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.memory_manifest import MANIFEST, read_manifest
 from m3cli.stages.core.memory_store import open_memory
 from m3cli.stages.index import index_records
@@ -176,7 +178,9 @@ def test_a_memory_keeps_its_face_crops_when_the_cache_is_pruned(tmp_path, embedd
         for t in r.faces.tracks:
             t.crop = str(crop)
     out = tmp_path / "mem.lance"
-    index_records(recs, out, embedder, ctx=ctx)
+    # the crops' own cache (records may point only into the cache of the run), sharing the embeddings
+    run = RunContext(cache=Cache(cache_dir))
+    index_records(recs, out, embedder, ctx=run)
     data = crop.read_bytes()
     proc = run_m3("cache", "prune", "--max-size", "0")
     assert proc.returncode == 0 and not crop.exists()

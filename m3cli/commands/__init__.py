@@ -41,10 +41,22 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Write memory records into a LanceDB dataset (nodes, edges, entities, clips); appends are "
         "idempotent.",
     ),
+    "run": (
+        "run_cmd",
+        "Run the whole pipeline in one process: models load once, each video is finished before the next.",
+    ),
+    "batch": (
+        "batch_cmd",
+        "Index many videos into one memory: parallel workers, one writer, resumable, failures reported.",
+    ),
     "ask": (
         "ask_cmd",
         "Answer questions from a memory: multi-round search with cited evidence (retrieval-only "
         "without LLM).",
+    ),
+    "report": (
+        "report_cmd",
+        "Write one offline HTML page of a memory: timeline, character cards, answers, search, graphs.",
     ),
     "eval": (
         "evaluate_cmd",
