@@ -52,9 +52,9 @@ def settings(ctx: typer.Context, **flags: Any) -> Settings:
 
 
 def cache(s: Settings) -> Cache:
-    from m3cli.stages.core.cache import Cache
+    from m3cli.stages.core.cache import open_cache
 
-    return Cache(s.cache_dir)
+    return open_cache(s.cache_dir, s.cache_max_size)
 
 
 class _SafeFormatter(logging.Formatter):

@@ -235,14 +235,16 @@ _WORKER: dict[str, Any] = {}
 
 def worker_setup(config: Any, settings: Any, log_level: int = logging.WARNING) -> None:
     """Build this worker process's models (each loads on first use, then serves every video)."""
-    from m3cli.stages.core.cache import Cache
+    from m3cli.stages.core.cache import open_cache
     from m3cli.stages.core.common import RunContext
     from m3cli.stages.pipeline import Models
 
     logging.basicConfig(level=log_level, format="m3: %(levelname)s: %(message)s")
     logging.getLogger().setLevel(log_level)
     _WORKER["models"] = Models(config, settings)
-    _WORKER["ctx"] = RunContext(cache=Cache(settings.cache_dir), device=settings.device)
+    _WORKER["ctx"] = RunContext(
+        cache=open_cache(settings.cache_dir, settings.cache_max_size), device=settings.device
+    )
     _WORKER["key"] = (config, settings.model_dump_json())
 
 

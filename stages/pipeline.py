@@ -339,6 +339,8 @@ def process_video(
     """
     from m3cli.stages.segment import segment_video
 
+    if ctx.cache is not None:
+        ctx.cache.hold(renew=True)  # earlier videos' entries are done: the size cap may evict them
     records = roundtrip(segment_video(Path(path), models.config.segment, ctx.cache))
     if on_stage:
         on_stage("segment", len(records))

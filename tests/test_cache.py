@@ -144,6 +144,73 @@ def test_cache_commands(cache_dir):
     "text,expected", [("500M", 500 << 20), ("20G", 20 << 30), ("1024", 1024), ("1.5k", 1536)]
 )
 def test_size_parsing(text, expected):
-    from m3cli.commands.cache_cmd import parse_size
+    from m3cli.stages.core.cache import parse_size
 
     assert parse_size(text) == expected
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from m3cli.stages.core.cache import Cache, CacheKey
+    cache = Cache(sys.argv[1])
+    cache.hold()
+    assert cache.get_bytes(CacheKey.of("ab" * 8, 0, "faces", {"fps": 5}, "dlib-20"), "b.bin")
+    print("holding", flush=True)
+    sys.stdin.read()  # a stage at work, until the test lets it finish
+    """
+)
+
+
+def test_a_capped_cache_evicts_the_least_recently_used_but_never_what_a_running_stage_holds(tmp_path):
+    cache = Cache(tmp_path, max_bytes=200_000)
+    blob = os.urandom(50_000)
+    for i in range(4):  # yesterday's work: evictable
+        path = cache.put_bytes(key(clip=i), "b.bin", blob)
+        os.utime(path, (time.time() - 86400 + i,) * 2)
+    cache.release()
+    # another process, a stage at work, reads clip 0: it holds that entry while it runs
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout.readline() == b"holding\n"
+        for i in range(4, 7):  # this process writes past the cap: eviction happens as it writes
+            cache.put_bytes(key(clip=i), "b.bin", blob)
+        kept = {i for i in range(7) if cache.get_bytes(key(clip=i), "b.bin") is not None}
+        assert kept == {0, 4, 5, 6}  # the held clip 0 stays; yesterday's 1..3 went, oldest first
+        assert cache.stats().bytes == 200_000
+    finally:
+        holder.communicate(b"", timeout=30)
+    cache.release()
+    assert cache.held_since() is None  # the finished stage's lease is gone with it
+    os.utime(cache.path(key(clip=0), "b.bin"), (time.time() - 3600,) * 2)
+    assert cache.prune(max_bytes=150_000) == (1, 50_000)  # now clip 0 is just the oldest entry
+    assert cache.get_bytes(key(clip=0), "b.bin") is None
+
+
+def test_a_killed_stages_lease_is_recognised_as_dead(tmp_path):
+    writer = Cache(tmp_path)
+    writer.put_bytes(key(), "b.bin", b"x")  # clip 0 exists for the holder to read
+    writer.release()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert holder.stdout.readline() == b"holding\n"
+    cache = Cache(tmp_path)
+    assert cache.held_since() is not None
+    holder.send_signal(signal.SIGKILL)
+    holder.wait(timeout=30)
+    assert cache.held_since() is None and not any((tmp_path / "leases").iterdir())
+
+
+def test_the_cache_cap_is_configured_and_shown(cache_dir):
+    env = {"M3_CACHE_MAX_SIZE": "1.5M"}
+    info = run_m3("cache", "info", env=env, check=True).stdout.decode()
+    assert "cap\t1.5 MiB" in info
+    assert "cap\t20.0 GiB" in run_m3("cache", "info", check=True).stdout.decode()  # the default
+    off = run_m3("cache", "info", env={"M3_CACHE_MAX_SIZE": "off"}, check=True)
+    assert "cap\tnone" in off.stdout.decode()
+    bad = run_m3("cache", "info", env={"M3_CACHE_MAX_SIZE": "lots"})
+    assert bad.returncode == 1 and bad.stderr.decode().count("\n") == 1
+    assert "cache_max_size: cannot read 'lots'" in bad.stderr.decode()

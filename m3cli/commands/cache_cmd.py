@@ -7,6 +7,7 @@ import re
 import typer
 
 from m3cli import context
+from m3cli.stages.core.cache import human, parse_size
 from m3cli.stages.core.errors import InputError
 from m3cli.terminal import echo, safe
 
@@ -19,18 +20,8 @@ cache_app = typer.Typer(
     ),
 )
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
 _AGE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$", re.I)
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 _AGE_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
-def parse_size(text: str) -> int:
-    """'500M', '20G', '1024' -> bytes."""
-    match = _SIZE.match(text)
-    if not match:
-        raise InputError(f"--max-size: cannot read {text!r}; use e.g. 500M or 20G")
-    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
 
 
 def parse_age(text: str) -> float:
@@ -41,14 +32,6 @@ def parse_age(text: str) -> float:
     return float(match.group(1)) * _AGE_UNITS[match.group(2).lower()]
 
 
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
-
-
 @cache_app.command()
 def info(ctx: typer.Context) -> None:
     """Where the cache is and what it holds, per stage."""
@@ -57,6 +40,7 @@ def info(ctx: typer.Context) -> None:
     echo(f"path\t{safe(cache.root)}")
     echo(f"entries\t{stats.entries}")
     echo(f"size\t{human(stats.bytes)}")
+    echo(f"cap\t{human(cache.max_bytes) if cache.max_bytes else 'none'} (cache_max_size, M3_CACHE_MAX_SIZE)")
     if stats.stray_temp_files:
         echo(
             f"unfinished\t{stats.stray_temp_files} temporary files "

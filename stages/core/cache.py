@@ -10,14 +10,25 @@ immutable files written to a temporary name and renamed into place, so
 
 Reading an entry refreshes its modification time, which is what ``prune --max-size`` uses to evict the
 least recently used entries first.
+
+A cache may have a size cap (``cache_max_size`` in m3.toml, ``M3_CACHE_MAX_SIZE``; 20G by default):
+while a process writes, it evicts least recently used entries whenever it has written a twentieth of
+the cap since it last looked. Eviction never takes what a running stage holds: every process that
+uses a cache leaves a lease file (``leases/``) with its start time for as long as it runs, and no
+entry read or written since the start of the oldest live lease is evicted, by the cap or by
+``m3 cache prune``. A killed process's lease is recognised as dead (its pid is gone) and removed.
 """
 
 from __future__ import annotations
 
+import atexit
 import errno
 import hashlib
 import io
+import logging
 import os
+import re
+import socket
 import tempfile
 import time
 import zipfile
@@ -29,10 +40,27 @@ from typing import Any
 import numpy as np
 import orjson
 
-from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.errors import InputError, M3Error
+
+log = logging.getLogger(__name__)
 
 LAYOUT_VERSION = "v1"
 TMP_PREFIX = ".tmp-"
+LEASES = "leases"
+DEFAULT_MAX_SIZE = "20G"
+#: A lease from another host cannot be checked for a live pid; it is trusted for this long.
+FOREIGN_LEASE_S = 24 * 3600.0
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
+_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def parse_size(text: str, what: str = "--max-size") -> int:
+    """'500M', '20G', '1024' -> bytes."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise InputError(f"{what}: cannot read {text!r}; use e.g. 500M or 20G")
+    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -69,11 +97,102 @@ class CacheStats:
     by_stage: dict[str, tuple[int, int]] = field(default_factory=dict)
 
 
-class Cache:
-    """A directory of immutable, atomically written entries."""
+def open_cache(root: Path, max_size: str | None = DEFAULT_MAX_SIZE) -> Cache:
+    """The cache at ``root`` with the configured cap (``"20G"``; ``"0"``, ``"off"`` or None: no cap)."""
+    off = max_size is None or str(max_size).strip().lower() in ("", "0", "off", "none")
+    return Cache(root, None if off else parse_size(max_size, "cache_max_size"))
 
-    def __init__(self, root: Path) -> None:
+
+class Cache:
+    """A directory of immutable, atomically written entries, optionally capped at ``max_bytes``."""
+
+    def __init__(self, root: Path, max_bytes: int | None = None) -> None:
         self.root = Path(root).expanduser()
+        self.max_bytes = max_bytes
+        self._written_since_check = 0
+        self._lease: Path | None = None
+        self._over_cap_said = False
+
+    # -- leases: what running stages hold ----------------------------------------------------
+    def hold(self, renew: bool = False) -> None:
+        """Lease the cache for this process: entries it touches from now on are not evicted while it
+        runs. Called on the first write (then a no-op); ``renew=True`` moves the start to now, for a
+        process that begins a new video and no longer needs what it touched before. The lease goes
+        when the process exits."""
+        if self._lease is not None and not renew:
+            return
+        leases = self.root / LEASES
+        started = time.time()
+        path = self._lease or leases / f"{socket.gethostname()}.{os.getpid()}.{int(started * 1e6)}"
+        try:
+            leases.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(TMP_PREFIX + path.name)
+            tmp.write_text(f"{started}\n")
+            os.replace(tmp, path)  # readers never see an empty lease
+        except OSError:
+            return  # read-only cache: nothing is written, so nothing needs holding
+        if self._lease is None:
+            atexit.register(self.release)
+        self._lease = path
+
+    def release(self) -> None:
+        """End this process's lease (at exit, or when a library caller is done with the cache)."""
+        if self._lease is not None:
+            self._lease.unlink(missing_ok=True)
+            self._lease = None
+
+    def held_since(self) -> float | None:
+        """Start time of the oldest live lease: entries touched since then are held. Dead leases (a
+        killed process) are removed on the way."""
+        oldest: float | None = None
+        leases = self.root / LEASES
+        try:
+            entries = list(os.scandir(leases))
+        except OSError:
+            return None
+        host = socket.gethostname()
+        now = time.time()
+        for entry in entries:
+            if entry.name.startswith(TMP_PREFIX):
+                continue
+            try:
+                name_host, pid, _ = entry.name.rsplit(".", 2)
+                started = float(Path(entry.path).read_text().strip())
+            except (ValueError, OSError):
+                continue
+            if name_host == host:
+                alive = _pid_alive(int(pid))
+            else:
+                alive = now - started < FOREIGN_LEASE_S
+            if not alive:
+                Path(entry.path).unlink(missing_ok=True)
+                continue
+            oldest = started if oldest is None else min(oldest, started)
+        return oldest
+
+    def _check_cap(self, written: int) -> None:
+        """Evict least recently used entries once a twentieth of the cap was written since last time."""
+        if not self.max_bytes:
+            return
+        self._written_since_check += written
+        if self._written_since_check < max(self.max_bytes // 20, 1):
+            return
+        self._written_since_check = 0
+        self.enforce_cap()
+
+    def enforce_cap(self) -> None:
+        """Bring the cache under ``max_bytes`` (held entries excepted); say once if it cannot."""
+        if not self.max_bytes:
+            return
+        self.prune(max_bytes=self.max_bytes)
+        if not self._over_cap_said and self.stats().bytes > self.max_bytes:
+            self._over_cap_said = True
+            log.warning(
+                "cache %s: over its %s cap, but what running stages hold cannot be evicted; raise "
+                "cache_max_size (M3_CACHE_MAX_SIZE) or wait for them to finish",
+                self.root,
+                human(self.max_bytes),
+            )
 
     # -- paths -------------------------------------------------------------------------------
     def path(self, key: CacheKey, name: str) -> Path:
@@ -88,6 +207,7 @@ class Cache:
 
     # -- writing -----------------------------------------------------------------------------
     def put_bytes(self, key: CacheKey, name: str, data: bytes) -> Path:
+        self.hold()
         final = self.path(key, name)
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
@@ -105,6 +225,7 @@ class Cache:
             if isinstance(exc, OSError):
                 raise self._write_error(exc) from None
             raise
+        self._check_cap(len(data))
         return final
 
     def _write_error(self, exc: OSError) -> M3Error:
@@ -189,8 +310,10 @@ class Cache:
     ) -> tuple[int, int]:
         """Remove entries unused for ``older_than_s`` seconds, then least recently used ones until the
         cache fits in ``max_bytes``. Temporary files older than ``temp_grace_s`` (left by killed runs)
-        always go. Returns (files removed, bytes freed)."""
+        always go. Entries a running stage holds (touched since the oldest live lease began) stay.
+        Returns (files removed, bytes freed)."""
         now = time.time()
+        held_since = self.held_since()
         live: list[tuple[float, int, Path]] = []
         doomed: list[tuple[int, Path]] = []
         for path in self._files():
@@ -202,14 +325,16 @@ class Cache:
             if path.name.startswith(TMP_PREFIX):
                 if age > temp_grace_s:
                     doomed.append((st.st_size, path))
+            elif held_since is not None and st.st_mtime >= held_since - 1.0:
+                live.append((float("inf"), st.st_size, path))  # held: counted, never evicted
             elif older_than_s is not None and age > older_than_s:
                 doomed.append((st.st_size, path))
             else:
                 live.append((st.st_mtime, st.st_size, path))
         if max_bytes is not None:
             total = sum(size for _, size, _ in live)
-            for _mtime, size, path in sorted(live, key=lambda item: (item[0], str(item[2]))):
-                if total <= max_bytes:
+            for mtime, size, path in sorted(live, key=lambda item: (item[0], str(item[2]))):
+                if total <= max_bytes or mtime == float("inf"):
                     break
                 doomed.append((size, path))
                 total -= size
@@ -232,3 +357,21 @@ class Cache:
                     os.rmdir(dirpath)  # fails unless empty, which is the point
                 except OSError:
                     pass
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

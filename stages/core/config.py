@@ -65,6 +65,9 @@ class ThreadSettings(_Section):
 
 class Settings(_Section):
     cache_dir: Path = Field(default_factory=lambda: Path(platformdirs.user_cache_dir(APP_NAME)))
+    #: Size cap of the cache ("20G"; "off" for none): least recently used entries are evicted while
+    #: stages write, never what a running stage holds (see stages/core/cache.py).
+    cache_max_size: str = "20G"
     device: str = "cpu"
     llm: LlmSettings = Field(default_factory=LlmSettings)
     embed: EmbedSettings = Field(default_factory=EmbedSettings)
@@ -77,6 +80,7 @@ class Settings(_Section):
 #: Environment variable -> dotted settings key. Standard OpenAI variables are honoured last.
 ENV_KEYS: dict[str, str] = {
     "M3_CACHE": "cache_dir",
+    "M3_CACHE_MAX_SIZE": "cache_max_size",
     "M3_DEVICE": "device",
     "M3_LLM_BASE_URL": "llm.base_url",
     "M3_LLM_MODEL": "llm.model",
