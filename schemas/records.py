@@ -71,6 +71,8 @@ class FaceTrack(_Open):
     boxes: list[tuple[float, float, float, float, float]] | None = None
     crop: str | None = None
     match: float | None = None
+    #: [t, inner-lip opening / eye distance] at the sampled frames where the face is seen
+    mouth: list[tuple[float, float]] | None = None
 
 
 class FacesSection(_Open):
@@ -83,6 +85,7 @@ class FacesSection(_Open):
     dropped: int | None = Field(default=None, ge=0)
     embeddings: str | None = None
     recluster: dict[str, str] | None = None
+    shots: list[float] | None = None  # shot-change (cut) times, s, absolute
 
 
 class AsrSection(_Open):
@@ -155,7 +158,7 @@ class Vote(_Open):
     face: str
     voice: str
     weight: float
-    source: Literal["meta", "llm"] | None = None
+    source: Literal["seen", "meta", "llm"] | None = None
     start: float | None = None
     end: float | None = None
     sources: dict[str, float] | None = None

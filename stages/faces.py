@@ -19,6 +19,12 @@ Metrics follow the backend: dlib compares raw 128-d descriptors by Euclidean dis
 < 0.6); insightface compares unit vectors by cosine similarity (same person if > 0.3). A track's
 ``match`` is a similarity in both cases: the cosine, or ``1 - mean L2 distance`` for dlib.
 
+Two more per-clip measurements feed `m3 link`'s "who is seen speaking": each detection's mouth opening
+(inner lips over eye distance, from the backend's dense landmarks), recorded per track as
+``mouth: [[t, aperture], ...]``, and how much each sampled frame differs from the one before it, from
+which shot changes (``faces.shots``, cut times) are found by a replayed threshold: a voice's time is
+cut there so it never lands on the next shot's faces.
+
 ``recluster`` additionally clusters all kept detections of a video at once (offline batch use) and
 records, per clip, which whole-video cluster each online id falls into.
 """
@@ -47,7 +53,7 @@ from m3cli.stages.core.errors import InputError
 log = logging.getLogger(__name__)
 
 STAGE = "faces"
-DETECT_VERSION = "faces-detect/1"  # bump when what the per-clip step stores changes
+DETECT_VERSION = "faces-detect/2"  # bump when what the per-clip step stores changes
 CROP_SIDE = 160
 CROP_MARGIN = 0.25
 CROP_QUALITY = 90
@@ -57,6 +63,8 @@ RECOGNITION_SIDE = 112.0  # face size (px) from which size no longer limits qual
 ASPECT_RANGE = (0.5, 2.0)  # box height / width outside this is not a face box
 HDBSCAN_MIN_POINTS = 6  # below this many detections a clip is grouped by linkage alone
 BIG_CLUSTER = 3000  # linkage refinement is quadratic in memory: clusters above this are kept whole
+THUMB_SIDE = (48, 27)  # grey thumbnail compared between sampled frames for shot changes
+HIST_BINS = 32
 
 
 @dataclass(frozen=True)
@@ -79,6 +87,7 @@ class FacesConfig:
     max_snapshots: int = 10
     min_cluster_size: int = 3
     recluster: bool = False
+    shot_threshold: float = 0.2  # frame change (0..1) above which a shot change is recorded
 
     def __post_init__(self) -> None:
         checks = [
@@ -86,6 +95,10 @@ class FacesConfig:
             (self.min_face >= 0, f"--min-face must be >= 0, got {self.min_face}"),
             (0 <= self.min_sharpness <= 1, f"--min-sharpness must be within 0..1, got {self.min_sharpness}"),
             (self.max_snapshots >= 1, f"--max-snapshots must be >= 1, got {self.max_snapshots}"),
+            (
+                0 < self.shot_threshold <= 1,
+                f"--shot-threshold must be within (0, 1], got {self.shot_threshold}",
+            ),
             (self.min_cluster_size >= 2, f"min cluster size must be >= 2, got {self.min_cluster_size}"),
             (
                 self.threshold is None or self.threshold > 0,
@@ -115,6 +128,8 @@ class ClipFaces:
     sharpness: np.ndarray  # (n,) float32 Laplacian variance of the grey 64x64 crop
     crop_offsets: np.ndarray  # (n + 1,) int64 into crop_data
     crop_data: np.ndarray  # uint8 JPEG bytes of every crop, concatenated
+    mouth: np.ndarray  # (n,) float32 inner-lip opening / eye distance (NaN when the backend gives none)
+    change: np.ndarray  # (frames,) float32 0..1 difference from the previous sampled frame (0 for the first)
     key: CacheKey | None = None  # where it lives in the cache (None without a cache)
 
     def __len__(self) -> int:
@@ -179,11 +194,43 @@ def _small_jpeg(crop: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+def frame_changes(images: list[np.ndarray]) -> np.ndarray:
+    """How much each frame differs from the previous one, 0..1 (0 for the first frame).
+
+    The smaller of two cheap measures on a grey thumbnail: the mean absolute pixel difference (high
+    when the picture changes, also when someone moves a lot) and the grey-histogram distance (high
+    when the picture's content changes, barely moved by motion within a shot). A cut moves both.
+    """
+    from PIL import Image
+
+    out = np.zeros(len(images), dtype=np.float32)
+    previous: tuple[np.ndarray, np.ndarray] | None = None
+    for i, image in enumerate(images):
+        grey = Image.fromarray(np.asarray(image)).convert("L").resize(THUMB_SIDE, Image.Resampling.BILINEAR)
+        thumb = np.asarray(grey, dtype=np.float32) / 255.0
+        hist = np.histogram(thumb, bins=HIST_BINS, range=(0.0, 1.0))[0].astype(np.float32) / thumb.size
+        if previous is not None:
+            pixel = float(np.abs(thumb - previous[0]).mean())
+            histo = float(np.abs(hist - previous[1]).sum() / 2)
+            out[i] = min(pixel * 4.0, histo)  # x4: a full cut changes the mean pixel by ~0.25
+        previous = (thumb, hist)
+    return np.clip(out, 0.0, 1.0)
+
+
+def shot_changes(times: np.ndarray, change: np.ndarray, threshold: float) -> list[float]:
+    """Cut times: midway between two sampled frames that differ by more than ``threshold``."""
+    return [
+        round(float(times[i - 1] + times[i]) / 2, 3)
+        for i in range(1, min(len(times), len(change)))
+        if change[i] > threshold
+    ]
+
+
 def pack_detections(
     times: np.ndarray, images: list[np.ndarray], per_frame: list[list[Detection]], to_source: float = 1.0
 ) -> ClipFaces:
     """Turn a backend's per-frame detections into the cached arrays (boxes scaled to source pixels)."""
-    frame, boxes, scores, embs, marks, sharp, blobs = [], [], [], [], [], [], []
+    frame, boxes, scores, embs, marks, sharp, blobs, mouths = [], [], [], [], [], [], [], []
     dim = 0
     for fi, (image, dets) in enumerate(zip(images, per_frame, strict=True)):
         for d in dets:
@@ -200,6 +247,7 @@ def pack_detections(
             )
             sharp.append(sharpness(crop))
             blobs.append(_small_jpeg(crop))
+            mouths.append(np.nan if d.mouth is None else float(d.mouth))
     return ClipFaces(
         times=np.asarray(times, dtype=np.float64),
         frame=np.asarray(frame, dtype=np.int32),
@@ -210,6 +258,8 @@ def pack_detections(
         sharpness=np.asarray(sharp, dtype=np.float32),
         crop_offsets=np.cumsum([0] + [len(b) for b in blobs]).astype(np.int64),
         crop_data=np.frombuffer(b"".join(blobs), dtype=np.uint8).copy(),
+        mouth=np.asarray(mouths, dtype=np.float32),
+        change=frame_changes(images),
     )
 
 
@@ -553,6 +603,11 @@ def build_section(
             (round(float(faces.times[faces.frame[i]]), 3), *(round(float(v), 1) for v in faces.boxes[i]))
             for i in det
         ]
+        mouth = [
+            (round(float(faces.times[faces.frame[i]]), 3), round(float(faces.mouth[i]), 4))
+            for i in det
+            if np.isfinite(faces.mouth[i])
+        ]
         crop = None
         if cache is not None and faces.key is not None:
             ckey = _blob_key(
@@ -575,6 +630,7 @@ def build_section(
                 boxes=boxes,
                 crop=crop,
                 match=result.match.get(number),
+                mouth=mouth or None,
             )
         )
         mean = metric_space(faces.embeddings[det], model.metric).mean(axis=0)
@@ -603,6 +659,7 @@ def build_section(
         dropped=int(len(faces) - len(result.kept)),
         tracks=tracks,
         embeddings=embeddings,
+        shots=shot_changes(faces.times, faces.change, config.shot_threshold),
     )
 
 

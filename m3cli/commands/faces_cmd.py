@@ -65,6 +65,9 @@ def faces(
         None, "--model-dir", "--face-model-dir",
         help="Folder of model files (dlib .dat files, or an insightface pack such as buffalo_l)."
     ),
+    shot_threshold: float = typer.Option(
+        0.2, "--shot-threshold",
+        help="Frame change (0..1) between sampled frames recorded as a shot change in faces.shots."),
     recluster: bool = typer.Option(
         False, "--recluster",
         help=("Also cluster all faces of each video at once; record online id -> cluster in "
@@ -79,7 +82,8 @@ def faces(
     config = FacesConfig(backend=backend, fps=fps, detector=detector, upsample=upsample,
                          detect_side=detect_side, model_dir=model_dir, min_face=min_face,
                          min_score=min_score, min_sharpness=min_sharpness, threshold=threshold,
-                         max_snapshots=max_snapshots, recluster=recluster)
+                         max_snapshots=max_snapshots, recluster=recluster,
+                         shot_threshold=shot_threshold)
     records = stream.read_records(inputs or [stream.STDIO])  # bad input fails before any model loads
     run = context.run_context(ctx, settings)
     model = load_model(config, settings.device)

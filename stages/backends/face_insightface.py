@@ -7,6 +7,11 @@ error says where to put it. With ``--device cuda`` the CUDA execution provider i
 onnxruntime has it (onnxruntime-gpu), else the CPU one with a warning.
 
 Same person if the cosine similarity of the normalised embeddings is above 0.3 (M3-Agent's value).
+
+Mouth: when the pack has the 106-point landmark model (``2d106det.onnx`` in buffalo_l), it runs too
+and each detection's ``mouth`` is the inner-lip opening over the eye distance. The opening is read
+from the 20 mouth points (52-71) without relying on their order: the points in the middle of the
+mouth nearest the corner-to-corner line from above and from below are the inner lips.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PACK = "buffalo_l"
 DEFAULT_ROOT = "~/.insightface"
+MOUTH_POINTS = slice(52, 72)  # the 20 mouth points of the 106-point layout
 
 
 class InsightFaceModel:
@@ -96,7 +102,7 @@ class InsightFaceModel:
                 providers = self.providers()
                 try:
                     app = FaceAnalysis(name=str(self.model_dir), root=self.root, providers=providers,
-                                       allowed_modules=["detection", "recognition"])
+                                       allowed_modules=["detection", "recognition", "landmark_2d_106"])
                 except AssertionError:
                     raise M3Error(f"{self.model_dir}: no face detection model among its .onnx files; "
                                   "a pack needs a detection and a recognition model") from None
@@ -130,14 +136,41 @@ class InsightFaceModel:
                 kps = np.asarray(face.kps, dtype=np.float32)
                 eyes = sorted([kps[0], kps[1]], key=lambda p: float(p[0]))
                 landmarks = np.stack([eyes[0], eyes[1], kps[2]]).astype(np.float32)
+            mouth = None
+            dense = getattr(face, "landmark_2d_106", None)
+            if dense is not None and landmarks is not None:
+                mouth = inner_lip_gap(np.asarray(dense, np.float64)[MOUTH_POINTS], landmarks[0], landmarks[1])
             h, w = arr.shape[:2]
             x0, y0, x1, y1 = (float(v) for v in face.bbox[:4])
             box = (max(0.0, x0), max(0.0, y0), min(float(w), x1), min(float(h), y1))
             if box[2] - box[0] < 2 or box[3] - box[1] < 2:
                 continue
             dets.append(Detection(box=box, score=float(face.det_score),
-                                  embedding=np.asarray(emb, dtype=np.float32), landmarks=landmarks))
+                                  embedding=np.asarray(emb, dtype=np.float32), landmarks=landmarks,
+                                  mouth=mouth))
         return sort_detections(dets)
 
     def detect_frames(self, images: list[np.ndarray]) -> list[list[Detection]]:
         return [self.detect(image) for image in images]
+
+
+def inner_lip_gap(mouth: np.ndarray, eye_left: np.ndarray, eye_right: np.ndarray) -> float | None:
+    """Opening between the inner lips over the eye distance, from unordered mouth points.
+
+    The corners are the leftmost and rightmost points; among the points over the middle 40% of the
+    corner line, the one nearest the line from above and the one nearest from below are the inner lips
+    (outer-lip points lie farther out), so their distances to the line add up to the opening.
+    """
+    left, right = mouth[np.argmin(mouth[:, 0])], mouth[np.argmax(mouth[:, 0])]
+    axis = right - left
+    width = float(np.linalg.norm(axis))
+    eyes = float(np.linalg.norm(np.asarray(eye_right, np.float64) - np.asarray(eye_left, np.float64)))
+    if width < 1e-6 or eyes < 1e-6:
+        return None
+    unit = axis / width
+    along = (mouth - left) @ unit
+    across = (mouth - left) @ np.array([-unit[1], unit[0]])  # image y grows downwards: + is below
+    middle = (along > 0.3 * width) & (along < 0.7 * width)
+    above, below = -across[middle & (across <= 0)], across[middle & (across > 0)]
+    gap = (above.min() if len(above) else 0.0) + (below.min() if len(below) else 0.0)
+    return float(gap / eyes)
