@@ -1,20 +1,32 @@
 """`m3 link`: face-voice equivalence by weighted voting over a whole video, then `<character_k>` ids.
 
-Votes for a (face, voice) pair come from two places, per clip:
+Evidence for a (face, voice) pair comes from two places, per clip:
 
-* ``llm``: each ``memory.equivalences`` pair of an LLM-written memory (fallback memories carry none);
-* ``meta``: M3-Agent's meta-clips. The clip is cut where the set of visible faces changes (the analogue
-  of the paper's keyframe segmentation: visually stable stretches), each stretch into windows of at
-  most 5 s (:func:`~m3cli.stages.core.media.windows`); a window in which exactly one face is visible
-  and exactly one voice speaks (each for at least ``min_overlap`` s; unattributed speech counts as
-  another voice) is one vote for that pair.
+* ``seen`` (default ``--method seen``): who is seen speaking. A face whose mouth moves (the inner-lip
+  opening recorded by `m3 faces` changes between sampled frames) while a voice is active earns the
+  seconds of that agreement; when several visible mouths move at once, each earns its share, so a
+  crowded scene still yields evidence and the person who keeps moving their lips while the voice
+  speaks gathers most of it. Clips without mouth readings (a backend without dense landmarks, older
+  records) fall back to the seconds in which exactly one face is visible and exactly one voice speaks.
+  Evidence is measured in seconds, so a person seen speaking alone for 4 s is linked.
+* ``meta`` (``--method meta``, for ablations): M3-Agent's meta-clips. The clip is cut where the set
+  of visible faces changes, each stretch into windows of at most ``window`` s; a window in which
+  exactly one face is visible and exactly one voice speaks (each for at least ``min_overlap`` s;
+  unattributed speech counts as another voice) is one vote for that pair.
+* ``llm``: each ``memory.equivalences`` pair of an LLM-written memory (fallback memories carry none),
+  worth ``llm_weight`` (seconds under ``seen``, windows under ``meta``).
+
+Voice activity is the diarizer's speaker ``turns`` when they carry voice ids, else the utterances.
+For identity a voice's time is cut at the clip's ends and at every shot change (``faces.shots``), so
+it never lands on the next shot's faces; an utterance's piece beyond a cut that is shorter than
+``min_piece`` and than the rest of it is ASR timing spill (segments run on past a cut) and dropped.
 
 The fold over clips is a plain sum of per-clip votes, so it is *replayed*, never patched: appending
 clips, or changing ``p``, re-sums the cheap per-clip votes (reused from the records' ``link.votes`` when
 present and computed with the same settings) and re-resolves. Resolution is M3-Agent's Algorithm 2:
-drop edges of weight <= ``min_weight`` - 1 (weight-1 edges by default), keep a face's top edge only
-if it holds at least share ``p`` of that face's votes, the same from the voice side (so a voice keeps
-only its highest-weight face), then union-find. Later majorities override early mistakes because only
+drop edges lighter than ``min_weight`` (1 s under ``seen``; 2 windows, i.e. weight-1 edges dropped,
+under ``meta``), keep a face's top edge only if it holds at least share ``p`` of that face's votes, the
+same from the voice side, then union-find. Later majorities override early mistakes because only
 totals matter.
 
 Characters are numbered by the first appearance (clip, time, id) of their earliest member, so the
@@ -35,42 +47,60 @@ from m3cli.stages.core.common import by_video
 from m3cli.stages.core.errors import InputError
 
 STAGE = "link"
-VERSION = "link-v1"
+VERSION = "link-v2"
+METHODS = ("seen", "meta")
+DEFAULT_MIN_WEIGHT = {"seen": 1.0, "meta": 2.0}
 
 
 @dataclass(frozen=True)
 class LinkConfig:
+    method: str = "seen"
     p: float = 0.5
-    min_weight: float = 2.0
+    min_weight: float | None = None  # None: the method's default (1 s seen, 2 windows meta)
     window: float = 5.0
     min_overlap: float = 0.5
     llm_weight: float = 1.0
-    meta: bool = True
+    perception: bool = True  # False: only the LLM's equivalences vote
+    moving: float = 0.02  # mouth-opening spread (eye distances) above which a mouth is moving
+    smooth: float = 0.4  # half-width (s) of the window over which that spread is measured
+    min_piece: float = 1.0  # utterance pieces cut off at a shot change shorter than this are spill
 
     def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise InputError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if not 0.0 < self.p <= 1.0:
             raise InputError(f"--p must be in (0, 1], got {self.p}")
         if self.window <= 0:
             raise InputError(f"--window must be positive, got {self.window}")
+        if self.min_weight is not None and self.min_weight < 0:
+            raise InputError(f"--min-weight must be >= 0, got {self.min_weight}")
+        if self.moving < 0 or self.smooth <= 0 or self.min_piece < 0:
+            raise InputError("--moving and --min-piece must be >= 0 and the smoothing window positive")
+
+    @property
+    def weight_floor(self) -> float:
+        return DEFAULT_MIN_WEIGHT[self.method] if self.min_weight is None else self.min_weight
 
     def votes_key(self) -> str:
         """Settings that change per-clip votes (p and min_weight only change the resolution)."""
-        return config_hash(
-            {
-                "v": VERSION,
-                "window": self.window,
-                "min_overlap": self.min_overlap,
-                "llm_weight": self.llm_weight,
-                "meta": self.meta,
-            }
-        )
+        cfg: dict[str, Any] = {
+            "v": VERSION,
+            "method": self.method,
+            "llm_weight": self.llm_weight,
+            "perception": self.perception,
+        }
+        if self.method == "meta":
+            cfg |= {"window": self.window, "min_overlap": self.min_overlap}
+        else:
+            cfg |= {"moving": self.moving, "smooth": self.smooth, "min_piece": self.min_piece}
+        return config_hash(cfg)
 
 
 @dataclass(frozen=True)
 class Vote:
     face: str
     voice: str
-    source: str  # "meta" or "llm"
+    source: str  # "seen", "meta" or "llm"
     weight: float
     start: float | None = None
     end: float | None = None
@@ -87,11 +117,134 @@ class Vote:
         return cls(d["face"], d["voice"], d["source"], float(d["weight"]), d.get("start"), d.get("end"))
 
 
-# ------------------------------------------------------------------------------------ per-clip votes
+# ------------------------------------------------------------------------------------ voice activity
 
 
 def _covered(spans: Iterable[tuple[float, float]], s: float, e: float) -> float:
     return sum(max(0.0, min(b, e) - max(a, s)) for a, b in spans)
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, dict) else getattr(item, name, None)
+
+
+def voice_activity(record: ClipRecord) -> tuple[list[tuple[str, float, float]], bool]:
+    """(voice, start, end) stretches of attributed speech, and whether their ends are trusted.
+
+    The diarizer's speaker turns (overlap-aware, precise ends) when they carry voice ids, else the
+    ASR utterances, whose ends can run on past a speaker change.
+    """
+    turns = getattr(record, "turns", None) or []
+    stretches = [
+        (str(_field(t, "speaker")), float(_field(t, "start")), float(_field(t, "end")))
+        for t in turns
+        if _field(t, "speaker")
+    ]
+    if stretches:
+        return stretches, True
+    return [(u.speaker, u.start, u.end) for u in record.utterances or [] if u.speaker], False
+
+
+def shot_bounds(record: ClipRecord) -> list[float]:
+    """The clip's ends and every shot change inside it, in order."""
+    start, end = record.clip.start, record.clip.end
+    shots = (record.faces.shots if record.faces else None) or []
+    return [start, *sorted(float(t) for t in shots if start < t < end), end]
+
+
+def cut_activity(record: ClipRecord, min_piece: float) -> list[tuple[str, float, float]]:
+    """Voice stretches cut at the clip's ends and at shot changes (spill pieces of utterances dropped)."""
+    stretches, trusted = voice_activity(record)
+    bounds = shot_bounds(record)
+    out: list[tuple[str, float, float]] = []
+    for voice, s, e in stretches:
+        s, e = max(s, bounds[0]), min(e, bounds[-1])
+        if e <= s:
+            continue
+        pieces = [(max(s, a), min(e, b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+        pieces = [(a, b) for a, b in pieces if b > a]
+        for a, b in pieces:
+            spill = b - a < min_piece and b - a < (e - s) / 2
+            if trusted or len(pieces) == 1 or not spill:
+                out.append((voice, a, b))
+    return out
+
+
+# ------------------------------------------------------------------------------------ per-clip votes
+
+
+def mouth_motion(samples: list[tuple[float, float]], bounds: list[float], smooth: float) -> list[float]:
+    """Per sample, the spread (max - min) of the mouth opening within +-``smooth`` s in the same shot.
+
+    Speech opens and closes the lips several times a second; a still or listening face keeps the
+    opening nearly constant. The window never crosses a shot change, so a cut is not motion.
+    """
+    times = [t for t, _ in samples]
+    shot = [sum(1 for b in bounds[1:-1] if b <= t) for t in times]
+    out = []
+    for i, t in enumerate(times):
+        near = [
+            a for (u, a), k in zip(samples, shot, strict=True) if k == shot[i] and abs(u - t) <= smooth + 1e-6
+        ]
+        out.append(max(near) - min(near) if len(near) > 1 else 0.0)
+    return out
+
+
+def seen_votes(record: ClipRecord, config: LinkConfig) -> list[Vote]:
+    """Who is seen speaking: per sampled frame, the voice time shared by the faces moving their lips.
+
+    The clip is walked in steps of one sampled frame. In a step where some visible face's lips move,
+    each active voice's seconds in it are shared among those faces. In a step where no lips are seen
+    moving (still photos, a face too small to read, no mouth readings) and exactly one face is visible
+    while exactly one voice speaks, that face gets the seconds (M3-Agent's one-face-one-voice rule).
+    """
+    faces = record.faces
+    tracks = faces.tracks if faces else []
+    activity = cut_activity(record, config.min_piece)
+    if not tracks or not activity:
+        return []
+    bounds = shot_bounds(record)
+    step = 1.0 / (faces.fps or 5.0)
+    moving: dict[str, list[float]] = {}  # face -> sample times at which its lips move
+    for track in tracks:
+        samples = sorted((float(t), float(a)) for t, a in track.mouth or [])
+        spreads = mouth_motion(samples, bounds, config.smooth)
+        moving[track.face_id] = [t for (t, _), m in zip(samples, spreads, strict=True) if m > config.moving]
+    totals: dict[tuple[str, str, int], float] = defaultdict(float)
+    k = 0
+    while k * step < bounds[-1] - bounds[0] - 1e-9:
+        lo, hi = bounds[0] + k * step, min(bounds[0] + (k + 1) * step, bounds[-1])
+        k += 1
+        mid = (lo + hi) / 2
+        speech: dict[str, float] = defaultdict(float)
+        for voice, s, e in activity:
+            speech[voice] += max(0.0, min(e, hi) - max(s, lo))
+        speech = {v: d for v, d in speech.items() if d > 0}
+        if not speech:
+            continue
+        visible = [t.face_id for t in tracks if any(a <= mid < b for a, b in t.spans)]
+        movers = [f for f in visible if any(lo - 1e-6 <= t < hi - 1e-6 for t in moving[f])]
+        if movers:
+            share = {f: 1.0 / len(movers) for f in movers}
+        elif len(visible) == 1 and len(speech) == 1:
+            share = {visible[0]: 1.0}
+        else:
+            continue
+        shot = sum(1 for b in bounds[1:-1] if b <= mid)
+        for voice, seconds in speech.items():
+            for face, part in share.items():
+                totals[(face, voice, shot)] += seconds * part
+    return _shot_votes(totals, bounds, "seen")
+
+
+def _shot_votes(totals: dict[tuple[str, str, int], float], bounds: list[float], source: str) -> list[Vote]:
+    """One vote per (face, voice, shot) with the seconds of evidence, in time then id order."""
+    votes = [
+        Vote(face, voice, source, round(w, 3), bounds[k], bounds[k + 1])
+        for (face, voice, k), w in totals.items()
+        if round(w, 3) > 0
+    ]
+    return sorted(votes, key=lambda v: (v.start, v.face, v.voice))
 
 
 def meta_windows(record: ClipRecord, window: float) -> list[tuple[float, float]]:
@@ -109,21 +262,28 @@ def meta_windows(record: ClipRecord, window: float) -> list[tuple[float, float]]
     return out
 
 
-def clip_votes(record: ClipRecord, config: LinkConfig) -> list[Vote]:
-    """This clip's votes, meta-clips first (in time order), then the LLM's equivalences."""
+def meta_votes(record: ClipRecord, config: LinkConfig) -> list[Vote]:
+    """M3-Agent's meta-clips: a window with exactly one face and one voice is one vote."""
     votes: list[Vote] = []
-    if config.meta:
-        tracks = record.faces.tracks if record.faces else []
-        utts = record.utterances or []
-        for s, e in meta_windows(record, config.window):
-            need = min(config.min_overlap, 0.5 * (e - s))
-            faces = {t.face_id for t in tracks if _covered(t.spans, s, e) >= need}
-            speech: dict[str, float] = defaultdict(float)
-            for u in utts:
-                speech[u.speaker or "?"] += _covered([(u.start, u.end)], s, e)
-            voices = {v for v, dur in speech.items() if dur >= need}
-            if len(faces) == 1 and len(voices) == 1 and "?" not in voices:
-                votes.append(Vote(next(iter(faces)), next(iter(voices)), "meta", 1.0, s, e))
+    tracks = record.faces.tracks if record.faces else []
+    utts = record.utterances or []
+    for s, e in meta_windows(record, config.window):
+        need = min(config.min_overlap, 0.5 * (e - s))
+        faces = {t.face_id for t in tracks if _covered(t.spans, s, e) >= need}
+        speech: dict[str, float] = defaultdict(float)
+        for u in utts:
+            speech[u.speaker or "?"] += _covered([(u.start, u.end)], s, e)
+        voices = {v for v, dur in speech.items() if dur >= need}
+        if len(faces) == 1 and len(voices) == 1 and "?" not in voices:
+            votes.append(Vote(next(iter(faces)), next(iter(voices)), "meta", 1.0, s, e))
+    return votes
+
+
+def clip_votes(record: ClipRecord, config: LinkConfig) -> list[Vote]:
+    """This clip's votes, perception first (in time order), then the LLM's equivalences."""
+    votes: list[Vote] = []
+    if config.perception:
+        votes = seen_votes(record, config) if config.method == "seen" else meta_votes(record, config)
     memory = record.memory
     if config.llm_weight > 0 and memory is not None and memory.source == "llm" and not memory.fallback:
         for face, voice in memory.equivalences or []:
@@ -145,6 +305,9 @@ def first_seen(record: ClipRecord) -> dict[str, tuple[int, float]]:
     for u in record.utterances or []:
         if u.speaker:
             see(u.speaker, u.start)
+    for turn in getattr(record, "turns", None) or []:
+        if _field(turn, "speaker"):
+            see(str(_field(turn, "speaker")), float(_field(turn, "start")))
     if record.voices and record.voices.ids:
         for v in record.voices.ids:
             see(v, record.clip.end)
@@ -198,7 +361,7 @@ class LinkState:
 
     def kept_edges(self) -> list[tuple[str, str, float]]:
         """Algorithm 2: weight filter, then the top edge per face and per voice if its share >= p."""
-        edges = {k: w for k, w in self.weights.items() if w >= self.config.min_weight}
+        edges = {k: w for k, w in self.weights.items() if w >= self.config.weight_floor}
 
         def top(side: int) -> set[tuple[str, str]]:
             by_node: dict[str, list[tuple[tuple[str, str], float]]] = defaultdict(list)
@@ -240,13 +403,18 @@ class LinkState:
             "version": VERSION,
             "config": self.config.votes_key(),
             "p": self.config.p,
-            "min_weight": self.config.min_weight,
+            "min_weight": self.config.weight_floor,
             "votes": [v.as_json() for v in clip_votes],
             "weights": [
-                {"face": f, "voice": v, "weight": w, "sources": dict(sorted(self.sources[(f, v)].items()))}
+                {
+                    "face": f,
+                    "voice": v,
+                    "weight": round(w, 3),
+                    "sources": {k: round(x, 3) for k, x in sorted(self.sources[(f, v)].items())},
+                }
                 for (f, v), w in sorted(self.weights.items(), key=lambda kv: (-kv[1], kv[0]))
             ],
-            "edges": [{"face": f, "voice": v, "weight": w} for f, v, w in kept],
+            "edges": [{"face": f, "voice": v, "weight": round(w, 3)} for f, v, w in kept],
         }
 
 

@@ -1,4 +1,4 @@
-"""`m3 link`: meta-clip votes, Algorithm 2 filtering, union-find numbering, and the replayed fold."""
+"""`m3 link`: seen-speaking and meta-clip votes, boundaries, Algorithm 2, numbering, the replayed fold."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from memory_helpers import clip
 
 from m3cli.stages.link import LinkConfig, LinkState, Vote, clip_votes, link_records
 from m3cli.stream import parse_record
+
+META = LinkConfig(method="meta")  # M3-Agent's meta-clips, Algorithm 2 (weight-1 edges dropped)
 
 
 def llm_memory(*pairs):
@@ -39,7 +41,7 @@ def test_meta_votes_need_exactly_one_face_and_one_voice():
             (None, 26.0, 28.0, "overlap by someone unknown"),
         ],
     )
-    votes = clip_votes(r, LinkConfig())
+    votes = clip_votes(r, META)
     pairs = [(v.face, v.voice, v.start, v.end) for v in votes]
     # 0-10 s: two windows face_1/voice_1; 10-20 s: two windows face_2/voice_2; 20-25 s: voice but no face;
     # 25-30 s: face_2 with voice_2 plus an unattributed voice -> no vote
@@ -58,7 +60,7 @@ def test_windows_follow_face_changes_not_a_fixed_grid():
         {"<face_1>": [(0.6, 5.7)], "<face_2>": [(6.3, 13.0)]},
         [("<voice_1>", 0.6, 5.7, "a"), ("<voice_2>", 6.3, 13.0, "b")],
     )
-    votes = clip_votes(r, LinkConfig())
+    votes = clip_votes(r, META)
     assert sorted({(v.face, v.voice) for v in votes}) == [
         ("<face_1>", "<voice_1>"),
         ("<face_2>", "<voice_2>"),
@@ -67,7 +69,7 @@ def test_windows_follow_face_changes_not_a_fixed_grid():
 
 
 def test_algorithm2_drops_weight_one_edges_and_weak_shares():
-    state = LinkState(LinkConfig(p=0.6))
+    state = LinkState(LinkConfig(method="meta", p=0.6))
     seen = {
         "<face_1>": (0, 0.0),
         "<voice_1>": (0, 0.1),
@@ -83,7 +85,7 @@ def test_algorithm2_drops_weight_one_edges_and_weak_shares():
     )
     # face_1: voice_1 has 3 of 5 votes = 0.6 >= p; face_2-voice_3 has weight 1 -> noise
     assert state.kept_edges() == [("<face_1>", "<voice_1>", 3.0)]
-    state2 = LinkState(LinkConfig(p=0.7))
+    state2 = LinkState(LinkConfig(method="meta", p=0.7))
     state2.add(
         [Vote("<face_1>", "<voice_1>", "meta", 1)] * 3 + [Vote("<face_1>", "<voice_2>", "meta", 1)] * 2, seen
     )
@@ -95,7 +97,7 @@ def test_algorithm2_drops_weight_one_edges_and_weak_shares():
 
 
 def test_voice_keeps_only_its_heaviest_face():
-    state = LinkState(LinkConfig())
+    state = LinkState(META)
     seen = {"<face_1>": (0, 0.0), "<face_2>": (0, 1.0), "<voice_1>": (0, 0.5)}
     state.add(
         [Vote("<face_1>", "<voice_1>", "meta", 1)] * 2 + [Vote("<face_2>", "<voice_1>", "meta", 1)] * 4, seen
@@ -120,7 +122,7 @@ def test_later_majority_overrides_an_early_wrong_link():
         memory=llm_memory(("<face_1>", "<voice_2>")),
     )
     later = [monologues(2, "<face_1>", "<voice_1>", 2), monologues(3, "<face_1>", "<voice_1>", 2)]
-    out = link_records([early, early2, *later], LinkConfig())
+    out = link_records([early, early2, *later], META)
     after = [r.characters for r in out]
     assert after[1]["<face_1>"] == after[1]["<voice_2>"]  # the early mistake is in force for a while
     final = after[-1]
@@ -133,7 +135,7 @@ def test_later_majority_overrides_an_early_wrong_link():
 def test_every_seen_id_gets_a_character_numbered_by_first_appearance():
     r0 = clip(0, {"<face_3>": [(2.0, 9.0)]}, [("<voice_5>", 0.5, 1.5, "hi")])
     r1 = clip(1, {"<face_1>": [(31.0, 33.0)]}, [])
-    out = link_records([r1, r0], LinkConfig())  # input order does not matter
+    out = link_records([r1, r0], META)  # input order does not matter
     assert out[0].characters == {"<voice_5>": "<character_1>", "<face_3>": "<character_2>"}
     assert out[1].characters == {
         "<voice_5>": "<character_1>",
@@ -149,33 +151,34 @@ def test_fold_is_replayed_from_recorded_votes_when_clips_are_appended():
         monologues(2, "<face_1>", "<voice_1>"),
         monologues(3, "<face_2>", "<voice_2>", 1),
     ]
-    full = link_records(clips, LinkConfig())
-    first = link_records(clips[:2], LinkConfig())
-    appended = link_records(first + clips[2:], LinkConfig())
+    full = link_records(clips, META)
+    first = link_records(clips[:2], META)
+    appended = link_records(first + clips[2:], META)
     assert [r.to_json() for r in appended] == [r.to_json() for r in full]
     # votes of the first run are reused, not recomputed: erase the perception they came from
     stripped = [r.model_copy(deep=True) for r in first]
     for r in stripped:
         r.faces.tracks = []
-    replayed = link_records(stripped + clips[2:], LinkConfig())
+    replayed = link_records(stripped + clips[2:], META)
     assert replayed[-1].characters == full[-1].characters
-    assert link_records(stripped + clips[2:], LinkConfig(), reuse=False)[-1].characters != full[-1].characters
+    assert link_records(stripped + clips[2:], META, reuse=False)[-1].characters != full[-1].characters
     # changing p only replays the fold; votes recorded with other window settings are recomputed
-    assert link_records(first + clips[2:], LinkConfig(window=2.0))[-1].link.votes != full[-1].link.votes
+    shorter = LinkConfig(method="meta", window=2.0)
+    assert link_records(first + clips[2:], shorter)[-1].link.votes != full[-1].link.votes
 
 
 def test_fallback_memories_do_not_vote():
     mem = llm_memory(("<face_1>", "<voice_1>"))
     mem["fallback"] = True
     r = clip(0, {"<face_1>": [(0.0, 1.0)]}, [], memory=mem)
-    assert clip_votes(r, LinkConfig()) == []
+    assert clip_votes(r, META) == []
 
 
 def test_link_cli(m3, tmp_path, cache_dir):
     src = tmp_path / "in.jsonl"
     clips = [monologues(0, "<face_1>", "<voice_1>"), monologues(1, "<face_2>", "<voice_2>")]
     src.write_bytes(b"".join(orjson.dumps(r.to_json()) + b"\n" for r in clips))
-    proc = m3("link", "--p", "0.5", src)
+    proc = m3("link", "--method", "meta", "--p", "0.5", src)
     assert proc.returncode == 0, proc.stderr.decode()
     out = [parse_record(json.loads(line)) for line in proc.stdout.splitlines()]
     assert out[-1].characters == {

@@ -11,7 +11,14 @@ Examples:
   m3 segment talk.mp4 | m3 diarize | m3 voices | m3 faces | m3 memorize | m3 link | jq -c .characters
   m3 link --p 0.7 memorized.jsonl -o linked.jsonl
   cat linked.jsonl new_clips.jsonl | m3 link > relinked.jsonl
-  m3 link --no-meta memorized.jsonl | jq -c '.link.edges'
+  m3 link --method meta memorized.jsonl      # M3-Agent's meta-clips (ablation)
+  m3 link --llm-only memorized.jsonl | jq -c '.link.edges'
+
+\b
+Evidence (--method seen, the default): seconds in which a face's mouth moves while a voice is
+active, from the mouth openings and shot changes `m3 faces` records; a voice's time is cut at clip
+ends and shot changes. --method meta: one vote per <= --window s window holding exactly one face
+and one voice (M3-Agent's Algorithm 2; weight-1 edges dropped by default).
 """
 
 
@@ -19,18 +26,29 @@ def link(
     ctx: typer.Context,
     inputs: list[str] = options.inputs_argument(),
     output: str | None = options.output_option(),
-    p: float = typer.Option(0.5, "--p", help="Share of a node's votes its top edge needs (Algorithm 2)."),
-    min_weight: float = typer.Option(
-        2.0, "--min-weight", help="Edges lighter than this are noise (default drops weight-1 edges)."
+    method: str = typer.Option(
+        "seen", "--method", help="Face-voice evidence: seen (who is seen speaking) or meta (meta-clips)."
     ),
-    window: float = typer.Option(5.0, "--window", help="Longest meta-clip window, seconds."),
+    p: float = typer.Option(0.5, "--p", help="Share of a node's votes its top edge needs (Algorithm 2)."),
+    min_weight: float | None = typer.Option(
+        None,
+        "--min-weight",
+        help="Edges lighter than this are noise [seen: 1 s of evidence; meta: 2 windows].",
+        show_default=False,
+    ),
+    window: float = typer.Option(5.0, "--window", help="meta: longest meta-clip window, seconds."),
     min_overlap: float = typer.Option(
-        0.5, "--min-overlap", help="Seconds a face/voice must be present in a window to count."
+        0.5, "--min-overlap", help="meta: seconds a face/voice must be present in a window to count."
+    ),
+    moving: float = typer.Option(
+        0.02, "--moving", help="seen: mouth-opening spread (eye distances) that counts as moving lips."
     ),
     llm_weight: float = typer.Option(
-        1.0, "--llm-weight", help="Weight of one LLM 'Equivalence' line (0 ignores them)."
+        1.0, "--llm-weight", help="Weight of one LLM 'Equivalence' line (seconds under seen; 0 ignores them)."
     ),
-    no_meta: bool = typer.Option(False, "--no-meta", help="Only LLM equivalences vote (no meta-clips)."),
+    llm_only: bool = typer.Option(
+        False, "--llm-only", "--no-meta", help="Only LLM equivalences vote (no perception evidence)."
+    ),
     recompute: bool = typer.Option(
         False, "--recompute", help="Recompute every clip's votes instead of reusing link.votes."
     ),
@@ -40,12 +58,14 @@ def link(
 
     context.settings(ctx)
     config = LinkConfig(
+        method=method,
         p=p,
         min_weight=min_weight,
         window=window,
         min_overlap=min_overlap,
+        moving=moving,
         llm_weight=llm_weight,
-        meta=not no_meta,
+        perception=not llm_only,
     )
     records = stream.read_records(inputs or ["-"])
     stream.write_records(link_records(records, config, reuse=not recompute), output)
