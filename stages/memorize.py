@@ -280,8 +280,13 @@ class MemorizeConfig:
     images: bool | None = None  # None: send frames and crops unless the server refused images
     audio: bool | None = None  # None: send audio when the model is known or named to listen (omni)
     max_audio_s: float = 60.0
+    prompt_style: str = "m3"  # or "m3-agent": the output format M3-Agent's memorization checkpoint learned
 
     def __post_init__(self) -> None:
+        if self.prompt_style not in prompts.PROMPT_STYLES:
+            raise InputError(
+                f"--prompt-style must be one of {', '.join(prompts.PROMPT_STYLES)}, got {self.prompt_style!r}"
+            )
         if not 0 <= self.frames <= 32:
             raise InputError(f"--frames must be between 0 and 32, got {self.frames}")
         if self.max_side < 64:
@@ -292,10 +297,19 @@ class MemorizeConfig:
     def key(self) -> dict[str, Any]:
         """What changes an LLM answer besides its inputs (jobs does not; images/audio show in the inputs)."""
         d = asdict(self)
-        for name in ("jobs", "images", "audio"):
+        for name in ("jobs", "images", "audio", "prompt_style"):
             d.pop(name)
-        d["prompt"] = prompts.PROMPT_VERSION
+        d["prompt"] = self.prompt_version
         return d
+
+    @property
+    def prompt_version(self) -> str:
+        return prompts.AGENT_PROMPT_VERSION if self.prompt_style == "m3-agent" else prompts.PROMPT_VERSION
+
+    def instructions(self) -> str:
+        if self.prompt_style == "m3-agent":
+            return prompts.agent_memorize_instructions(self.semantic, self.equivalence)
+        return prompts.memorize_instructions(self.semantic, self.equivalence)
 
 
 def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
@@ -439,9 +453,7 @@ def build_request(
         inputs.append("dialogue")
     content += frames + crops + audio
     content.append({"type": "text", "text": _dialogue_text(record)})
-    content.append(
-        {"type": "text", "text": prompts.memorize_instructions(config.semantic, config.equivalence)}
-    )
+    content.append({"type": "text", "text": config.instructions()})
     messages = [{"role": "system", "content": prompts.MEMORIZE_SYSTEM}, {"role": "user", "content": content}]
     return messages, inputs
 
@@ -543,6 +555,11 @@ def make_validator(
     return validate
 
 
+def _as_agent_lines(validate: Callable[[Any], list[str]]) -> Callable[[Any], list[str]]:
+    """m3's validator applied to M3-Agent's lists of sentences (``--prompt-style m3-agent``)."""
+    return lambda obj: validate(prompts.from_agent_reply(obj))
+
+
 def _fix_time(t: Any, start: float, end: float) -> float | None:
     """Absolute time, accepting clip-relative answers; None when the value is outside the clip."""
     if not isinstance(t, (int, float)):
@@ -600,7 +617,7 @@ def memory_from_reply(obj: dict, record: ClipRecord, config: MemorizeConfig, mod
     return MemorySection(
         source="llm",
         model=model,
-        prompt_version=prompts.PROMPT_VERSION,
+        prompt_version=config.prompt_version,
         episodic=episodic,
         semantic=semantic,
         equivalences=pairs,
@@ -645,14 +662,16 @@ def llm_memory(record: ClipRecord, client: Any, config: MemorizeConfig, cache: C
             memory = memory_from_reply(cached["obj"], record, config, cached.get("model") or client.model)
             memory.inputs = cached.get("inputs") or inputs
             return memory
-        schema = prompts.memorize_schema(config.semantic, config.equivalence)
+        validate = make_validator(faces, voices, config, record)
+        if config.prompt_style == "m3-agent":  # lists of sentences, checked as the m3 lines they become
+            schema = prompts.agent_memorize_schema(config.semantic)
+            validator = _as_agent_lines(validate)
+        else:
+            schema = prompts.memorize_schema(config.semantic, config.equivalence)
+            validator = validate
         try:
             obj, reply = client.chat_json(
-                messages,
-                schema,
-                repairs=config.repairs,
-                validator=make_validator(faces, voices, config, record),
-                task="memorize",
+                messages, schema, repairs=config.repairs, validator=validator, task="memorize"
             )
         except LlmContextError:
             if config.frames > 0 and "frames" in inputs:
@@ -664,6 +683,8 @@ def llm_memory(record: ClipRecord, client: Any, config: MemorizeConfig, cache: C
             log.warning("clip %d: request too long for the model; retrying with less", record.clip.index)
             continue
         break
+    if config.prompt_style == "m3-agent":
+        obj = prompts.from_agent_reply(obj)
     inputs = _sent(inputs, reply.dropped)
     log.info(
         "clip %d: memorized by %s in %.1fs (%d+%d tokens, %d attempts; from %s)",

@@ -23,6 +23,7 @@ Examples:
   echo '{"id": "q1", "question": "Who likes coffee?"}' | m3 ask mem.lance > answers.jsonl
   m3 ask mem.lance --questions questions.jsonl --kinds -semantic -o answers.jsonl
   m3 ask mem.lance "Who likes coffee?" | jq -r .answer
+  m3 ask mem.lance "Is Tomasz imaginative?" --prompt-style m3-agent --llm-model M3-Agent-Control
 """
 
 ACTIONS_HELP = (
@@ -43,6 +44,7 @@ def asker_options(
     kinds: str | None,
     no_llm: bool,
     settings: Any,
+    prompt_style: str = "m3",
 ) -> Any:
     """An Asker over ``memory`` from the shared flags of `m3 ask` and `m3 eval qa`."""
     from m3cli.stages.ask.loop import AskConfig, Asker, parse_kinds
@@ -58,9 +60,10 @@ def asker_options(
         threshold=threshold,
         clip_k=clip_k,
         clip_threshold=clip_threshold,
-        tools=parse_tools(tools),
+        tools=parse_tools(tools or ("search" if prompt_style == "m3-agent" else None)),
         kinds=kind_set,
         raw_ids=raw_ids,
+        prompt_style=prompt_style,
     )
     view = LanceMemory.open(memory)
     embedder = make_text_embedder(settings.embed, settings.device)
@@ -119,6 +122,12 @@ def ask(
     no_llm: bool = typer.Option(
         False, "--no-llm", help="Retrieval-only answers even if an LLM is configured."
     ),
+    prompt_style: str = typer.Option(
+        "m3",
+        "--prompt-style",
+        help="m3 (m3's tools and wording) or m3-agent (the [Search]/[Answer] prompts M3-Agent's control "
+        "checkpoint was trained with).",
+    ),
 ) -> None:
     """Answer questions from a memory: multi-round search with cited evidence (retrieval-only without LLM)."""
     from m3cli import stream
@@ -163,6 +172,7 @@ def ask(
         kinds=kinds,
         no_llm=no_llm,
         settings=settings,
+        prompt_style=prompt_style,
     )
     asker.warm()
     failures = 0

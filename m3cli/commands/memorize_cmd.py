@@ -20,6 +20,7 @@ Examples:
   m3 memorize --strict perceived.jsonl -o mem.jsonl    # batch/cron: exit 1 if any clip fell back
   m3 memorize --no-images --llm-model qwen2.5-0.5b-instruct perceived.jsonl   # a text-only model
   m3 memorize --audio --llm-model Qwen2.5-Omni-7B perceived.jsonl             # the model hears the clip
+  m3 memorize --prompt-style m3-agent --llm-model M3-Agent-Memorization perceived.jsonl
 """
 
 
@@ -64,6 +65,12 @@ def memorize(
         "--audio/--no-audio",
         help="Send the clip's audio (default: only to models known or named to listen, e.g. *Omni*).",
     ),
+    prompt_style: str = typer.Option(
+        "m3",
+        "--prompt-style",
+        help="m3 (lines with kinds and times) or m3-agent (the plain lists of sentences M3-Agent's "
+        "memorization checkpoint was trained to write).",
+    ),
 ) -> None:
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
     from m3cli.stages.backends.llm import client_from_settings
@@ -82,6 +89,7 @@ def memorize(
         jobs=jobs,
         images=images,
         audio=audio,
+        prompt_style=prompt_style,
     )
     records = stream.read_records(inputs or ["-"])
     if strict and not offline and settings.llm.base_url and not settings.llm.model:

@@ -99,8 +99,18 @@ class AskConfig:
     kinds: frozenset[str] | None = None
     raw_ids: bool = False
     max_tokens: int | None = None  # None: the client's budget for the "ask" task
+    prompt_style: str = "m3"  # or "m3-agent": the control prompts M3-Agent's checkpoint was trained with
 
     def __post_init__(self) -> None:
+        if self.prompt_style not in P.PROMPT_STYLES:
+            raise InputError(
+                f"--prompt-style must be one of {', '.join(P.PROMPT_STYLES)}, got {self.prompt_style!r}"
+            )
+        if self.prompt_style == "m3-agent" and not set(self.tools) <= set(P.AGENT_TOOLS):
+            raise InputError(
+                "--prompt-style m3-agent knows only [Search] and [Answer]: leave --tools out or use "
+                f"--tools search (got {', '.join(self.tools)})"
+            )
         if not 1 <= self.rounds <= 20:
             raise InputError(f"--rounds must be between 1 and 20, got {self.rounds}")
         if not 1 <= self.k <= 100 or not 1 <= self.clip_k <= 20:
@@ -159,8 +169,7 @@ class Asker:
         self._ctx: ToolContext | None = None
         if llm is not None and hasattr(llm, "use_cache"):
             llm.use_cache(cache)
-        self.system_prompt = P.system_prompt(self.config.tools)
-        self.instruction = P.instruction_prompt(self.config.tools)
+        self.system_prompt, self.instruction = P.control_prompts(self.config.tools, self.config.prompt_style)
 
     def warm(self) -> None:
         """Load the embedding model now, so the first question's latency is its own."""
@@ -243,7 +252,7 @@ class Asker:
             "latency_s": 0.0,
             "llm_s": 0.0,
             "model": getattr(self.llm, "model", None),
-            "prompt_version": P.PROMPT_VERSION,
+            "prompt_version": P.prompt_version(self.config.prompt_style),
             "config": self.config.as_json(),
             "memory": self.memory_name,
             "error": None,

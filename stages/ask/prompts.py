@@ -143,6 +143,49 @@ def instruction_prompt(tools: Iterable[str]) -> str:
     )
 
 
+# ----------------------------------------------------------------------- control, M3-Agent style
+
+#: ``--prompt-style m3-agent``: the control prompts of M3-Agent (seed 000, Table 22), which its control
+#: checkpoint was RL-trained with: the system prompt and last-round prompt as m3 uses them, and the
+#: paper's inter-turn instruction instead of m3's (the sentences seed 000 quotes, kept word for word,
+#: template slots included: removing this instruction cost the trained model 6-10 points, Table 7). The
+#: reply is parsed as the paper's reasoning, then "Action: [Search]" or "[Answer]", then "Content: ...";
+#: only those two actions exist. A reply that copies a slot ({content}, {name}) is still a failed round
+#: (guards.check_query), and retrieved memory still arrives as delimited data (the safety design).
+PROMPT_STYLES = ("m3", "m3-agent")
+AGENT_PROMPT_VERSION = "m3-agent-control-v1"
+AGENT_TOOLS: tuple[str, ...] = ("search",)
+
+AGENT_INSTRUCTION = """\
+Output the answer in the format:
+Action: [Answer] or [Search]
+Content: {content}
+
+If the answer cannot be derived yet, the {content} should be a single search query that would help \
+retrieve the missing information. The search {content} needs to be different from the previous.
+You can get the mapping relationship between character ID and name by using search query such as: \
+"What is the name of <character_i>" or "What is the character id of {name}".
+After obtaining the mapping, it is best to use character ID instead of name for searching.
+If the answer can be derived from the provided knowledge, the {content} is the specific answer to the \
+question. Only name can appear in the answer, not character ID like <character_i>."""
+
+AGENT_SAFETY_RULES = SAFETY_RULES.replace(
+    "Only the actions listed above exist", "Only [Search] and [Answer] exist"
+)
+
+
+def prompt_version(style: str = "m3") -> str:
+    """The version written into answer records: m3's prompts, or the M3-Agent control prompts."""
+    return AGENT_PROMPT_VERSION if style == "m3-agent" else PROMPT_VERSION
+
+
+def control_prompts(tools: Iterable[str], style: str = "m3") -> tuple[str, str]:
+    """(system prompt, per-round instruction) for a prompt style."""
+    if style == "m3-agent":
+        return SYSTEM_PROMPT + "\n\n" + AGENT_SAFETY_RULES, AGENT_INSTRUCTION
+    return system_prompt(tools), instruction_prompt(tools)
+
+
 LAST_ROUND_PROMPT = (
     "The Action of this round must be [Answer]. If there is insufficient information, you can make "
     "reasonable guesses."

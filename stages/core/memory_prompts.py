@@ -12,6 +12,7 @@ Prompts are plain functions returning chat messages; nothing here calls a model.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -35,7 +36,8 @@ PLACEHOLDER_TEXT = "<one event or detail, people named by their ids>"
 PLACEHOLDER_SEMANTIC = "<one conclusion, people named by their ids>"
 PLACEHOLDER_TIME = "<seconds>"
 PLACEHOLDERS = frozenset(
-    {PLACEHOLDER_TEXT, PLACEHOLDER_SEMANTIC, PLACEHOLDER_TIME, "<face id>", "<voice id>", "...", "…", "text"}
+    {PLACEHOLDER_TEXT, PLACEHOLDER_SEMANTIC, PLACEHOLDER_TIME, "<face id>", "<voice id>", "...", "…", "text",
+     "sentences", "[sentences]"}
 )
 
 EPISODIC_RULES = """\
@@ -124,6 +126,98 @@ def memorize_instructions(semantic: bool = True, equivalence: bool = True) -> st
         "equivalence only for a face seen speaking with that voice in this clip."
     )
     return "\n\n".join(parts)
+
+
+# ------------------------------------------------------------------------- memorize, M3-Agent style
+
+#: ``--prompt-style m3-agent``: the output format of M3-Agent's memorization model (seed 000, Section 4.2,
+#: Tables 10 and 21). Its released checkpoint was fine-tuned to write episodic and semantic memory as
+#: lists of plain sentences, equivalences as "Equivalence: <face_x>, <voice_y>" lines among the semantic
+#: ones, and no kinds, times or separate pair list; m3's own format (above) asks for all three. The lines
+#: are mapped onto m3's records by :func:`from_agent_reply`, and checked by the same validator.
+AGENT_PROMPT_VERSION = "m3-agent-memory-v1"
+PROMPT_STYLES = ("m3", "m3-agent")
+
+AGENT_EPISODIC = """\
+Generate the episodic memory of this clip: a list of sentences describing the concrete events, actions,
+dialogue, appearances and environmental details observed in the clip. Requirements:
+1. Refer to every person by their face id or voice id, e.g. "<face_1> wears a red hat and blue top" or
+   "<voice_2> speaks to <face_3>, 'How are you doing today?'".
+2. Describe the appearance of the characters, their actions and movements, their spoken dialogue
+   (quoted or summarised), their contextual behaviour (emotional state, role, relationships) and the
+   environmental and temporal cues of the scene.
+3. Each sentence expresses exactly one event or detail."""
+
+AGENT_SEMANTIC = {
+    "equivalence": 'Equivalence identification: when a face and a voice belong to the same person, write '
+    '"Equivalence: <face_x>, <voice_y>".',
+    "attribute": "Character-level attributes: name (only if explicitly stated), personality (e.g. confident, "
+    "nervous), role or profession, interests, distinctive behaviours.",
+    "relationship": "Interpersonal relationships and dynamics: social roles, emotional tone, power "
+    "dynamics, evidence of cooperation or conflict between characters.",
+    "plot": "Video-level plot understanding: scene-level narrative summary, main events, narrative arc, "
+    "overall tone.",
+    "knowledge": "Contextual and general knowledge: setting or genre, cultural norms, real-world facts, "
+    "attributes and functional roles of objects.",
+}
+
+
+def agent_memorize_instructions(semantic: bool = True, equivalence: bool = True) -> str:
+    parts = [AGENT_EPISODIC]
+    if semantic:
+        wanted = [text for kind, text in AGENT_SEMANTIC.items() if equivalence or kind != "equivalence"]
+        cats = [f"{n}. {text}" for n, text in enumerate(wanted, start=1)]
+        parts.append(
+            "Generate the semantic memory of this clip: a list of high-level conclusions that reflect "
+            "reasoning, not surface observations already in the episodic memory. Cover:\n" + "\n".join(cats)
+        )
+    lists = '"episodic": [sentences]' + (', "semantic": [sentences]' if semantic else "")
+    parts.append(
+        "Answer with one JSON object only (no prose, no code fences) holding the list"
+        + ("s" if semantic else "")
+        + " of sentences as strings: {" + lists + "}. Use only the ids listed above; an id that is not "
+        "listed makes the answer invalid."
+        + (" Write an equivalence only for a face seen speaking with that voice in this clip."
+           if semantic and equivalence else "")
+    )
+    return "\n\n".join(parts)
+
+
+def agent_memorize_schema(semantic: bool = True) -> dict[str, Any]:
+    """The reply shape of M3-Agent's memorization model: lists of non-empty strings."""
+    lines = {"type": "array", "items": {"type": "string", "minLength": 1}}
+    props: dict[str, Any] = {"episodic": {**lines, "minItems": 1}}
+    if semantic:
+        props["semantic"] = lines
+    return {"type": "object", "required": list(props), "properties": props}
+
+
+_PERSON_ID = re.compile(r"<(?:face|voice|character)_\d+>")
+_EQUIVALENCE_LINE = re.compile(r"^\s*equivalence\s*:", re.I)
+
+
+def agent_kind(text: str) -> str:
+    """m3's kind for one of M3-Agent's unlabelled semantic lines, from the ids it names.
+
+    An equivalence line is one; a line about one person is a character attribute, about two or more a
+    relationship; a line naming nobody is contextual knowledge.
+    """
+    if _EQUIVALENCE_LINE.match(text):
+        return "equivalence"
+    people = set(_PERSON_ID.findall(text))
+    return "attribute" if len(people) == 1 else "relationship" if people else "knowledge"
+
+
+def from_agent_reply(obj: Any) -> dict[str, Any]:
+    """M3-Agent's lists of sentences in m3's reply shape: one validator and one record builder serve both."""
+    if not isinstance(obj, dict):
+        return {"episodic": []}
+    out: dict[str, Any] = {
+        "episodic": [{"text": str(t)} for t in obj.get("episodic") or []],
+    }
+    if "semantic" in obj:
+        out["semantic"] = [{"text": str(t), "kind": agent_kind(str(t))} for t in obj.get("semantic") or []]
+    return out
 
 
 def dialogue_block(tag: str, lines: Iterable[tuple[float, float, str | None, str]]) -> str:
