@@ -12,18 +12,19 @@ from m3cli.terminal import echo, safe
 
 EPILOG = """\b
 Examples:
-  m3 eval link tests/data/latentsync_2people_turns.mp4 --truth tests/data/latentsync_2people_turns.truth.json
-  m3 eval link talk.mp4 --truth talk.truth.json --json
-  m3 eval link talk.mp4 --truth talk.truth.json --method meta          # M3-Agent's meta-clips
-  m3 eval link talk.mp4 --truth talk.truth.json --oracle-voices        # the linker alone
+  m3 eval link tests/data/link/grid_4people_turns.mp4 --truth tests/data/link/grid_4people_turns.json
+  m3 eval link talk.mp4 --truth talk.json --json
+  m3 eval link talk.mp4 --truth talk.json --method meta          # M3-Agent's meta-clips
+  m3 eval link talk.mp4 --truth talk.json --oracle-voices        # the linker alone
   m3 run talk.mp4 --until memorize -o mem.jsonl
-  m3 eval link talk.mp4 --truth talk.truth.json --records mem.jsonl    # records you made (LLM votes too)
+  m3 eval link talk.mp4 --truth talk.json --records mem.jsonl    # records you made (LLM votes too)
 
 \b
 Without --records the video runs through segment, diarize, voices and faces in this process with
 default settings (cached like `m3 run`), then m3 link with the options below. With --records those
 records are linked again (their LLM equivalences vote). Truth: JSON {"rttm": FILE, "people": {NAME:
-{"face": [[start, end], ...], "region": [x0, y0, x1, y1]}}}, RTTM speakers named as the people.
+{"face": [[start, end], ...], "region": [x0, y0, x1, y1]}}}, RTTM speakers named as the people;
+see tests/data/link/*.json.
 """
 
 
