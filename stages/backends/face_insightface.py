@@ -10,8 +10,7 @@ Same person if the cosine similarity of the normalised embeddings is above 0.3 (
 
 Mouth: when the pack has the 106-point landmark model (``2d106det.onnx`` in buffalo_l), it runs too
 and each detection's ``mouth`` is the inner-lip opening over the eye distance. The opening is read
-from the 20 mouth points (52-71) without relying on their order: the points in the middle of the
-mouth nearest the corner-to-corner line from above and from below are the inner lips.
+from the 20 mouth points (52-71) without relying on their order (see :func:`inner_lip_gap`).
 """
 
 from __future__ import annotations
@@ -157,9 +156,10 @@ class InsightFaceModel:
 def inner_lip_gap(mouth: np.ndarray, eye_left: np.ndarray, eye_right: np.ndarray) -> float | None:
     """Opening between the inner lips over the eye distance, from unordered mouth points.
 
-    The corners are the leftmost and rightmost points; among the points over the middle 40% of the
-    corner line, the one nearest the line from above and the one nearest from below are the inner lips
-    (outer-lip points lie farther out), so their distances to the line add up to the opening.
+    The corners are the leftmost and rightmost points. Over the middle 40% of the corner line the
+    lips give as many points above as below it (outer and inner contour of each lip), so sorted by
+    their offset across that line the two central ones are the inner upper and inner lower lip: the
+    difference of their offsets is the opening, ~0 for a closed mouth.
     """
     left, right = mouth[np.argmin(mouth[:, 0])], mouth[np.argmax(mouth[:, 0])]
     axis = right - left
@@ -169,8 +169,9 @@ def inner_lip_gap(mouth: np.ndarray, eye_left: np.ndarray, eye_right: np.ndarray
         return None
     unit = axis / width
     along = (mouth - left) @ unit
-    across = (mouth - left) @ np.array([-unit[1], unit[0]])  # image y grows downwards: + is below
     middle = (along > 0.3 * width) & (along < 0.7 * width)
-    above, below = -across[middle & (across <= 0)], across[middle & (across > 0)]
-    gap = (above.min() if len(above) else 0.0) + (below.min() if len(below) else 0.0)
-    return float(gap / eyes)
+    across = np.sort(((mouth - left) @ np.array([-unit[1], unit[0]]))[middle])
+    if len(across) < 2:
+        return None
+    half = len(across) // 2
+    return float(max(0.0, across[half] - across[half - 1]) / eyes)
