@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Quick start: install m3 (CPU, offline models) into .venv if needed, turn a bundled real video into a
-# memory, and ask it a question. The answer cites the clip, time range and quote it rests on.
+# memory, ask it a question (the answer cites the clip, time range and quote it rests on), and write the
+# memory and the answer as one offline HTML page, whose path is the last line printed.
 #   bash examples/quickstart.sh [VIDEO] [QUESTION]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,3 +22,7 @@ m3 index -o "$work/mem.lance" "$work/clips.jsonl"
 
 echo "== ask: $question" >&2
 m3 ask "$work/mem.lance" "$question" --format text
+m3 ask "$work/mem.lance" "$question" -o "$work/answers.jsonl"
+
+echo "== report (open it in a browser; it needs no server or network)" >&2
+m3 report "$work/mem.lance" --answers "$work/answers.jsonl" -o "$work/report.html"

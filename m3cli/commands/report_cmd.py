@@ -16,13 +16,14 @@ Examples:
   m3 report mem.lance -o report.html
   m3 report mem.lance -o report.html --answers answers.jsonl
   m3 report mem.lance -o day1.html --video 3f2a9c0d1e4b5a67 --clips 0:119
+  m3 report s3://bucket/mem.lance -o report.html        # AWS_* variables as for m3 index
   m3 ask mem.lance "Who likes coffee?" -o answers.jsonl && m3 report mem.lance --answers answers.jsonl
 """
 
 
 def report(
     ctx: typer.Context,
-    memory: Path = typer.Argument(..., help="Memory dataset written by `m3 index`."),
+    memory: str = typer.Argument(..., help="Memory written by `m3 index`: a directory or s3:// URI."),
     output: Path = typer.Option(
         Path("report.html"), "--output", "-o", help="HTML file to write (one self-contained page)."
     ),

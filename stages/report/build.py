@@ -47,8 +47,14 @@ def _pin_script(page: str) -> str:
     return page.replace("script-src 'unsafe-inline'", f"script-src 'sha256-{digest}'", 1)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_report(
-    memory: Path,
+    memory: str | Path,
     output: Path,
     video: str | None = None,
     clips: tuple[int, int | None] = (0, None),
@@ -84,6 +90,7 @@ def write_report(
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(page.encode("utf-8"))
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a page is for sharing, like any new file
         os.replace(tmp, output)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

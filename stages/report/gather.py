@@ -13,6 +13,7 @@ whole of every clip its faces and voices occur in (the entities table's ``clips`
 
 from __future__ import annotations
 
+import base64
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from typing import Any
 
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import MemoryStore
+from m3cli.stages.core.storage import read_file
 from m3cli.stages.memorize import name_fact
 
 NODE_COLUMNS = (
@@ -63,6 +65,7 @@ class ReportLimits:
     crops_per_character: int = 4
     voice_seconds: float = 5.0
     max_voice_samples: int = 40  # per video
+    max_page_lines: int = 30_000  # memory lines on one page, all videos together (about 10 MB of HTML)
 
 
 @dataclass
@@ -150,6 +153,8 @@ class Character:
     speaking: list[tuple[float, float]] = field(default_factory=list)
     present: list[tuple[float, float]] = field(default_factory=list)  # whole clips, when no finer spans
     voice_sample: tuple[Path, float, float] | None = None
+    voice_note: str = ""  # why there is no voice sample, when there is none
+    together: dict[str, float] = field(default_factory=dict)  # other character -> co-occurrence lines
     facts_total: int = 0
 
     @property
@@ -269,7 +274,18 @@ def gather(
     counts = {
         name: store.db.open_table(name).count_rows() for name in ("nodes", "edges", "entities", "clips")
     }
-    videos = [_video(store, vid, clips, limits, notes) for vid in chosen]
+    budget = [limits.max_page_lines]
+    videos, left_out = [], []
+    for vid in chosen:
+        if budget[0] <= 0:
+            left_out.append(vid)
+            continue
+        videos.append(_video(store, vid, clips, limits, notes, budget))
+    if left_out:
+        notes.append(
+            f"{len(left_out)} more videos are left out to keep this page loadable "
+            f"(the first is {left_out[0]}); `m3 report MEMORY --video ID` writes the page of one."
+        )
     return ReportData(
         memory=str(store.path),
         meta=dict(store.meta),
@@ -281,8 +297,14 @@ def gather(
 
 
 def _video(
-    store: MemoryStore, vid: str, clip_range: tuple[int, int | None], limits: ReportLimits, notes: list[str]
+    store: MemoryStore,
+    vid: str,
+    clip_range: tuple[int, int | None],
+    limits: ReportLimits,
+    notes: list[str],
+    budget: list[int],
 ) -> Video:
+    """One video's section; ``budget`` is the number of memory lines the page may still show (spent here)."""
     first, last = clip_range
     where_clips = f"video = {_sql(vid)} AND clip >= {first}" + (
         f" AND clip <= {last}" if last is not None else ""
@@ -311,6 +333,7 @@ def _video(
         lo, hi = min(clips), max(clips)
         where = f"video = {_sql(vid)} AND clip >= {lo} AND clip <= {hi}"
         lines = [_line(r) for r in _rows(store.nodes, where, NODE_COLUMNS)]
+        lines = _within_budget(vid, clips, lines, limits, budget, notes)
     card_lines = [
         _line(r)
         for r in _rows(
@@ -339,6 +362,38 @@ def _video(
         clips_total=total,
         global_summary=global_summary,
     )
+
+
+def _within_budget(
+    vid: str,
+    clips: dict[int, Clip],
+    lines: list[Line],
+    limits: ReportLimits,
+    budget: list[int],
+    notes: list[str],
+) -> list[Line]:
+    """Drop the clips (from the end) whose lines would overrun the page's line budget; say how to page on."""
+    per_clip: dict[int, int] = defaultdict(int)
+    for x in lines:
+        per_clip[x.clip] += 1
+    spent, keep = 0, []
+    for k in sorted(clips):
+        cost = min(per_clip.get(k, 0), limits.max_lines_per_clip)
+        if keep and spent + cost > budget[0]:
+            break
+        keep.append(k)
+        spent += cost
+    budget[0] -= spent
+    if len(keep) < len(clips):
+        cut = keep[-1]
+        notes.append(
+            f"Video {vid}: clips {keep[0]}–{cut} are shown ({spent} memory lines, the most one page holds). "
+            f"Use --video {vid} --clips {cut + 1}: for the next page."
+        )
+        for k in set(clips) - set(keep):
+            del clips[k]
+        return [x for x in lines if x.clip <= cut]
+    return lines
 
 
 def _characters(
@@ -390,11 +445,16 @@ def _entity_order(eid: str) -> tuple[str, int]:
     return (m.group(1), int(m.group(2))) if m else (eid, 0)
 
 
-def _crop(memory: Path, entity: str, value: str) -> Crop:
-    """A crop as the entities table names it: a data: URI, an absolute path, or one relative to the memory."""
+def _crop(memory: str | Path, entity: str, value: str) -> Crop:
+    """A crop as the entities table names it: a data: URI, an absolute path, or one relative to the memory
+    (read from the object store when the memory is an ``s3://`` URI)."""
     if value.startswith("data:"):
         return Crop(entity, None, value)
     path = Path(value)
+    if not isinstance(memory, Path) and not path.is_absolute():
+        data = read_file(memory, value)
+        uri = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii") if data else None
+        return Crop(entity, None, uri)
     candidates = [path] if path.is_absolute() else [memory / path, memory.parent / path, path]
     found = next((p for p in candidates if p.is_file()), None)
     return Crop(entity, found, None)
@@ -468,6 +528,7 @@ def _fill_cards(
     visible: dict[str, list] = defaultdict(list)
     speaking: dict[str, list] = defaultdict(list)
     best_voice: dict[str, tuple[float, float, float]] = {}
+    together: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for x in lines:
         if x.subkind == "appearance" and x.entities:
             c = mapping.get(x.entities[0], x.entities[0])
@@ -479,11 +540,18 @@ def _fill_cards(
             c = mapping.get(x.entities[0], x.entities[0])
             s, e = float(x.t_start), float(x.t_end if x.t_end is not None else x.t_start)
             speaking[c].append((s, e))
-            # the voice sample: the utterance closest to a comfortable 3 s, of a known speaker
-            score = abs(min(e - s, limits.voice_seconds) - 3.0)
+            # the voice sample: the character's longest utterance (the earliest of equals), cut to
+            # voice_seconds: long enough to recognise a voice, short enough to keep the page small
+            score = -min(e - s, limits.voice_seconds)
             if c not in best_voice or score < best_voice[c][0]:
                 best_voice[c] = (score, s, min(e, s + limits.voice_seconds))
+        elif x.subkind == "cooccurrence" and len(x.entities) >= 2:
+            pair = {mapping.get(e, e) for e in x.entities}
+            for a in pair:
+                for b in pair - {a}:
+                    together[a][b] += 1.0
     for c in characters:
+        c.together = {k: v for k, v in together.get(c.id, {}).items() if k in by_id}
         c.visible = _merge(visible.get(c.id, []), limits.max_spans)
         c.speaking = _merge(speaking.get(c.id, []), limits.max_spans)
         if not c.visible and not c.speaking:
@@ -491,12 +559,17 @@ def _fill_cards(
                 [(clips[k].start, clips[k].end) for k in c.clips if k in clips], limits.max_spans
             )
     samples = 0
-    if video_path:
-        for c in characters:
-            if c.id in best_voice and samples < limits.max_voice_samples:
-                _, s, e = best_voice[c.id]
-                c.voice_sample = (Path(video_path), s, e)
-                samples += 1
+    for c in characters:
+        if c.id not in best_voice:
+            c.voice_note = "no voice sample: no speech of theirs in the clips shown" if c.voices else ""
+        elif not video_path:
+            c.voice_note = "no voice sample: the memory does not name its video file"
+        elif samples >= limits.max_voice_samples:
+            c.voice_note = f"no voice sample: the page holds at most {limits.max_voice_samples} per video"
+        else:
+            _, s, e = best_voice[c.id]
+            c.voice_sample = (Path(video_path), s, e)
+            samples += 1
     # names, where each was learned
     for x in sorted(semantic, key=lambda x: (x.clip, x.id)):
         fact = name_fact(x.raw_text)
@@ -510,8 +583,8 @@ def _fill_cards(
     for x in card_lines + semantic:
         if x.superseded and x.kind != "semantic":
             continue
-        if name_fact(x.raw_text):
-            continue
+        if name_fact(x.raw_text) or x.subkind == "equivalence" or x.raw_text.startswith("Equivalence:"):
+            continue  # names have their own list, equivalences the joins table
         owners = {mapping.get(e, e) for e in x.entities} | set(x.characters)
         for owner in owners:
             if owner not in by_id:

@@ -59,7 +59,9 @@ def encode_opus(audio: np.ndarray, rate: int = VOICE_RATE, bitrate: int = VOICE_
     import av
 
     buf = io.BytesIO()
-    with av.open(buf, mode="w", format="ogg") as container:
+    # bitexact: the Ogg stream's serial number is otherwise random, and the same memory must give the
+    # same page byte for byte
+    with av.open(buf, mode="w", format="ogg", options={"fflags": "+bitexact"}) as container:
         stream = container.add_stream("libopus", rate=rate)
         stream.bit_rate = bitrate
         stream.layout = "mono"

@@ -353,8 +353,13 @@ def card(page: Page, v: Video, ch: Character) -> Safe:
                 class_="voice-row",
             )
         )
-    elif ch.voices:
-        parts.append(el("div", "no voice sample (the video file is not readable from here)", class_="sub"))
+    elif ch.voice_sample is not None:
+        name = ch.voice_sample[0].name
+        parts.append(
+            el("div", f"no voice sample: the video file {name} is not readable from here", class_="sub")
+        )
+    elif ch.voice_note:
+        parts.append(el("div", ch.voice_note, class_="sub"))
     if ch.names:
         items = [
             el(
@@ -392,7 +397,7 @@ def card(page: Page, v: Video, ch: Character) -> Safe:
         parts.append(el("p", f"{ch.facts_total - len(ch.facts)} more attributes not shown.", class_="note"))
     around = satellites(page, v, ch)
     if around:
-        parts.append(draw(ch.label, f"#{char_anchor(v.id, ch.id)}", around))
+        parts.append(draw(ch.label, f"#{char_anchor(v.id, ch.id)}", around, ch.name or ch.id))
     shown = [k for k in ch.clips if page.href(clip_anchor(v.id, k))]
     if shown:
         parts.append(
@@ -417,29 +422,64 @@ def fact_item(page: Page, v: Video, x: Line) -> Safe:
     return el("li", rich_text(page, v.id, x.text), extra, el("span", " — ", refs, class_="evs"), data_s="")
 
 
+def _about(ch: Character, text: str) -> str:
+    """A fact's text without its subject (the graph's centre), e.g. "speaks calmly" for "Ann (<character_1>)
+    speaks calmly"."""
+    for own in (f"{ch.name} ({ch.id})" if ch.name else None, ch.id, ch.name):
+        if own and text.startswith(own):
+            return text[len(own) :].strip(" :,") or text
+    return text
+
+
 def satellites(page: Page, v: Video, ch: Character) -> list[Satellite]:
-    out = [
-        Satellite(f"name: {n.name}", n.text, page.node_href(v.id, n.node, n.clip), 1.0, "fact")
-        for n in ch.names
-    ]
-    out += [Satellite(x.text, x.text, page.node_href(v.id, x.id, x.clip), x.weight, "fact") for x in ch.facts]
-    others: dict[str, float] = {}
+    """What the character's graph shows: related people, then names and attributes, then joined ids."""
+    related: dict[str, float] = {}
     for x in ch.relations:
         for e in x.entities + x.characters:
             other = page.character_of(v.id, e)
             if other is not None and other.id != ch.id:
-                others[other.id] = others.get(other.id, 0.0) + x.weight
-    for oid, w in sorted(others.items(), key=lambda kv: -kv[1]):
-        other = page.characters[(v.id, oid)]
+                related[other.id] = related.get(other.id, 0.0) + x.weight
+    out = []
+    for oid in sorted(
+        set(related) | set(ch.together), key=lambda k: (-related.get(k, 0.0), -ch.together.get(k, 0.0))
+    ):
+        other = page.characters.get((v.id, oid))
+        if other is None:
+            continue
+        why = []
+        if related.get(oid):
+            why.append(f"{related[oid]:g} relationship lines")
+        if ch.together.get(oid):
+            why.append(f"together in {ch.together[oid]:g} lines")
         out.append(
             Satellite(
                 other.label,
-                f"{other.label}: {w:g} related lines",
+                f"{other.label}: {', '.join(why)}",
                 page.href(char_anchor(v.id, oid)),
-                w,
+                related.get(oid, 0.0) + ch.together.get(oid, 0.0),
                 "person",
             )
         )
+    out += [
+        Satellite(f"name: {n.name}", n.text, page.node_href(v.id, n.node, n.clip), 1.0, "fact")
+        for n in ch.names
+    ]
+    out += [
+        Satellite(_about(ch, x.text), x.text, page.node_href(v.id, x.id, x.clip), x.weight, "fact")
+        for x in ch.facts
+    ]
+    out += [
+        Satellite(
+            f"{j.face} + {j.voice} ({j.weight:g})",
+            f"{j.face} and {j.voice} joined with link weight {j.weight:g}",
+            None,
+            j.weight,
+            "id",
+        )
+        for j in ch.joins
+    ]
+    if not ch.joins:
+        out += [Satellite(m, f"{m}: perceived id of {ch.label}", None, 1.0, "id") for m in ch.members]
     return out
 
 
@@ -523,13 +563,18 @@ def answer_item(page: Page, i: int, rec: dict[str, Any]) -> Safe:
             )
         )
     failed = rec.get("error")
+    answer_video = next(
+        (str(ev.get("video")) for ev in rec.get("evidence") or [] if str(ev.get("video")) in video_ids),
+        str(rec.get("video") or ""),
+    )
+    answer = rec.get("answer")
     return el(
         "article",
         el("h3", el("span", "Q ", class_="lbl"), rec.get("question") or ""),
         el(
             "p",
             el("span", "A ", class_="lbl"),
-            rec.get("answer") if rec.get("answer") is not None else "(no answer)",
+            rich_text(page, answer_video, str(answer)) if answer is not None else "(no answer)",
             class_="answer-text",
         ),
         el("p", f"error: {failed}", class_="bad") if failed else "",
