@@ -19,7 +19,7 @@ from typing import Any
 
 from m3cli.stages.report.gather import Character, Clip, Line, ReportData, Video
 from m3cli.stages.report.graph import Satellite, draw
-from m3cli.stages.report.markup import Safe, anchor, clock, el, esc, join
+from m3cli.stages.report.markup import SAFE_URL, Safe, anchor, clock, el, esc, join
 
 ID_TOKEN = re.compile(r"<(?:face|voice|character)_\d+>")
 KIND_LABEL = {
@@ -59,6 +59,7 @@ class Page:
     anchors: set[str] = field(default_factory=set)
     characters: dict[tuple[str, str], Character] = field(default_factory=dict)
     member_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (video, face/voice id) -> character
+    avatars: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # -> (class, data URI)
 
     def __post_init__(self) -> None:
         for v in self.data.videos:
@@ -70,6 +71,19 @@ class Page:
                 self.characters[(v.id, ch.id)] = ch
                 for m in ch.members:
                     self.member_of[(v.id, m)] = ch.id
+
+    def avatar_class(self, video: str, character: str, uri: str) -> str:
+        key = (video, character)
+        if key not in self.avatars:
+            if not SAFE_URL.match(uri):
+                raise ValueError("a thumbnail is not an embedded image")
+            self.avatars[key] = (f"av-{len(self.avatars)}", uri)
+        return self.avatars[key][0]
+
+    def avatar_css(self) -> str:
+        return "\n".join(
+            f'.{cls} {{ background-image: url("{uri}"); }}' for cls, uri in self.avatars.values()
+        )
 
     def href(self, target: str) -> str | None:
         return f"#{target}" if target in self.anchors else None
@@ -110,9 +124,12 @@ def rich_text(page: Page, video: str, text: str) -> Safe:
 
 
 def avatar(page: Page, video: str, ch: Character | None, size: str = "s") -> Safe:
+    """A character's face (or initials) beside its name. The face is one CSS rule per character, not an
+    image per use: an hour of utterances names the speaker thousands of times."""
     thumbs = page.thumbs.get((video, ch.id)) if ch else None
-    if thumbs:
-        return el("img", src=thumbs[0], alt=ch.label if ch else "", class_=f"av av-{size}")
+    if thumbs and ch is not None:
+        css_class = page.avatar_class(video, ch.id, thumbs[0])
+        return el("span", class_=f"av av-{size} av-img {css_class}", role="img", aria_label=ch.label)
     initials = "?"
     if ch is not None:
         initials = "".join(w[0] for w in (ch.name or "").split()[:2]).upper() or re.sub(r"\D", "", ch.id)[:3]
@@ -245,7 +262,8 @@ def line_item(page: Page, v: Video, x: Line) -> Safe:
 
 
 def clip_detail(page: Page, v: Video, c: Clip) -> Safe:
-    episodic = [x for x in c.lines if x.kind == "episodic"]
+    said = {u.node for u in c.utterances}
+    episodic = [x for x in c.lines if x.kind == "episodic" and x.id not in said]
     semantic = [x for x in c.lines if x.kind == "semantic"]
     other = [x for x in c.lines if x.kind not in ("episodic", "semantic")]
     parts: list[object] = [
@@ -258,12 +276,9 @@ def clip_detail(page: Page, v: Video, c: Clip) -> Safe:
                 "tr",
                 el("td", f"{clock(u.start)}–{clock(u.end)}", class_="time"),
                 el("td", person(page, v.id, u.speaker)),
-                el(
-                    "td",
-                    el("a", u.text, href=page.href(node_anchor(u.node)), class_="utt")
-                    if page.href(node_anchor(u.node))
-                    else u.text,
-                ),
+                el("td", u.text, class_="utt"),
+                id=node_anchor(u.node),  # the speech line's anchor: evidence and search land here
+                data_s="",
             )
             for u in c.utterances
         ]
@@ -271,7 +286,12 @@ def clip_detail(page: Page, v: Video, c: Clip) -> Safe:
         parts.append(el("table", el("tbody", rows), class_="utterances"))
     for title, xs in (("Episodic memory", episodic), ("Semantic memory", semantic), ("Abstractions", other)):
         if xs:
-            parts.append(el("h4", f"{title} ({len(xs)})"))
+            count = (
+                f"{len(xs)} + the {len(said)} utterances above"
+                if title == "Episodic memory" and said
+                else len(xs)
+            )
+            parts.append(el("h4", f"{title} ({count})"))
             parts.append(el("ul", [line_item(page, v, x) for x in xs], class_="lines"))
     if c.lines_total > len(c.lines):
         parts.append(
@@ -683,7 +703,7 @@ def render(
     )
     return Template(_asset("report.html")).substitute(
         title=esc(f"m3 report · {Path(data.memory).name}"),
-        css=_asset("report.css"),
+        css=_asset("report.css") + "\n" + page.avatar_css(),
         js=_asset("report.js"),
         body=body,
     )
