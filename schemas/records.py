@@ -114,6 +114,16 @@ class Utterance(_Open):
     voice_score: float | None = None
 
 
+class Turn(_Open):
+    """Who speaks when, from diarization: turns of different speakers may overlap; times absolute."""
+
+    start: float = Field(ge=0)
+    end: float = Field(ge=0)
+    speaker_local: str
+    speaker: str | None = Field(default=None, pattern=r"^<voice_[0-9]+>$")
+    overlap: bool = False
+
+
 class VoicesSection(_Open):
     backend: str | None = None
     model: str | None = None
@@ -217,6 +227,7 @@ class ClipRecord(_Open):
     faces: FacesSection | None = None
     asr: AsrSection | None = None
     utterances: list[Utterance] | None = None
+    turns: list[Turn] | None = None
     voices: VoicesSection | None = None
     memory: MemorySection | None = None
     characters: dict[str, str] | None = None

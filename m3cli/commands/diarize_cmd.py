@@ -10,6 +10,8 @@ EPILOG = """\b
 Examples:
   m3 segment talk.mp4 | m3 diarize | jq -c '.utterances[] | [.start, .speaker_local, .text]'
   m3 segment talk.mp4 | m3 diarize --max-speakers 4 -o diarized.jsonl
+  m3 segment talk.mp4 | m3 diarize | jq -c '.turns[] | select(.overlap)'
+  m3 diarize --diarizer cluster --speaker-backend resemblyzer clips.jsonl > diarized.jsonl
   m3 diarize --vad faster-whisper --model ~/models/whisper-small-ct2 clips.jsonl > diarized.jsonl
   m3 diarize --backend whisperx --model ~/m/large-v3 --diarizer-model ~/m/sd-3.1 --device cuda clips.jsonl
 """
@@ -48,7 +50,13 @@ def diarize(
     diarizer: str | None = typer.Option(
         None,
         "--diarizer",
-        help="cluster (speaker embeddings) or pyannote (default: cluster; pyannote with whisperx).",
+        help="overlap (segmentation-3.0 + CAM++, overlapped speech; default), cluster (speaker "
+        "embeddings over windows, --speaker-backend) or pyannote (default with whisperx).",
+    ),
+    speaker_backend: str = typer.Option(
+        "resemblyzer",
+        "--speaker-backend",
+        help="Embedding for --diarizer cluster: resemblyzer or campplus.",
     ),
     diarizer_model: str | None = typer.Option(
         None,
@@ -89,6 +97,7 @@ def diarize(
         diarizer=diarizer,
         diarizer_model=diarizer_model,
         align_model=align_model,
+        speaker_backend=speaker_backend,
         max_speakers=max_speakers,
         num_speakers=speakers,
         cluster=ClusterConfig(threshold=cluster_threshold),

