@@ -68,6 +68,7 @@ class Built:
     memory: Path
     report: Path
     answers: Path | None = None
+    records: bytes = b""  # the clip records indexed into the memory
 
 
 def _m3(*args: object, env: dict, stdin: bytes | None = None) -> bytes:
@@ -89,11 +90,13 @@ def _perceive(video: Path, env: dict) -> bytes:
     return out
 
 
-def _remember(perceived: bytes, memory: Path, env: dict, memorize_env: dict | None = None) -> None:
+def _remember(perceived: bytes, memory: Path, env: dict, memorize_env: dict | None = None) -> bytes:
+    """memorize | link | abstract | index -o memory; returns the records indexed."""
     out = _m3("memorize", "--frames", "0", env={**env, **(memorize_env or {})}, stdin=perceived)
     for stage in ("link", "abstract"):
         out = _m3(stage, env=env, stdin=out)
     _m3("index", "-o", memory, env=env, stdin=out)
+    return out
 
 
 def _report(memory: Path, out: Path, env: dict, *extra: object) -> Path:
@@ -115,13 +118,17 @@ def memories(tmp_path_factory) -> dict[str, Built]:
     built: dict[str, Built] = {}
 
     fixture_seen = _perceive(FIXTURE, env)
-    _remember(fixture_seen, root / "fixture.lance", env)
+    fixture_records = _remember(fixture_seen, root / "fixture.lance", env)
     built["fixture"] = Built(
-        root / "fixture.lance", _report(root / "fixture.lance", root / "fixture.html", env)
+        root / "fixture.lance",
+        _report(root / "fixture.lance", root / "fixture.html", env),
+        records=fixture_records,
     )
 
     hamilton_seen = _perceive(HAMILTON, env)
-    _remember(hamilton_seen, root / "quickstart.lance", env)
+    hamilton_records = _remember(hamilton_seen, root / "quickstart.lance", env)
+    _m3("index", "-o", root / "both.lance", env=env, stdin=fixture_records + hamilton_records)
+    built["both"] = Built(root / "both.lance", root / "both.html")
     answers = root / "quickstart.answers.jsonl"
     _m3("ask", root / "quickstart.lance", QUICKSTART_QUESTION, "-o", answers, env=env)
     built["quickstart"] = Built(
@@ -276,6 +283,58 @@ def test_large_memories_are_paged(memories, tmp_path):
     assert page.dangling() == []
     small = write_report(built.memory, tmp_path / "p3.html", limits=ReportLimits(max_page_lines=5))
     assert small.clips == 1 and f"--video {video} --clips 1:" in read_page(small.path).text
+
+
+@pytest.mark.slow
+def test_videos_left_off_a_page_are_listed_with_their_command(memories, tmp_path):
+    from m3cli.stages.report import ReportLimits, write_report
+
+    built = memories["both"]
+    videos = sorted({r["video"] for r in _characters(built.memory).values()})
+    assert len(videos) == 2
+    stats = write_report(built.memory, built.report, limits=ReportLimits(max_videos=1))
+    page = read_page(stats.path)
+    assert stats.videos == 1 and page.dangling() == []
+    assert "This memory holds 2 videos; 1 are on this page" in page.text
+    assert f"m3 report {built.memory} --video {videos[1]} -o {videos[1]}.html" in page.text
+    other = _report(built.memory, tmp_path / "other.html", {**os.environ, **OFFLINE}, "--video", videos[1])
+    page = read_page(other)
+    assert f"video-{videos[1]}" in page.ids and f"video-{videos[0]}" not in page.ids
+    assert "Videos not on this page" not in page.text
+
+
+@pytest.mark.slow
+def test_report_of_a_memory_on_s3(memories, tmp_path):
+    pytest.importorskip("moto.server")
+    pytest.importorskip("boto3")
+    from support.s3_server import s3_server
+
+    secret = "s3cr3t-report-never-shown"
+    with s3_server("memories", tmp_path, secret) as aws:
+        env = {**os.environ, **OFFLINE, **aws, "M3_CACHE": str(tmp_path / "cache")}
+        _m3("index", "-o", "s3://memories/fixture.lance", env=env, stdin=memories["fixture"].records)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "m3cli",
+                "report",
+                "s3://memories/fixture.lance",
+                "-o",
+                tmp_path / "s3.html",
+            ],
+            capture_output=True,
+            env=env,
+            timeout=600,
+        )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    page = read_page(tmp_path / "s3.html")
+    _assert_self_contained(page)
+    local = read_page(memories["fixture"].report)
+    assert page.count("card") == local.count("card") == 2 and page.count("clip-detail") == 2
+    assert page.count("crop") == 2, "face crops read from the bucket"
+    assert len([s for s in page.srcs if s.startswith("data:audio/ogg")]) == 2
+    assert secret.encode() not in proc.stderr + (tmp_path / "s3.html").read_bytes()
 
 
 @pytest.mark.slow

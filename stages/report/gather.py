@@ -55,6 +55,7 @@ class ReportLimits:
     """Caps that keep a page of a huge memory loadable; each cap that bites is reported on the page."""
 
     max_videos: int = 20
+    max_listed_videos: int = 2_000  # videos named in the list of those not on the page
     max_clips: int = 400  # per video and page (--clips FROM:TO shows another page)
     max_lines_per_clip: int = 120
     max_characters: int = 60  # per video
@@ -183,6 +184,15 @@ class Video:
 
 
 @dataclass
+class OtherVideo:
+    """A video of the memory that is not on this page."""
+
+    id: str
+    path: str | None
+    clips: int
+
+
+@dataclass
 class ReportData:
     memory: str
     meta: dict[str, str]
@@ -191,6 +201,8 @@ class ReportData:
     videos_total: int
     notes: list[str] = field(default_factory=list)
     answers: list[dict[str, Any]] = field(default_factory=list)
+    others: list[OtherVideo] = field(default_factory=list)  # videos not on this page (listed, capped)
+    others_total: int = 0
 
 
 # ============================================================================== reading tables
@@ -265,26 +277,23 @@ def gather(
         raise InputError(f"--video {video}: not in {store.path} (videos: {known or 'none'})")
     chosen = [video] if video else all_videos
     notes: list[str] = []
-    if len(chosen) > limits.max_videos:
-        notes.append(
-            f"This memory holds {len(chosen)} videos; the first {limits.max_videos} are shown. "
-            "Use --video ID for any other."
-        )
-        chosen = chosen[: limits.max_videos]
     counts = {
         name: store.db.open_table(name).count_rows() for name in ("nodes", "edges", "entities", "clips")
     }
     budget = [limits.max_page_lines]
-    videos, left_out = [], []
+    videos: list[Video] = []
     for vid in chosen:
-        if budget[0] <= 0:
-            left_out.append(vid)
-            continue
+        # a video starts only while a fair share of the line budget is left: no stub of one clip
+        if len(videos) >= limits.max_videos or budget[0] < limits.max_page_lines // 20:
+            break
         videos.append(_video(store, vid, clips, limits, notes, budget))
-    if left_out:
-        notes.append(
-            f"{len(left_out)} more videos are left out to keep this page loadable "
-            f"(the first is {left_out[0]}); `m3 report MEMORY --video ID` writes the page of one."
+    others = _other_videos(store, chosen[len(videos) :], limits.max_listed_videos)
+    if others:
+        notes.insert(
+            0,
+            f"This memory holds {len(chosen)} videos; {len(videos)} are on this page (a page holds at most "
+            f"{limits.max_videos} videos and {limits.max_page_lines:,} memory lines). The others are listed "
+            "below; `m3 report MEMORY --video ID` writes the page of one.",
         )
     return ReportData(
         memory=str(store.path),
@@ -293,7 +302,25 @@ def gather(
         videos=videos,
         videos_total=len(all_videos),
         notes=notes,
+        others=others,
+        others_total=len(chosen) - len(videos),
     )
+
+
+def _other_videos(store: MemoryStore, ids: list[str], cap: int) -> list[OtherVideo]:
+    """The videos left off the page, with their file and clip count, so the page can say how to see them."""
+    if not ids:
+        return []
+    wanted = set(ids[:cap])
+    rows = store.clips.search().select(_columns(store.clips, ("video", "path"))).limit(None).to_arrow()
+    clips: dict[str, int] = defaultdict(int)
+    paths: dict[str, str] = {}
+    for vid, path in zip(rows.column("video").to_pylist(), rows.column("path").to_pylist(), strict=True):
+        if vid in wanted:
+            clips[vid] += 1
+            if path:
+                paths.setdefault(vid, path)
+    return [OtherVideo(v, paths.get(v), clips.get(v, 0)) for v in ids[:cap]]
 
 
 def _video(

@@ -617,6 +617,38 @@ def answer_item(page: Page, i: int, rec: dict[str, Any]) -> Safe:
 # ============================================================================== page
 
 
+def others_list(data: ReportData) -> Safe | str:
+    """The videos not on this page, each with the command that writes its page."""
+    if not data.others:
+        return ""
+    rows = [
+        el(
+            "tr",
+            el("td", o.id, class_="mono"),
+            el("td", Path(o.path).name if o.path else ""),
+            el("td", str(o.clips)),
+            el("td", el("code", f"m3 report {data.memory} --video {o.id} -o {o.id}.html")),
+        )
+        for o in data.others
+    ]
+    more = data.others_total - len(data.others)
+    return el(
+        "details",
+        el("summary", f"Videos not on this page ({data.others_total})"),
+        el(
+            "table",
+            el(
+                "thead",
+                el("tr", el("th", "video"), el("th", "file"), el("th", "clips"), el("th", "its page")),
+            ),
+            el("tbody", rows),
+            class_="others",
+        ),
+        el("p", f"… and {more} more", class_="sub") if more > 0 else "",
+        data_s="",
+    )
+
+
 def render(
     data: ReportData,
     thumbs: dict[tuple[str, str], list[str]],
@@ -678,7 +710,7 @@ def render(
     body = join(
         [
             header,
-            el("div", [el("p", n) for n in notes], class_="notes") if notes else "",
+            el("div", [el("p", n) for n in notes], others_list(data), class_="notes") if notes else "",
             el(
                 "div",
                 el("h2", "Search results"),
