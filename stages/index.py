@@ -214,11 +214,10 @@ class Indexer:
                 "index into a new directory"
             )
         if meta.get("embed_model") != self.embedder.version:
-            raise M3Error(
-                f"{self.path}: vectors were made by {meta.get('embed_model')!r} but this run embeds "
-                f"with {self.embedder.version!r}; use the same embedder (--embed-backend/M3_EMBED_*) "
-                "or index into a new directory"
-            )
+            from m3cli.stages.backends.embed import mismatch_message
+
+            made_by = str(meta.get("embed_model"))
+            raise M3Error(mismatch_message(str(self.path), made_by, self.embedder.version))
 
     # ---------------------------------------------------------------- reading what is there
     def _existing(self, table: str, where: str | None, columns: list[str] | None = None) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Embedders: the OpenAI-compatible one against the loopback fake server, the local one on real MiniLM."""
+"""Embedders: the OpenAI-compatible one against the loopback fake server, the local ones on real MiniLM."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from m3cli.stages.backends.embed import (
     Embedder,
     EmbedError,
     LocalEmbedder,
+    OnnxEmbedder,
     OpenAIEmbedder,
     bundled_model_dir,
     make_embedder,
+    mismatch_message,
 )
 from m3cli.stages.core.errors import M3Error
 from support.fake_openai import FakeOpenAI, Fault
@@ -105,9 +107,63 @@ def test_local_embedder_is_cheap_to_construct():
     assert bundled_model_dir() == embedder.model_dir
 
 
+TEXTS = [
+    "I love coffee",
+    "coffee is my favourite drink",
+    "the car is red",
+    '<character_1> says: "I will pick up the red folder from the kitchen tomorrow."',
+    "",
+    "Ünïcödé façade — naïve café, 東京",
+    "word " * 400,  # longer than the 256 tokens both embedders keep
+]
+
+
+def test_onnx_embedder_is_the_default_and_cheap_to_construct():
+    embedder = make_embedder("local")
+    assert isinstance(embedder, OnnxEmbedder) and embedder._session is None
+    assert embedder.dim == 384 and embedder._session is None
+    assert embedder.version.startswith("onnx:all-MiniLM-L6-v2@") and embedder.version.endswith("/bert-mean-1")
+    assert isinstance(embedder, Embedder)
+
+
+def test_onnx_embedder_gives_sentence_transformers_vectors():
+    """The onnx graph is the same computation: rows agree with sentence-transformers to float rounding."""
+    onnx = OnnxEmbedder().embed(TEXTS)
+    torch = LocalEmbedder().embed(TEXTS)
+    assert onnx.shape == torch.shape == (len(TEXTS), 384) and onnx.dtype == np.float32
+    assert np.abs(onnx - torch).max() < 1e-4
+    assert np.allclose(np.linalg.norm(onnx, axis=1), 1.0, atol=1e-5)
+    # batching and order do not change a row
+    single = np.stack([OnnxEmbedder().embed([t])[0] for t in TEXTS[::-1]])[::-1]
+    assert np.abs(single - onnx).max() < 1e-5
+
+
+def test_onnx_graph_is_valid_onnx():
+    onnx = pytest.importorskip("onnx")  # a dev tool: the user install builds the graph without it
+    from m3cli.stages.backends.bert_onnx import build
+
+    model = onnx.load_from_string(build(bundled_model_dir()))
+    onnx.checker.check_model(model)
+    assert [i.name for i in model.graph.input] == ["input_ids", "attention_mask"]
+
+
+def test_onnx_embedder_refuses_other_architectures(tmp_path):
+    (tmp_path / "config.json").write_text('{"model_type": "roberta", "hidden_size": 768}')
+    with pytest.raises(M3Error, match="M3_EMBED_BACKEND=torch"):
+        OnnxEmbedder(model_dir=str(tmp_path))
+
+
+def test_mismatch_message_names_the_setting_that_made_the_vectors():
+    old = "local:all-MiniLM-L6-v2@0123456789ab"
+    text = mismatch_message("mem.lance", old, OnnxEmbedder().version)
+    assert "mem.lance was indexed with text embedder" in text and "M3_EMBED_BACKEND=torch" in text
+    assert "m3 index -o NEW" in text
+    assert "M3_EMBED_MODEL=fake-embed" in mismatch_message("m", "fake-embed", "onnx:x")
+
+
 @pytest.mark.slow
 def test_local_embedder_real_minilm():
-    embedder = make_embedder("local")
+    embedder = make_embedder("torch")
     vectors = embedder.embed(["I love coffee", "coffee is my favourite drink", "the car is red"])
     assert vectors.shape == (3, 384) and vectors.dtype == np.float32
     assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)

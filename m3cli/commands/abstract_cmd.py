@@ -45,7 +45,7 @@ def abstract(
     llm_model: str | None = typer.Option(None, "--llm-model", help="Chat model (env M3_LLM_MODEL)."),
     llm_api_key: str | None = typer.Option(None, "--llm-api-key", help="API key (env M3_LLM_API_KEY)."),
     embed_backend: str | None = typer.Option(
-        None, "--embed-backend", help="local (bundled MiniLM) or openai."
+        None, "--embed-backend", help="local (bundled MiniLM, onnxruntime), torch or openai."
     ),
 ) -> None:
     """Summarise characters, relationships, clips and the video; link related facts."""

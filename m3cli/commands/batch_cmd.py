@@ -64,7 +64,7 @@ def batch(
         None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
     ),
     llm_model: str | None = typer.Option(None, "--llm-model", help="Chat model (env M3_LLM_MODEL)."),
-    embed_backend: str | None = typer.Option(None, "--embed-backend", help="local or openai."),
+    embed_backend: str | None = typer.Option(None, "--embed-backend", help="local, torch or openai."),
 ) -> None:
     """Index many videos into one memory: parallel workers, one writer, resumable, failures reported."""
     from m3cli.stages.batch import (

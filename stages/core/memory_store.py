@@ -166,14 +166,20 @@ META_SCHEMA = pa.schema([pa.field("key", pa.string(), nullable=False), pa.field(
 
 
 def make_text_embedder(embed_settings: Any, device: str = "cpu") -> Any:
-    """The text embedder named by ``Settings.embed`` (bundled MiniLM by default)."""
+    """The text embedder named by ``Settings.embed``: the bundled MiniLM in onnxruntime by default.
+
+    ``local`` runs on the CPU whatever ``device`` says (one short text costs milliseconds there);
+    ``torch`` is sentence-transformers on ``device``.
+    """
     from m3cli.stages.backends.embed import make_embedder
 
     if embed_settings.backend == "local":
+        return make_embedder("local", model_dir=embed_settings.model)
+    if embed_settings.backend == "torch":
         from m3cli.stages.core.devices import check_device
 
         check_device(device)
-        return make_embedder("local", model_dir=embed_settings.model, device=device)
+        return make_embedder("torch", model_dir=embed_settings.model, device=device)
     if embed_settings.backend == "openai":
         if not (embed_settings.base_url and embed_settings.model):
             raise M3Error(
