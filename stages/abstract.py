@@ -1,8 +1,9 @@
 """`m3 abstract`: evidence-driven summaries, the clip/global pyramid, sparse fact links, contradictions.
 
 Per video, clips are folded in order (the fold is cheap and replayed on every run; LLM answers and text
-embeddings are cached per clip). After each clip the record's ``abstractions`` lists what that clip
-produced (item shapes in :data:`ITEM_SHAPES`):
+embeddings are cached per clip). The fold keeps running totals (:mod:`~m3cli.stages.abstract_tally`),
+so a clip costs the same whatever number of clips came before it. After each clip the record's
+``abstractions`` lists what that clip produced (item shapes in :data:`ITEM_SHAPES`):
 
 * CAM (seed 002): a ``character`` summary when ``tau_char`` new pieces of evidence (memory lines whose
   ids belong to the character) have accumulated since its last summary, a ``relationship`` summary
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import itertools
 import logging
 import re
 from collections import Counter, defaultdict
@@ -33,6 +35,7 @@ import numpy as np
 import orjson
 
 from m3cli.schemas.records import Abstraction, ClipRecord, Problem
+from m3cli.stages.abstract_tally import CharTally, FoldTally, PairTally
 from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
@@ -189,7 +192,11 @@ class VideoState:
 
     video: str
     facts: list[Fact] = field(default_factory=list)
-    matrix: np.ndarray | None = None  # text vectors of ``facts``, row i = fact with order i
+    vectors: np.ndarray | None = None  # text vectors of ``facts`` (row i = fact with order i), with room
+    n_vectors: int = 0  # rows of ``vectors`` in use
+    tally: FoldTally | None = None  # running totals under the current character mapping
+    entities_seen: set[str] = field(default_factory=set)  # every id any fact so far names
+    episodic: list[Fact] = field(default_factory=list)  # episodic facts of earlier clips, in order
     summarized_char: dict[str, set[str]] = field(default_factory=dict)
     summary_char: dict[str, str] = field(default_factory=dict)
     summarized_rel: dict[tuple[str, str], set[str]] = field(default_factory=dict)
@@ -201,6 +208,17 @@ class VideoState:
     last_episodic: int | None = None
     conflicts_seen: set[tuple[str, str]] = field(default_factory=set)
     names: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
+
+    def add_vectors(self, rows: np.ndarray) -> None:
+        """Append rows, doubling the buffer when full (a copy per clip made the fold quadratic)."""
+        need = self.n_vectors + len(rows)
+        if self.vectors is None or need > len(self.vectors) or self.vectors.shape[1] != rows.shape[1]:
+            grown = np.zeros((max(need, 2 * need, 64), rows.shape[1]), np.float32)
+            if self.vectors is not None:
+                grown[: self.n_vectors] = self.vectors[: self.n_vectors]
+            self.vectors = grown
+        self.vectors[self.n_vectors : need] = rows
+        self.n_vectors = need
 
 
 class Abstractor:
@@ -280,8 +298,8 @@ class Abstractor:
 
     def _summary_check(self, state: VideoState, mapping: dict[str, str]) -> Any:
         """Validator of summary replies: only ids this video has, no placeholder copied from the prompt."""
-        known = {c for f in state.facts for c in self._chars(f.entities, mapping)}
-        known |= {e for f in state.facts for e in f.entities}
+        assert state.tally is not None
+        known = state.tally.all_chars | state.entities_seen
 
         def validate(obj: Any) -> list[str]:
             text = " ".join(str(obj.get("summary", "")).split())
@@ -354,6 +372,7 @@ class Abstractor:
         mapping = dict(record.characters or {})
         new = self.clip_facts(record, state)
         state.facts.extend(new)
+        self._tally(record, state, new, mapping)
         out: list[dict[str, Any]] = []
         out += self._links(record, state, new, mapping)
         out += self._clip_and_global(record, state, new, mapping)
@@ -361,7 +380,29 @@ class Abstractor:
         out += self._relationships(record, state, mapping)
         if self.config.check:
             out += self._conflicts(record, state, new, mapping)
+        state.episodic.extend(f for f in new if f.section == "episodic")
         return out
+
+    def _tally(self, record: ClipRecord, state: VideoState, new: list[Fact], mapping: dict[str, str]) -> None:
+        """Fold the clip's facts into the running totals; rebuild them when the mapping moved old facts."""
+        tally = state.tally
+        if tally is not None and tally.still_valid(mapping, record.clip.index, state.entities_seen):
+            tally.add_clip(record.clip.index, new, state.summarized_char, state.summarized_rel)
+        else:
+            tally = state.tally = FoldTally(
+                mapping,
+                self._chars,
+                self._form,
+                lambda f, m: _support_key(f, m, self._render),
+                lambda clip: clip_node_id(record.video.id, clip),
+                _char_key,
+            )
+            for clip, facts in itertools.groupby(state.facts, key=lambda f: f.clip):
+                tally.add_clip(clip, list(facts), state.summarized_char, state.summarized_rel)
+        state.entities_seen.update(e for f in new for e in f.entities)
+
+    def _form(self, fact: Fact, character: str, mapping: dict[str, str]) -> tuple[int, str] | None:
+        return polarity_form(self._render(fact.text, mapping).replace(character, "<subject>"))
 
     # ----------------------------------------------------------------- links
     def _links(
@@ -407,14 +448,15 @@ class Abstractor:
         # similar text
         if self.embedder is not None and new:
             vecs = self._embed(record.video.id, record.clip.index, [f.text for f in new])
-            if state.matrix is not None:
-                sims = vecs @ state.matrix.T
+            if state.n_vectors:
+                sims = vecs @ state.vectors[: state.n_vectors].T
                 for i, f in enumerate(new):
-                    order = np.argsort(-sims[i], kind="stable")[: self.config.similar_k]
+                    # the similar_k most similar earlier lines above the threshold (ties: the earlier line)
+                    above = np.flatnonzero(sims[i] >= self.config.similar_threshold)
+                    order = above[np.argsort(-sims[i, above], kind="stable")[: self.config.similar_k]]
                     for j in order:
-                        if sims[i, j] >= self.config.similar_threshold:
-                            add(f, facts[int(j)], "similar", float(sims[i, j]))
-            state.matrix = vecs if state.matrix is None else np.concatenate([state.matrix, vecs])
+                        add(f, facts[int(j)], "similar", float(sims[i, j]))
+            state.add_vectors(vecs)
         # causal links judged by the LLM
         if self.client is not None and self.config.causal and new:
             links += self._causal(record, state, new)
@@ -424,7 +466,7 @@ class Abstractor:
         queries = [f for f in new if f.section == "episodic"][:30]
         if not queries:
             return []
-        earlier = [f for f in state.facts[: new[0].order] if f.section == "episodic"][-40:]
+        earlier = state.episodic[-40:]
         by_id = {f.id: f for f in queries + earlier}
 
         def fmt(fs: list[Fact]) -> list[dict]:
@@ -513,7 +555,8 @@ class Abstractor:
         gsource = "llm" if gtext else "offline"
         gtext = gtext or self._offline_global(state, mapping, text)
         state.global_text = gtext
-        all_chars = sorted({c for f in state.facts for c in self._chars(f.entities, mapping)}, key=_char_key)
+        assert state.tally is not None
+        all_chars = sorted(state.tally.all_chars, key=_char_key)
         global_item = {
             "id": global_node_id(vid),
             "kind": "global",
@@ -552,11 +595,8 @@ class Abstractor:
         return ": ".join(parts[:2]) + (". " + ". ".join(parts[2:]) if len(parts) > 2 else "") + "."
 
     def _offline_global(self, state: VideoState, mapping: dict[str, str], latest: str) -> str:
-        stats: dict[str, dict[str, Any]] = defaultdict(lambda: {"clips": set(), "speech": 0})
-        for f in state.facts:
-            for c in self._chars(f.entities, mapping):
-                stats[c]["clips"].add(f.clip)
-                stats[c]["speech"] += f.kind == "speech"
+        assert state.tally is not None
+        stats = state.tally.stats
         s, e = state.clip_span or (0.0, 0.0)
         ranked = sorted(
             stats.items(), key=lambda kv: (-len(kv[1]["clips"]), -kv[1]["speech"], _char_key(kv[0]))
@@ -583,22 +623,14 @@ class Abstractor:
         return min(votes.items(), key=lambda kv: (-kv[1], kv[0]))[0] if votes else None
 
     # ----------------------------------------------------------------- CAM abstractions
-    def _evidence(self, state: VideoState, mapping: dict[str, str]) -> dict[str, list[Fact]]:
-        by_char: dict[str, list[Fact]] = defaultdict(list)
-        for f in state.facts:
-            for c in self._chars(f.entities, mapping):
-                if c.startswith("<character_"):
-                    by_char[c].append(f)
-        return by_char
-
     def _characters(
         self, record: ClipRecord, state: VideoState, mapping: dict[str, str]
     ) -> list[dict[str, Any]]:
         vid, idx = record.video.id, record.clip.index
+        assert state.tally is not None
         out = []
-        for c, facts in sorted(self._evidence(state, mapping).items(), key=lambda kv: _char_key(kv[0])):
-            done = state.summarized_char.get(c, set())
-            fresh = [f for f in facts if f.id not in done]
+        for c, tally in sorted(state.tally.characters.items(), key=lambda kv: _char_key(kv[0])):
+            fresh = tally.pending
             if len(fresh) < self.config.tau_char:
                 continue
             batch = fresh[-self.config.max_evidence :]
@@ -615,8 +647,8 @@ class Abstractor:
                 )
                 text = obj["summary"] if obj else None
             source = "llm" if text else "offline"
-            text = text or self._offline_character(c, facts, state, mapping)
-            state.summarized_char[c] = {f.id for f in facts}
+            text = text or self._offline_character(c, tally, state, mapping)
+            self._mark_character_done(c, tally, state, mapping)
             state.summary_char[c] = text
             out.append(
                 {
@@ -626,41 +658,43 @@ class Abstractor:
                     "character": c,
                     "entities": [c],
                     "evidence": [f.id for f in fresh],
-                    "evidence_count": len(facts),
+                    "evidence_count": tally.count,
                     "source": source,
                     "start": min(f.start for f in fresh),
                     "end": max(f.end for f in fresh),
                 }
             )
+            tally.pending = []
         return out
 
-    def _offline_character(
-        self, c: str, facts: list[Fact], state: VideoState, mapping: dict[str, str]
-    ) -> str:
-        clips = sorted({f.clip for f in facts})
-        speech = [f for f in facts if f.kind == "speech"]
-        talk = sum(max(0.0, f.end - f.start) for f in speech)
-        others: Counter = Counter()
-        for f in facts:
-            for o in self._chars(f.entities, mapping):
-                if o != c:
-                    others[o] += 1
+    def _mark_character_done(
+        self, c: str, tally: CharTally, state: VideoState, mapping: dict[str, str]
+    ) -> None:
+        """The summarised set becomes every fact of ``c``: add the fresh ones, or recount after a remap."""
+        done = state.summarized_char.setdefault(c, set())
+        if len(done) == tally.count - len(tally.pending):  # done holds exactly the facts of c not fresh
+            done.update(f.id for f in tally.pending)
+        else:  # ids of facts a mapping change moved to another character: as from scratch
+            state.summarized_char[c] = {f.id for f in state.facts if c in self._chars(f.entities, mapping)}
+
+    def _offline_character(self, c: str, tally: CharTally, state: VideoState, mapping: dict[str, str]) -> str:
+        n_clips, others = len(tally.clips), tally.others
         name = self._name_of(c, state, mapping)
         parts = [
             f"{c}"
             + (f" (says their name is {name})" if name else "")
-            + f" appears in {len(facts)} memory lines across {len(clips)} clip{_s(len(clips))}"
-            f" ({min(f.start for f in facts):.1f}-{max(f.end for f in facts):.1f} s)"
+            + f" appears in {tally.count} memory lines across {n_clips} clip{_s(n_clips)}"
+            f" ({tally.start:.1f}-{tally.end:.1f} s)"
         ]
-        if speech:
-            parts.append(f"speaks {len(speech)} time{'s' if len(speech) != 1 else ''} ({talk:.0f} s)")
+        if tally.speech:
+            parts.append(f"speaks {tally.speech} time{'s' if tally.speech != 1 else ''} ({tally.talk:.0f} s)")
         if others:
             top = sorted(others.items(), key=lambda kv: (-kv[1], _char_key(kv[0])))[:3]
             parts.append(
                 "is mentioned together with "
                 + ", ".join(f"{o} ({n} line{'s' if n != 1 else ''})" for o, n in top)
             )
-        quotes = sorted(speech, key=lambda f: (-len(f.text), f.order))[:3]
+        quotes = tally.quotes
         if quotes:
             parts.append(
                 "says for example "
@@ -672,36 +706,20 @@ class Abstractor:
         self, record: ClipRecord, state: VideoState, mapping: dict[str, str]
     ) -> list[dict[str, Any]]:
         vid, idx = record.video.id, record.clip.index
-        evidence: dict[tuple[str, str], list[str]] = defaultdict(list)
-        texts: dict[str, Fact] = {}
-        per_clip: dict[int, set[str]] = defaultdict(set)
-        for f in state.facts:
-            chars = sorted(
-                (c for c in self._chars(f.entities, mapping) if c.startswith("<character_")), key=_char_key
-            )
-            per_clip[f.clip].update(chars)
-            for i, a in enumerate(chars):
-                for b in chars[i + 1 :]:
-                    evidence[(a, b)].append(f.id)
-                    texts[f.id] = f
-        for clip, chars in sorted(per_clip.items()):
-            ordered = sorted(chars, key=_char_key)
-            for i, a in enumerate(ordered):
-                for b in ordered[i + 1 :]:
-                    evidence[(a, b)].append(clip_node_id(vid, clip))
+        assert state.tally is not None
         out = []
-        for (a, b), ids in sorted(
-            evidence.items(), key=lambda kv: (_char_key(kv[0][0]), _char_key(kv[0][1]))
+        # evidence of a pair: the lines naming both (in order), then the clips both appear in
+        for (a, b), pair in sorted(
+            state.tally.pairs.items(), key=lambda kv: (_char_key(kv[0][0]), _char_key(kv[0][1]))
         ):
-            done = state.summarized_rel.get((a, b), set())
-            fresh = [i for i in ids if i not in done]
-            if len(fresh) < self.config.tau_rel:
+            if len(pair.pending_facts) + len(pair.pending_clips) < self.config.tau_rel:
                 continue
-            direct = [texts[i] for i in fresh if i in texts]
+            direct = pair.pending_facts
+            fresh = [f.id for f in direct] + pair.pending_clips
             text = None
             if self.client is not None:
                 ev = [(f.id, self._render(f.text, mapping)) for f in direct[-self.config.max_evidence :]]
-                ev += [(i, "both appear in this clip") for i in fresh if i not in texts][-10:]
+                ev += [(i, "both appear in this clip") for i in pair.pending_clips][-10:]
                 obj = self._llm(
                     vid,
                     idx,
@@ -713,8 +731,7 @@ class Abstractor:
                 text = obj["summary"] if obj else None
             source = "llm" if text else "offline"
             if not text:
-                n_clips = sum(1 for i in ids if i not in texts)
-                n_lines = len(ids) - n_clips
+                n_clips, n_lines = pair.clips, pair.lines
                 text = (
                     f"{a} and {b} appear in the same clip {n_clips} time{_s(n_clips)} and are "
                     f"named together in {n_lines} memory line{'s' if n_lines != 1 else ''}"
@@ -724,7 +741,7 @@ class Abstractor:
                         f'"{_quote(self._render(f.text, mapping), 80)}"' for f in direct[:2]
                     )
                 text += "."
-            state.summarized_rel[(a, b)] = set(ids)
+            self._mark_pair_done((a, b), pair, state, mapping)
             state.summary_rel[(a, b)] = text
             times = [(f.start, f.end) for f in direct] or [(record.clip.start, record.clip.end)]
             out.append(
@@ -735,29 +752,49 @@ class Abstractor:
                     "characters": [a, b],
                     "entities": [a, b],
                     "evidence": fresh,
-                    "evidence_count": len(ids),
+                    "evidence_count": pair.lines + pair.clips,
                     "source": source,
                     "start": min(t[0] for t in times),
                     "end": max(t[1] for t in times),
                 }
             )
+            pair.pending_facts, pair.pending_clips = [], []
         return out
+
+    def _mark_pair_done(
+        self, key: tuple[str, str], pair: PairTally, state: VideoState, mapping: dict[str, str]
+    ) -> None:
+        """As :meth:`_mark_character_done`, for a pair's evidence (its lines and shared clips)."""
+        done = state.summarized_rel.setdefault(key, set())
+        fresh = len(pair.pending_facts) + len(pair.pending_clips)
+        if len(done) == pair.lines + pair.clips - fresh:
+            done.update(f.id for f in pair.pending_facts)
+            done.update(pair.pending_clips)
+            return
+        a, b = key
+        ids, clips = set(), set()
+        for f in state.facts:
+            chars = self._chars(f.entities, mapping)
+            if a in chars and b in chars:
+                ids.add(f.id)
+        per_clip: dict[int, set[str]] = defaultdict(set)
+        for f in state.facts:
+            per_clip[f.clip].update(self._chars(f.entities, mapping))
+        clips = {clip_node_id(state.video, c) for c, chars in per_clip.items() if a in chars and b in chars}
+        state.summarized_rel[key] = ids | clips
 
     # ----------------------------------------------------------------- contradictions
     def _conflicts(
         self, record: ClipRecord, state: VideoState, new: list[Fact], mapping: dict[str, str]
     ) -> list[dict[str, Any]]:
         vid, idx = record.video.id, record.clip.index
-        semantic = [
-            f for f in state.facts if f.section == "semantic" and f.kind != "equivalence" and f.entities
-        ]
+        tally = state.tally
+        assert tally is not None
         new_ids = {f.id for f in new}
         sides: list[tuple[list[Fact], list[Fact], str, str]] = []
         if self.client is not None:
-            groups: dict[str, list[Fact]] = defaultdict(list)
-            for f in semantic:
-                groups[_support_key(f, mapping, self._render)].append(f)
-            for a, b, c in self._llm_conflict_pairs(record, semantic, new_ids, mapping):
+            groups = tally.groups
+            for a, b, c in self._llm_conflict_pairs(record, tally.semantic, new_ids, mapping):
                 sides.append(
                     (
                         groups[_support_key(a, mapping, self._render)],
@@ -766,15 +803,10 @@ class Abstractor:
                         "llm",
                     )
                 )
-        else:
-            forms: dict[tuple[str, str], dict[int, list[Fact]]] = defaultdict(lambda: defaultdict(list))
-            for f in semantic:
-                c = self._chars(f.entities, mapping)[0]
-                form = polarity_form(self._render(f.text, mapping).replace(c, "<subject>"))
-                if form:
-                    forms[(c, form[1])][form[0]].append(f)
-            for (c, _pred), by_pol in forms.items():
-                if 1 in by_pol and -1 in by_pol and any(f.id in new_ids for f in by_pol[1] + by_pol[-1]):
+        else:  # groups of one character and predicate that this clip's statements joined
+            for c, pred in tally.touched_forms(new):
+                by_pol = tally.forms[(c, pred)]
+                if 1 in by_pol and -1 in by_pol:
                     sides.append((by_pol[1], by_pol[-1], c, "offline"))
         out = []
         for side_a, side_b, c, source in sides:
@@ -809,15 +841,19 @@ class Abstractor:
         return out
 
     def _llm_conflict_pairs(
-        self, record: ClipRecord, semantic: list[Fact], new_ids: set[str], mapping: dict[str, str]
+        self,
+        record: ClipRecord,
+        by_char: dict[str, list[Fact]],
+        new_ids: set[str],
+        mapping: dict[str, str],
     ) -> list[tuple[Fact, Fact, str]]:
-        by_char: dict[str, list[Fact]] = defaultdict(list)
-        for f in semantic:
-            by_char[self._chars(f.entities, mapping)[0]].append(f)
+        """Contradictions the LLM finds between a character's new and recent semantic statements."""
         pairs = []
         for c, facts in sorted(by_char.items()):
-            new = [f for f in facts if f.id in new_ids][:20]
-            old = [f for f in facts if f.id not in new_ids][-40:]
+            fresh = len(facts)
+            while fresh and facts[fresh - 1].id in new_ids:  # this clip's statements close the list
+                fresh -= 1
+            new, old = facts[fresh:][:20], facts[:fresh][-40:]
             if not new or len(new) + len(old) < 2:
                 continue
             ids = {f.id: f for f in new + old}
@@ -885,11 +921,12 @@ def abstract_records(
                 )
             runner.errors = []
             items = runner.step(record, state)
-            new = record.model_copy(deep=True)
-            new.abstractions = [Abstraction.model_validate(item) for item in items]
+            update: dict[str, Any] = {"abstractions": [Abstraction.model_validate(item) for item in items]}
             if runner.errors:
-                new.errors = [*(new.errors or []), *map(Problem.model_validate, runner.errors)]
-            out.append(new)
+                update["errors"] = [*(record.errors or []), *map(Problem.model_validate, runner.errors)]
+            # A shallow copy: the input's parts are shared, not changed (a deep copy per clip cost more
+            # than the fold itself and left a heap for the garbage collector that grew with the video).
+            out.append(record.model_copy(update=update))
     return out
 
 
