@@ -311,7 +311,8 @@ def test_report_of_a_memory_on_s3(memories, tmp_path):
 
     secret = "s3cr3t-report-never-shown"
     with s3_server("memories", tmp_path, secret) as aws:
-        env = {**os.environ, **OFFLINE, **aws, "M3_CACHE": str(tmp_path / "cache")}
+        # the cache the records were made with: records may point only into it
+        env = {**os.environ, **OFFLINE, **aws, "M3_CACHE": str(memories["fixture"].memory.parent / "cache")}
         _m3("index", "-o", "s3://memories/fixture.lance", env=env, stdin=memories["fixture"].records)
         proc = subprocess.run(
             [
