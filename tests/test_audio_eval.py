@@ -13,6 +13,8 @@ from m3cli.stages.eval.audio import (
     diarization_error,
     merge_regions,
     normalize_text,
+    overlap_agreement,
+    overlap_regions,
     read_rttm,
     read_uem,
     subtract_regions,
@@ -52,6 +54,16 @@ def test_missed_false_alarm_and_overlap():
     assert d.false_alarm == pytest.approx(1.0)  # [12, 13] has no reference speech (UEM = extent)
     assert d.der == pytest.approx(6.0 / 15.0)
     assert diarization_error(ref, [], collar=0.0).der == pytest.approx(1.0)
+
+
+def test_overlapping_hypothesis_turns_score_the_second_speaker():
+    ref = [(0.0, 10.0, "A"), (5.0, 10.0, "B")]
+    hyp = [(0.0, 10.0, "x"), (6.0, 10.0, "y")]  # overlap found from 6 s, not 5 s
+    d = diarization_error(ref, hyp, collar=0.0)
+    assert d.missed == pytest.approx(1.0) and d.confusion == 0 and d.false_alarm == 0
+    assert overlap_regions(ref) == [(5.0, 10.0)]
+    assert overlap_agreement(ref, hyp) == {"reference": 5.0, "hypothesis": 4.0, "both": 4.0}
+    assert overlap_agreement(ref, hyp, uem=[(0.0, 7.0)]) == {"reference": 2.0, "hypothesis": 1.0, "both": 1.0}
 
 
 def test_uem_limits_scoring():

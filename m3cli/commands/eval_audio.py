@@ -15,6 +15,7 @@ Examples:
   m3 eval diarization dev00.wav dev01.wav --rttm debug.development.rttm --uem debug.development.uem
   m3 eval diarization tests/data/fixture.mp4 --rttm tests/data/fixture.rttm --json
   m3 eval diarization meeting.wav --rttm meeting.rttm --speakers 4 --collar 0
+  m3 eval diarization dev00.wav --rttm debug.development.rttm --diarizer cluster --speaker-backend resemblyzer
 """
 
 ASR_EPILOG = """\b
@@ -75,18 +76,30 @@ def diarization(
         help="Cosine distance at which clusters stop merging.",
     ),
     vad: str = typer.Option("silero", "--vad", help="silero, faster-whisper or none."),
+    diarizer: str | None = typer.Option(
+        None, "--diarizer", help="overlap (default), cluster or pyannote, as in `m3 diarize`."
+    ),
+    speaker_backend: str = typer.Option(
+        "resemblyzer", "--speaker-backend", help="Embedding for --diarizer cluster: resemblyzer or campplus."
+    ),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Diarization error rate of `m3 diarize` (turns, and the final utterances) against RTTM."""
+    """Diarization error rate of `m3 diarize` (turns, and the final utterances) against RTTM.
+
+    Turns may overlap (two speakers at once), and overlapped reference speech is scored: a second
+    speaker missed there counts as missed speech. ``overlap`` in the JSON gives, per file, the seconds
+    of reference speech with two or more speakers and how much of it the turns also mark as overlap."""
     from m3cli.stages.core.errors import InputError
     from m3cli.stages.diarize import ClusterConfig, DiarizeConfig, diarize_file
-    from m3cli.stages.eval.audio import DerResult, diarization_error, read_rttm, read_uem
+    from m3cli.stages.eval.audio import DerResult, diarization_error, overlap_agreement, read_rttm, read_uem
 
     refs = read_rttm(rttm)
     uems = read_uem(uem) if uem else {}
     config = DiarizeConfig(
         vad=vad,
+        diarizer=diarizer,
+        speaker_backend=speaker_backend,
         max_speakers=max_speakers,
         num_speakers=speakers,
         cluster=ClusterConfig(threshold=cluster_threshold),
@@ -103,7 +116,12 @@ def diarization(
             "turns": [(t.start, t.end, t.speaker) for t in res.turns],
             "utterances": [(u["start"], u["end"], u["speaker_local"]) for u in res.utterances],
         }
-        entry = {"file": str(path), "uri": uri, "ref_speakers": len({t[2] for t in refs[uri]})}
+        entry = {
+            "file": str(path),
+            "uri": uri,
+            "ref_speakers": len({t[2] for t in refs[uri]}),
+            "overlap": overlap_agreement(refs[uri], hyps["turns"], uems.get(uri)),
+        }
         for source, hyp in hyps.items():
             d: DerResult = diarization_error(refs[uri], hyp, uems.get(uri), collar=collar)
             entry[source] = {**d.as_dict(), "hyp_speakers": len({h[2] for h in hyp})}

@@ -230,6 +230,36 @@ def diarization_error(
     return DerResult(total, missed, false_alarm, confusion, scored, mapping)
 
 
+def overlap_regions(turns: Sequence[Turn]) -> list[Region]:
+    """Where two or more speakers of ``turns`` talk at once."""
+    points = sorted({t for s, e, _ in turns for t in (s, e)})
+    out = []
+    for lo, hi in zip(points[:-1], points[1:], strict=False):
+        mid = 0.5 * (lo + hi)
+        if len({spk for s, e, spk in turns if s <= mid < e}) >= 2:
+            out.append((lo, hi))
+    return merge_regions(out)
+
+
+def overlap_agreement(ref: Sequence[Turn], hyp: Sequence[Turn], uem: Sequence[Region] | None = None) -> dict:
+    """Seconds of overlapped speech in the reference and the hypothesis (inside the UEM) and their
+    intersection: how much of the real overlap the diarizer flags, and how much it flags wrongly."""
+    r, h = overlap_regions(ref), overlap_regions(hyp)
+    if uem:
+        r, h = _crop_regions(r, uem), _crop_regions(h, uem)
+    both = _crop_regions(r, h)
+    return {
+        "reference": round(sum(e - s for s, e in r), 3),
+        "hypothesis": round(sum(e - s for s, e in h), 3),
+        "both": round(sum(e - s for s, e in both), 3),
+    }
+
+
+def _crop_regions(regions: Sequence[Region], within: Sequence[Region]) -> list[Region]:
+    cropped = _crop([(s, e, "") for s, e in regions], merge_regions(within))
+    return merge_regions((s, e) for s, e, _ in cropped)
+
+
 # -- WER -----------------------------------------------------------------------------------------
 _PUNCT = re.compile(r"[^\w\s']|(?<!\w)'|'(?!\w)")
 
