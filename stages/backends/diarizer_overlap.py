@@ -6,7 +6,8 @@ once; CAM++ embeddings of short windows say who.
    number of simultaneous speakers (0, 1 or 2). Frames with one or more are speech.
 2. **Who**: CAM++ embeds 2-s windows (hop 1 s) over the speech; spectral clustering (see
    :func:`cluster`), or exactly ``--speakers`` / at most ``--max-speakers`` clusters, finds the
-   speakers. Each speech frame takes the label of the nearest window centre.
+   speakers (with 7 windows or fewer, i.e. under ~8 s of speech, average linkage cut at cosine
+   distance ``few_threshold`` instead). Each speech frame takes the label of the nearest window centre.
 3. **Overlap**: where the segmentation hears two speakers, the second one is the speaker heard most
    within ``context`` seconds around that stretch other than the frame's own (overlap in conversation
    is mostly one person cutting in on, or talking over, the one just before or after).
@@ -39,6 +40,7 @@ class OverlapConfig:
     min_pnum: int = 6  # ... but at least this many neighbours
     max_speakers: int = 10  # most speakers the eigengap may pick
     merge_cosine: float = 0.8  # clusters whose centroids are closer than this are joined
+    few_threshold: float = 0.5  # cosine distance cutting average linkage when there are few windows
     min_cluster_seconds: float = 3.0
     context: float = 3.0  # s around an overlap searched for its second speaker
     min_turn: float = 0.1  # shorter turns are dropped
@@ -141,10 +143,8 @@ def cluster(
     n = len(emb)
     if n < 2:
         return np.zeros(n, dtype=np.int64)
-    if n <= cfg.min_pnum + 1:
-        k = 1 if num_speakers is None else min(num_speakers, n)
-        if k == 1:
-            return np.zeros(n, dtype=np.int64)
+    if n <= cfg.min_pnum + 1 and num_speakers is None:
+        return _few_windows(emb, cfg.few_threshold, max_speakers)
     sim = emb @ emb.T
     drop = min(int((1 - cfg.pval) * n), n - cfg.min_pnum - 1)
     pruned = sim.copy()
@@ -166,6 +166,19 @@ def cluster(
     if num_speakers is None:
         labels = _fold_small(emb, labels, weights, cfg.min_cluster_seconds)
         labels = _merge_close(emb, labels, cfg.merge_cosine)
+    _, labels = np.unique(labels, return_inverse=True)
+    return labels.astype(np.int64)
+
+
+def _few_windows(emb: np.ndarray, threshold: float, max_speakers: int | None) -> np.ndarray:
+    """Average-linkage clustering cut at a cosine distance, for the few windows of a clip with under
+    ~8 s of speech, where an eigengap over a handful of points means little."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    z = linkage(emb.astype(np.float64), method="average", metric="cosine")
+    labels = fcluster(z, t=threshold, criterion="distance")
+    if max_speakers is not None and labels.max() > max_speakers:
+        labels = fcluster(z, t=max_speakers, criterion="maxclust")
     _, labels = np.unique(labels, return_inverse=True)
     return labels.astype(np.int64)
 
