@@ -77,6 +77,20 @@ def test_a_speaker_heard_only_in_short_pieces_gets_a_voice(libri5):
 
 
 @pytest.mark.slow
+def test_records_without_turns_pool_their_utterances(libri5, tmp_path):
+    """Records diarized before turns existed: each local speaker's utterances are pooled instead."""
+    diarized, voiced = libri5
+    old = dict(diarized[0])
+    old.pop("turns")
+    out = run_m3("voices", input=orjson.dumps(old) + b"\n", env={"M3_CACHE": str(tmp_path)}, check=True)
+    rec = _records(out.stdout)[0]
+    assert "turns" not in rec
+    by_label = {u["speaker_local"]: u["speaker"] for u in rec["utterances"]}
+    assert len(set(by_label.values()) - {None}) == len(voiced[0]["voices"]["ids"]) == 5
+    assert by_label == {u["speaker_local"]: u["speaker"] for u in voiced[0]["utterances"]}
+
+
+@pytest.mark.slow
 def test_ami_turn_der_and_overlap_flagged_where_the_reference_overlaps(tmp_path):
     refs = read_rttm(DATA / "debug.development.rttm")
     uems = read_uem(DATA / "debug.development.uem")
