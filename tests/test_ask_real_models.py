@@ -131,3 +131,21 @@ def test_check_query_only_flags_exact_repeats_of_successful_rounds():
 def test_clean_answer(raw, answer):
     names = {"<character_1>": "Alice", "<voice_1>": "Alice", "<character_2>": "Bob"}
     assert clean_answer(raw, names).text == answer
+
+
+def test_an_answer_that_echoes_m3s_own_prompt_is_no_answer(fresh, memory_path):
+    """Seen with gemma-3-270m on llama.cpp: the forced turn's reply was m3's own prompt, echoed."""
+    echo = (
+        "Your previous action was rejected: the reply has no [Answer] action. Reply now with one line: "
+        "[Answer] <your best answer, using names, not ids>.<|im_end|> <|im_start|>user"
+    )
+    fresh.script("I am not sure what to do.", echo)
+    rec = make_asker(fresh, memory_path, rounds=1).ask(Question("Who likes coffee?"))
+    check_answer(rec)
+    assert rec["answer"] is None and rec["error"] == "no [Answer] after 1 rounds and one forced turn"
+    assert rec["trajectory"][-1]["forced"] and "repeats m3's own message" in rec["trajectory"][-1]["error"]
+    # inside the loop, an [Answer] carrying m3's text is a failed round, and the next one can answer
+    fresh.script("[Answer] " + P.FORCE_ANSWER_PROMPT, "[Answer] Alice")
+    rec = make_asker(fresh, memory_path, rounds=3).ask(Question("Who likes coffee?"))
+    assert "[Answer] repeats m3's own message" in rec["trajectory"][0]["error"]
+    assert rec["answer"] == "Alice" and rec["rounds"] == 2

@@ -51,6 +51,7 @@ ECHO_MARKERS = (
     "the action of this round must be",
     "is not available in this run",
     "unknown action [",
+    "reply now with one line: [answer]",
 )
 _ID = re.compile(r"<(character|face|voice)_(\d{1,6})>")
 _ALIAS_CITE = re.compile(r"\s*\[(n\d{1,5}(?:\s*,\s*n\d{1,5})*)\]")
@@ -79,6 +80,12 @@ def is_placeholder(content: str) -> bool:
     return inner in PLACEHOLDERS
 
 
+def echoes_m3(text: str) -> bool:
+    """Whether ``text`` carries one of m3's own messages (seen as a whole "answer" from a 270M model)."""
+    low = text.casefold()
+    return any(marker in low for marker in ECHO_MARKERS)
+
+
 def check_query(tag: str, tool: str, content: str, history: Iterable[dict]) -> str | None:
     """Why this tool call is a wasted round (placeholder, repeat, echo of m3's text), or None if it is not."""
     if is_placeholder(content) or _TEMPLATE.search(content):
@@ -86,13 +93,11 @@ def check_query(tag: str, tool: str, content: str, history: Iterable[dict]) -> s
             f"{content.strip()[:60]!r} is a placeholder from the instructions, not a query: write the "
             f"actual words to search for after [{tag}], e.g. [{tag}] what does <character_1> drink"
         )
-    low = content.casefold()
-    for marker in ECHO_MARKERS:
-        if marker in low:
-            return (
-                "that is m3's own message, not a query: write a short query (a few words, at most "
-                f"{MAX_QUERY_CHARS} characters) for the information you still need"
-            )
+    if echoes_m3(content):
+        return (
+            "that is m3's own message, not a query: write a short query (a few words, at most "
+            f"{MAX_QUERY_CHARS} characters) for the information you still need"
+        )
     mine = _norm(content)
     for step in history:
         said = " ".join(str(step.get(k) or "") for k in ("error", "note"))

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from m3cli.stages.ask import prompts as P
-from m3cli.stages.ask.guards import check_query, clean_answer, is_placeholder, known_names
+from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_placeholder, known_names
 from m3cli.stages.ask.tools import (
     QUOTE_BONUS,
     Node,
@@ -362,6 +362,10 @@ class Asker:
                             f"{action.content!r} is a placeholder, not an answer: write the answer itself "
                             "after [Answer]"
                         )
+                    if echoes_m3(action.content):
+                        raise ToolError(
+                            "that [Answer] repeats m3's own message: write the answer to the question itself"
+                        )
                     step.update(tool="answer", query=None)
                     self._set_answer(record, ctx, action.content)
                 elif last:
@@ -440,13 +444,17 @@ class Asker:
         try:
             action = parse_action(reply.text)
             step.update(action=action.tag, reasoning=action.reasoning[:REASONING_CHARS] or None)
-            if action.tool == "answer" and action.content and not is_placeholder(action.content):
+            if action.tool == "answer" and action.content and echoes_m3(action.content):
+                step["error"] = "the forced answer only repeats m3's own message"
+            elif action.tool == "answer" and action.content and not is_placeholder(action.content):
                 self._set_answer(record, None, action.content)
             else:
                 step["error"] = f"still no [Answer] (got [{action.tag}])"
         except ToolError:
             text = split_reasoning(reply.text)[1].strip()
-            if text:  # a bare answer without the tag is still an answer
+            if text and echoes_m3(text):  # m3's prompt echoed back is no answer
+                step["error"] = "the forced answer only repeats m3's own message"
+            elif text:  # a bare answer without the tag is still an answer
                 self._set_answer(record, None, text[:2000])
                 step["action"] = "Answer"
                 step["note"] = "answer given without the [Answer] tag"
