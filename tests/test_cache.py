@@ -144,7 +144,7 @@ def test_cache_commands(cache_dir):
     "text,expected", [("500M", 500 << 20), ("20G", 20 << 30), ("1024", 1024), ("1.5k", 1536)]
 )
 def test_size_parsing(text, expected):
-    from m3cli.stages.core.cache import parse_size
+    from m3cli.stages.core.sizes import parse_size
 
     assert parse_size(text) == expected
 

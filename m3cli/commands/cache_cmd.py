@@ -7,8 +7,8 @@ import re
 import typer
 
 from m3cli import context
-from m3cli.stages.core.cache import human, parse_size
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.sizes import human, parse_size
 from m3cli.terminal import echo, safe
 
 cache_app = typer.Typer(

@@ -27,7 +27,6 @@ import hashlib
 import io
 import logging
 import os
-import re
 import socket
 import tempfile
 import time
@@ -40,7 +39,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.sizes import human, parse_size
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +51,6 @@ DEFAULT_MAX_SIZE = "20G"
 #: A lease from another host cannot be checked for a live pid; it is trusted for this long.
 FOREIGN_LEASE_S = 24 * 3600.0
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.I)
-_SIZE_UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
-
-
-def parse_size(text: str, what: str = "--max-size") -> int:
-    """'500M', '20G', '1024' -> bytes."""
-    match = _SIZE.match(str(text))
-    if not match:
-        raise InputError(f"{what}: cannot read {text!r}; use e.g. 500M or 20G")
-    return int(float(match.group(1)) * _SIZE_UNITS[match.group(2).lower()])
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -367,11 +357,3 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True  # someone else's live process
     return True
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
