@@ -53,7 +53,7 @@ from m3cli.stages.core.errors import InputError
 log = logging.getLogger(__name__)
 
 STAGE = "faces"
-DETECT_VERSION = "faces-detect/2"  # bump when what the per-clip step stores changes
+DETECT_VERSION = "faces-detect/3"  # bump when what the per-clip step stores changes
 CROP_SIDE = 160
 CROP_MARGIN = 0.25
 CROP_QUALITY = 90
@@ -77,6 +77,7 @@ class FacesConfig:
     detector: str = "hog"
     upsample: int = 0
     detect_side: int | None = None  # None: the backend's default
+    detect_every: int = 5  # dlib: search the whole frame every N sampled frames, track faces between
     frame_side: int | None = 1280
     model_dir: str | None = None
     min_face: float = 40.0
@@ -95,6 +96,7 @@ class FacesConfig:
             (self.min_face >= 0, f"--min-face must be >= 0, got {self.min_face}"),
             (0 <= self.min_sharpness <= 1, f"--min-sharpness must be within 0..1, got {self.min_sharpness}"),
             (self.max_snapshots >= 1, f"--max-snapshots must be >= 1, got {self.max_snapshots}"),
+            (self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}"),
             (
                 0 < self.shot_threshold <= 1,
                 f"--shot-threshold must be within (0, 1], got {self.shot_threshold}",
@@ -752,6 +754,7 @@ def model_kwargs(config: FacesConfig, device: str = "cpu") -> dict[str, Any]:
             "upsample": config.upsample,
             "model_dir": config.model_dir,
             "device": device,
+            "detect_every": config.detect_every,
         }
         if config.detect_side:
             kw["detect_side"] = config.detect_side

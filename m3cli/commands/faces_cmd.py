@@ -65,6 +65,9 @@ def faces(
         None, "--model-dir", "--face-model-dir",
         help="Folder of model files (dlib .dat files, or an insightface pack such as buffalo_l)."
     ),
+    detect_every: int = typer.Option(
+        5, "--detect-every",
+        help="dlib: search the whole frame every N sampled frames and after cuts; track faces between."),
     shot_threshold: float = typer.Option(
         0.2, "--shot-threshold",
         help="Frame change (0..1) between sampled frames recorded as a shot change in faces.shots."),
@@ -83,7 +86,7 @@ def faces(
                          detect_side=detect_side, model_dir=model_dir, min_face=min_face,
                          min_score=min_score, min_sharpness=min_sharpness, threshold=threshold,
                          max_snapshots=max_snapshots, recluster=recluster,
-                         shot_threshold=shot_threshold)
+                         shot_threshold=shot_threshold, detect_every=detect_every)
     records = stream.read_records(inputs or [stream.STDIO])  # bad input fails before any model loads
     run = context.run_context(ctx, settings)
     model = load_model(config, settings.device)
