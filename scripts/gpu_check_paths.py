@@ -174,17 +174,18 @@ def _texts() -> list[str]:
 
 
 def check_embed(args: argparse.Namespace) -> Timing:
-    """The bundled sentence-transformers embedder (index, ask) on CUDA against the CPU."""
+    """The bundled MiniLM through the embedder's torch backend (``M3_EMBED_BACKEND=torch``), the one that
+    runs on CUDA (the onnx default is CPU-only), on CUDA against the CPU."""
     _torch_cuda()
     import numpy as np
 
-    from m3cli.stages.backends.embed import LocalEmbedder
+    from m3cli.stages.backends.embed import TorchEmbedder
 
     texts = _texts()
     vectors = {}
     seconds = {}
     for device in ("cuda", "cpu"):
-        embedder = LocalEmbedder(device=device)
+        embedder = TorchEmbedder(device=device)
         seconds[device], vectors[device] = timed(lambda e=embedder: e.embed(texts))
     cosine = float(np.min(np.sum(vectors["cuda"] * vectors["cpu"], axis=1)))
     if cosine < 0.99:
