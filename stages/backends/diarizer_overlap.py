@@ -6,8 +6,10 @@ once; CAM++ embeddings of short windows say who.
    number of simultaneous speakers (0, 1 or 2). Frames with one or more are speech.
 2. **Who**: CAM++ embeds 2-s windows (hop 1 s) over the speech; spectral clustering (see
    :func:`cluster`), or exactly ``--speakers`` / at most ``--max-speakers`` clusters, finds the
-   speakers (with 7 windows or fewer, i.e. under ~8 s of speech, average linkage cut at cosine
-   distance ``few_threshold`` instead). Each speech frame takes the label of the nearest window centre.
+   speakers. With few windows (fewer than ``2 * (min_pnum + 1)``, i.e. under ~14 s of speech) the
+   pruned affinity would keep more than half of every row, too dense for a meaningful eigengap — a
+   clip of four people taking 1–2-s turns read as one speaker — so average linkage cut at cosine
+   distance ``few_threshold`` decides instead. Each speech frame takes the label of the nearest window centre.
 3. **Overlap**: where the segmentation hears two speakers, the second one is the speaker heard most
    within ``context`` seconds around that stretch other than the frame's own (overlap in conversation
    is mostly one person cutting in on, or talking over, the one just before or after).
@@ -29,6 +31,9 @@ import numpy as np
 from m3cli.stages.backends.asr import RATE, SpeakerTurn, merge_spans
 from m3cli.stages.backends.segmentation import CHUNK, ChunkActivity, SegmentationModel
 from m3cli.stages.backends.speaker_campplus import CamppModel
+
+#: Changes with any change of what this diarizer computes (2: few windows by linkage below 14).
+VERSION = "overlap/2"
 
 
 @dataclass(frozen=True)
@@ -54,7 +59,7 @@ class OverlapDiarizer:
         self.config = config or OverlapConfig()
         self.segmentation = SegmentationModel(device=device)
         self.embedding = CamppModel(device=device)
-        self.version = f"overlap/1; {self.segmentation.version}; {self.embedding.version}"
+        self.version = f"{VERSION}; {self.segmentation.version}; {self.embedding.version}"
 
     def turns(
         self,
@@ -143,7 +148,7 @@ def cluster(
     n = len(emb)
     if n < 2:
         return np.zeros(n, dtype=np.int64)
-    if n <= cfg.min_pnum + 1 and num_speakers is None:
+    if n < 2 * (cfg.min_pnum + 1) and num_speakers is None:  # too few for a sparse affinity
         return _few_windows(emb, cfg.few_threshold, max_speakers)
     sim = emb @ emb.T
     drop = min(int((1 - cfg.pval) * n), n - cfg.min_pnum - 1)
