@@ -181,6 +181,7 @@ def test_a_memory_keeps_its_face_crops_when_the_cache_is_pruned(tmp_path, embedd
     # the crops' own cache (records may point only into the cache of the run), sharing the embeddings
     run = RunContext(cache=Cache(cache_dir))
     index_records(recs, out, embedder, ctx=run)
+    run.cache.release()  # this process is done with the cache: a prune may now take everything
     data = crop.read_bytes()
     proc = run_m3("cache", "prune", "--max-size", "0")
     assert proc.returncode == 0 and not crop.exists()

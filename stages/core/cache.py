@@ -22,6 +22,7 @@ entry read or written since the start of the oldest live lease is evicted, by th
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import hashlib
 import io
@@ -114,13 +115,15 @@ class Cache:
         leases = self.root / LEASES
         started = time.time()
         path = self._lease or leases / f"{socket.gethostname()}.{os.getpid()}.{int(started * 1e6)}"
+        tmp = path.with_name(TMP_PREFIX + path.name)
         try:
             leases.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(TMP_PREFIX + path.name)
             tmp.write_text(f"{started}\n")
             os.replace(tmp, path)  # readers never see an empty lease
-        except OSError:
-            return  # read-only cache: nothing is written, so nothing needs holding
+        except OSError:  # read-only or full: the write that follows says so, or writes nothing
+            with contextlib.suppress(OSError):
+                tmp.unlink(missing_ok=True)
+            return
         if self._lease is None:
             atexit.register(self.release)
         self._lease = path
