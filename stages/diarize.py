@@ -52,7 +52,12 @@ from m3cli.stages.backends.asr import (
     make_diarizer,
     make_vad,
 )
-from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, SpeakerModel, make_speaker_model
+from m3cli.stages.backends.speaker import (
+    SPEAKER_BACKENDS,
+    SpeakerModel,
+    fold_small_clusters,
+    make_speaker_model,
+)
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
@@ -339,20 +344,6 @@ def cluster_labels(
     return labels.astype(np.int64) - 1
 
 
-def _fold_small(emb: np.ndarray, labels: np.ndarray, weights: np.ndarray, min_seconds: float) -> np.ndarray:
-    """Give windows of clusters with under ``min_seconds`` of speech to the nearest big cluster."""
-    sizes = {k: float(weights[labels == k].sum()) for k in np.unique(labels)}
-    big = [k for k, v in sizes.items() if v >= min_seconds]
-    if not big or len(big) == len(sizes):
-        return labels
-    cents = np.stack([emb[labels == k].mean(0) for k in big])
-    cents /= np.linalg.norm(cents, axis=1, keepdims=True)
-    out = labels.copy()
-    for i in np.flatnonzero(~np.isin(labels, big)):
-        out[i] = big[int(np.argmax(cents @ emb[i]))]
-    return out
-
-
 def cluster_turns(
     audio: np.ndarray,
     speech: Sequence[Span],
@@ -369,7 +360,7 @@ def cluster_turns(
     labels = cluster_labels(emb, cfg.threshold, max_speakers, num_speakers)
     # a window's "own" time is the part nearer its centre than any other window's: weight by hop
     weights = np.asarray([min(e - s, cfg.hop) for s, e in wins])
-    labels = _fold_small(emb, labels, weights, cfg.min_cluster_seconds)
+    labels = fold_small_clusters(emb, labels, weights, cfg.min_cluster_seconds)
     return turns_from_labels(speech, wins, labels, cfg.min_turn)
 
 

@@ -5,10 +5,8 @@ credentials in the standard AWS variables only — and never in any output."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 
 import orjson
 import pytest
@@ -21,54 +19,19 @@ from m3cli.stages.memorize import MemorizeConfig, memorize_records
 from support.clips import cut_pieces
 from support.fake_openai import FakeOpenAI
 from support.memory_rows import memory_rows
+from support.s3_server import s3_server
 
 SECRET = "s3cr3t-Zq9-never-printed"
 BUCKET = "memories"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
 def s3_env(tmp_path_factory):
     """A moto S3 server on 127.0.0.1 with one bucket; the AWS variables that reach it."""
     pytest.importorskip("moto.server")
-    boto3 = pytest.importorskip("boto3")
-    port = _free_port()
-    log = open(tmp_path_factory.mktemp("moto") / "moto.log", "wb")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)], stdout=log, stderr=log
-    )
-    env = {
-        "AWS_ACCESS_KEY_ID": "m3-test-key",
-        "AWS_SECRET_ACCESS_KEY": SECRET,
-        "AWS_REGION": "us-east-1",
-        "AWS_DEFAULT_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-        "AWS_ALLOW_HTTP": "true",
-    }
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    raise RuntimeError("moto server did not start") from None
-                time.sleep(0.1)
-        boto3.client(
-            "s3", endpoint_url=env["AWS_ENDPOINT_URL"], aws_access_key_id=env["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=SECRET, region_name="us-east-1",
-        ).create_bucket(Bucket=BUCKET)
+    pytest.importorskip("boto3")
+    with s3_server(BUCKET, tmp_path_factory.mktemp("moto"), secret=SECRET) as env:
         yield env
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
-        log.close()
 
 
 @pytest.fixture(scope="module")

@@ -30,6 +30,7 @@ import numpy as np
 
 from m3cli.stages.backends.asr import RATE, SpeakerTurn, merge_spans
 from m3cli.stages.backends.segmentation import CHUNK, ChunkActivity, SegmentationModel
+from m3cli.stages.backends.speaker import fold_small_clusters
 from m3cli.stages.backends.speaker_campplus import CamppModel
 
 #: Changes with any change of what this diarizer computes (2: few windows by linkage below 14).
@@ -169,7 +170,7 @@ def cluster(
         return np.zeros(n, dtype=np.int64)
     labels = KMeans(n_clusters=k, random_state=0, n_init=10).fit_predict(vecs[:, :k]).astype(np.int64)
     if num_speakers is None:
-        labels = _fold_small(emb, labels, weights, cfg.min_cluster_seconds)
+        labels = fold_small_clusters(emb, labels, weights, cfg.min_cluster_seconds)
         labels = _merge_close(emb, labels, cfg.merge_cosine)
     _, labels = np.unique(labels, return_inverse=True)
     return labels.astype(np.int64)
@@ -203,19 +204,6 @@ def _merge_close(emb: np.ndarray, labels: np.ndarray, cosine: float) -> np.ndarr
         if sim[i, j] <= cosine:
             return labels
         labels[labels == ids[j]] = ids[i]
-
-
-def _fold_small(emb: np.ndarray, labels: np.ndarray, seconds: np.ndarray, min_seconds: float) -> np.ndarray:
-    sizes = {k: float(seconds[labels == k].sum()) for k in np.unique(labels)}
-    big = [k for k, v in sizes.items() if v >= min_seconds]
-    if not big or len(big) == len(sizes):
-        return labels
-    cents = np.stack([emb[labels == k].mean(0) for k in big])
-    cents /= np.linalg.norm(cents, axis=1, keepdims=True)
-    out = labels.copy()
-    for i in np.flatnonzero(~np.isin(labels, big)):
-        out[i] = big[int(np.argmax(cents @ emb[i]))]
-    return out
 
 
 def _frame_labels(

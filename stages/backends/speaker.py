@@ -56,3 +56,20 @@ def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:
     x = np.asarray(x, dtype=np.float32)
     norm = np.linalg.norm(x, axis=axis, keepdims=True)
     return x / np.maximum(norm, 1e-12)
+
+
+def fold_small_clusters(
+    emb: np.ndarray, labels: np.ndarray, seconds: np.ndarray, min_seconds: float
+) -> np.ndarray:
+    """Give the windows of clusters with under ``min_seconds`` of speech to the nearest big cluster
+    (cosine to its centroid): a few stray windows are noise, not a new person."""
+    sizes = {k: float(seconds[labels == k].sum()) for k in np.unique(labels)}
+    big = [k for k, v in sizes.items() if v >= min_seconds]
+    if not big or len(big) == len(sizes):
+        return labels
+    cents = np.stack([emb[labels == k].mean(0) for k in big])
+    cents /= np.linalg.norm(cents, axis=1, keepdims=True)
+    out = labels.copy()
+    for i in np.flatnonzero(~np.isin(labels, big)):
+        out[i] = big[int(np.argmax(cents @ emb[i]))]
+    return out
