@@ -62,7 +62,10 @@ def test_text_only_model_gets_no_images_after_one_refusal(server, tmp_path):
     assert all(b["max_tokens"] == DEFAULT_MAX_TOKENS["memorize"] for b in bodies)
     # a later run knows the server already: no refusal, and the cache answers without a request
     again = memorize_records(
-        [talk(0, cache, 24.9), talk(1, cache, 24.9)], MemorizeConfig(frames=2, jobs=1), client_for(server), RunContext(cache=cache)
+        [talk(0, cache, 24.9), talk(1, cache, 24.9)],
+        MemorizeConfig(frames=2, jobs=1),
+        client_for(server),
+        RunContext(cache=cache),
     )
     assert len(server.chat_requests) == 3 and [r.memory for r in again] == [r.memory for r in out]
 
