@@ -57,6 +57,7 @@ from m3cli.stages.backends.speaker import (
     SpeakerModel,
     fold_small_clusters,
     make_speaker_model,
+    windows_over,
 )
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
@@ -306,20 +307,6 @@ def transcribe_speech(
         )
         segments.append(AsrSegment(back(seg.start, False), back(seg.end, True), seg.text, words))
     return Transcript(tuple(segments), raw.language)
-
-
-def windows_over(speech: Sequence[Span], window: float, hop: float) -> list[Span]:
-    """Sliding windows inside each speech region; a region shorter than a window is one window."""
-    out: list[Span] = []
-    for s, e in speech:
-        if e - s <= window:
-            out.append((s, e))
-            continue
-        n = int(np.ceil((e - s - window) / hop - 1e-9))
-        for i in range(n + 1):
-            a = min(s + i * hop, e - window)
-            out.append((a, a + window))
-    return out
 
 
 def cluster_labels(

@@ -30,7 +30,7 @@ import numpy as np
 
 from m3cli.stages.backends.asr import RATE, SpeakerTurn, merge_spans
 from m3cli.stages.backends.segmentation import CHUNK, ChunkActivity, SegmentationModel
-from m3cli.stages.backends.speaker import fold_small_clusters
+from m3cli.stages.backends.speaker import fold_small_clusters, windows_over
 from m3cli.stages.backends.speaker_campplus import CamppModel
 
 #: Changes with any change of what this diarizer computes (2: few windows by linkage below 14).
@@ -112,20 +112,6 @@ def speaker_count(act: ChunkActivity, duration: float) -> np.ndarray:
         weight[idx[keep]] += hamming[keep]
         total[idx[keep]] += hamming[keep] * act.active[c][keep].sum(axis=1)
     return np.rint(total / np.maximum(weight, 1e-9)).astype(np.int64)
-
-
-def windows_over(speech: list[tuple[float, float]], window: float, hop: float) -> list[tuple[float, float]]:
-    """Sliding windows inside each speech region; a region shorter than a window is one window."""
-    out = []
-    for s, e in speech:
-        if e - s <= window:
-            out.append((s, e))
-            continue
-        n = int(np.ceil((e - s - window) / hop - 1e-9))
-        for i in range(n + 1):
-            a = min(s + i * hop, e - window)
-            out.append((a, a + window))
-    return out
 
 
 def cluster(

@@ -73,3 +73,17 @@ def fold_small_clusters(
     for i in np.flatnonzero(~np.isin(labels, big)):
         out[i] = big[int(np.argmax(cents @ emb[i]))]
     return out
+
+
+def windows_over(speech: Sequence[Span], window: float, hop: float) -> list[Span]:
+    """Sliding windows inside each speech region; a region shorter than a window is one window."""
+    out: list[Span] = []
+    for s, e in speech:
+        if e - s <= window:
+            out.append((s, e))
+            continue
+        n = int(np.ceil((e - s - window) / hop - 1e-9))
+        for i in range(n + 1):
+            a = min(s + i * hop, e - window)
+            out.append((a, a + window))
+    return out
