@@ -16,6 +16,7 @@ def pipeline_from_flags(
     until: str,
     offline: bool,
     shortcuts: dict[str, Any],
+    parallel: bool = True,
 ) -> Any:
     """The PipelineConfig of `m3 run` / `m3 batch`: [pipeline] config tables < --set < named flags."""
     from m3cli.stages.pipeline import assignments, merge_options, pipeline_config
@@ -26,7 +27,7 @@ def pipeline_from_flags(
             stage, option = dotted.split(".", 1)
             named.setdefault(stage, {})[option] = value
     options = merge_options(settings.pipeline, assignments(sets or []), named)
-    return pipeline_config(options, until=until, offline=offline)
+    return pipeline_config(options, until=until, offline=offline, parallel=parallel)
 
 
 def print_options() -> None:

@@ -20,6 +20,7 @@ How the pieces fit:
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -274,6 +275,8 @@ class LocalEngine:
     def __init__(self, config: Any, settings: Any, jobs: int = 1, retries: int = 1, log_level: int = 30):
         if jobs < 1:
             raise InputError(f"--jobs must be at least 1, got {jobs}")
+        if jobs > 1 and getattr(config, "parallel", False) and 2 * jobs > (os.cpu_count() or 1):
+            config = dataclasses.replace(config, parallel=False)  # the workers already fill the cores
         self.config, self.settings, self.jobs, self.retries = config, settings, jobs, retries
         self.log_level = log_level
 

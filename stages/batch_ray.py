@@ -14,6 +14,7 @@ system); the memory is written by the driver only, so it can be a local director
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Iterator
@@ -66,6 +67,8 @@ class RayEngine:
             raise M3Error(f"--jobs must be at least 1, got {jobs}")
         if cpus_per_task <= 0 or gpus_per_task < 0:
             raise M3Error("--cpus-per-task must be > 0 and --gpus-per-task >= 0")
+        if cpus_per_task < 2 and getattr(config, "parallel", False):
+            config = dataclasses.replace(config, parallel=False)  # a task gets one core: no second thread
         self.config, self.settings = config, settings
         self.address = address or os.environ.get("RAY_ADDRESS") or None
         self.jobs, self.cpus, self.gpus, self.retries = jobs, cpus_per_task, gpus_per_task, retries

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +74,8 @@ class PipelineConfig:
     index: IndexConfig = field(default_factory=IndexConfig)
     until: str = "index"
     offline: bool = False
+    #: faces runs in a second thread beside diarize and voices (see :func:`perceive_side_by_side`)
+    parallel: bool = True
 
     def __post_init__(self) -> None:
         if self.until not in STAGES:
@@ -177,7 +181,7 @@ def build_config(cls: type, options: Mapping[str, Any], where: str) -> Any:
 
 
 def pipeline_config(
-    options: Mapping[str, Any], until: str = "index", offline: bool = False
+    options: Mapping[str, Any], until: str = "index", offline: bool = False, parallel: bool = True
 ) -> PipelineConfig:
     """The pipeline's config from an option tree ``{stage: {option: value}}``; unknown names fail."""
     configs = {}
@@ -187,7 +191,7 @@ def pipeline_config(
         if not isinstance(values, Mapping):
             raise InputError(f"{stage}: expected STAGE.OPTION=VALUE, got {values!r}")
         configs[stage] = build_config(_CONFIG_TYPES[stage], values, stage)
-    return PipelineConfig(**configs, until=until, offline=offline)
+    return PipelineConfig(**configs, until=until, offline=offline, parallel=parallel)
 
 
 def option_names() -> dict[str, list[str]]:
@@ -323,6 +327,85 @@ _STEPS: dict[str, Callable[[list[ClipRecord], Models, RunContext], list[ClipReco
 }
 
 
+class _Stopped(Exception):
+    """The other branch of :func:`perceive_side_by_side` failed: this one stops at its next clip."""
+
+
+def _stoppable(progress: Callable[..., Iterable], stop: threading.Event) -> Callable[..., Iterable]:
+    def wrapped(items: Iterable, *args: Any, **kwargs: Any) -> Iterator:
+        for item in progress(items, *args, **kwargs):
+            if stop.is_set():
+                raise _Stopped
+            yield item
+
+    return wrapped
+
+
+def merge_faces(
+    heard: list[ClipRecord], seen: list[ClipRecord], before: list[ClipRecord]
+) -> list[ClipRecord]:
+    """The audio branch's records with the faces branch's section and problems added, as if faces had
+    run after voices: faces reads only the video stream and the clip bounds, so its output does not
+    depend on the audio sections, and the problems it reports come after the audio stages' ones."""
+    merged = []
+    for audio, faces, base in zip(heard, seen, before, strict=True):
+        if audio.key != faces.key:
+            raise AssertionError(f"faces and voices disagree on clip order: {audio.key} vs {faces.key}")
+        record = audio.model_copy()
+        record.faces = faces.faces
+        added = (faces.errors or [])[len(base.errors or []) :]
+        if added:
+            record.errors = [*(audio.errors or []), *added]
+        merged.append(record)
+    return merged
+
+
+def perceive_side_by_side(
+    records: list[ClipRecord],
+    models: Models,
+    ctx: RunContext,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> list[ClipRecord]:
+    """diarize -> voices in this thread while faces runs in a second one; the records `... | m3 voices |
+    m3 faces` would give.
+
+    Why: the two branches read different streams of the video and share nothing but the cache (whose
+    entries are written atomically), and their heavy work (CTranslate2, onnxruntime, torch, dlib, the
+    video decoder) runs outside the GIL, so on two cores they overlap almost fully where the shell
+    pipe's processes overlap only as far as each stage streams. If either branch fails, the other
+    stops at its next clip and the first failure is raised.
+    """
+    stop = threading.Event()
+    faces_ctx = dataclasses.replace(ctx, progress=_stoppable(ctx.progress, stop))
+    audio_ctx = dataclasses.replace(ctx, progress=_stoppable(ctx.progress, stop))
+
+    def faces_branch() -> list[ClipRecord]:
+        try:
+            return roundtrip(_STEPS["faces"](records, models, faces_ctx))
+        except BaseException:
+            stop.set()
+            raise
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="m3-faces") as pool:
+        pending = pool.submit(faces_branch)
+        try:
+            heard = records
+            for stage in ("diarize", "voices"):
+                heard = roundtrip(_STEPS[stage](heard, models, audio_ctx))
+                if on_stage:
+                    on_stage(stage, len(heard))
+        except _Stopped:
+            pending.result()  # faces failed first: raise its error, not the stop
+            raise
+        except BaseException:
+            stop.set()
+            raise
+        seen = pending.result()
+    if on_stage:
+        on_stage("faces", len(seen))
+    return roundtrip(merge_faces(heard, seen, records))
+
+
 def content_id(path: Path, ctx: RunContext) -> str:
     """The video's content id (cached by path, size and mtime), or one clear error for a bad file."""
     from m3cli.stages.core import media
@@ -344,7 +427,11 @@ def process_video(
     records = roundtrip(segment_video(Path(path), models.config.segment, ctx.cache))
     if on_stage:
         on_stage("segment", len(records))
-    for stage in models.config.stages[1:]:
+    stages = list(models.config.stages[1:])
+    if models.config.parallel and "faces" in stages and records:
+        records = perceive_side_by_side(records, models, ctx, on_stage)
+        stages = stages[stages.index("faces") + 1 :]
+    for stage in stages:
         if stage == "index" or not records:
             break
         records = roundtrip(_STEPS[stage](records, models, ctx))

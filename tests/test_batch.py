@@ -164,3 +164,16 @@ def test_cron_wrapper_runs_under_crons_minimal_environment(tmp_path, pieces, sha
                           cwd="/")
     assert proc.returncode == 1
     assert b"broken.mp4" in proc.stderr
+
+
+def test_workers_that_fill_the_cores_run_their_stages_one_after_another():
+    from m3cli.stages.batch import LocalEngine
+    from m3cli.stages.batch_ray import RayEngine
+    from m3cli.stages.pipeline import PipelineConfig
+
+    jobs = max(2, os.cpu_count() or 1)  # as many workers as cores: each keeps to one
+    assert LocalEngine(PipelineConfig(), None, jobs=1).config.parallel
+    assert not LocalEngine(PipelineConfig(), None, jobs=jobs).config.parallel
+    assert LocalEngine(PipelineConfig(parallel=False), None, jobs=1).config.parallel is False
+    assert not RayEngine(PipelineConfig(), None, cpus_per_task=1).config.parallel
+    assert RayEngine(PipelineConfig(), None, cpus_per_task=2).config.parallel

@@ -84,6 +84,9 @@ def test_run_records_and_memory_equal_the_shell_pipe(tmp_path):
     )
     mixed = _sh(f"{M3} memorize {tmp_path / 'faces.jsonl'} | {M3} link | {M3} abstract", cache_pipe)
     assert mixed == pipe
+    # faces in a second thread beside diarize and voices (the default) = faces after voices
+    sequential = _sh(f"{M3} run -l 4 --set faces.fps=2 --until faces --sequential {HAMILTON}", cache_pipe)
+    assert sequential == (tmp_path / "faces.jsonl").read_bytes()
 
     # the memory `m3 run` writes equals `m3 index` of the pipe's records, row for row
     (tmp_path / "pipe.jsonl").write_bytes(pipe)

@@ -58,6 +58,11 @@ def run(
     keep_going: bool = typer.Option(
         False, "--keep-going", "-k", help="Report a failing video, go on with the others (exit 1 at the end)."
     ),
+    sequential: bool = typer.Option(
+        False,
+        "--sequential",
+        help="Run faces after voices instead of in a second thread beside diarize and voices (same records).",
+    ),
     list_options: bool = typer.Option(False, "--options", help="List every STAGE.OPTION and exit."),
 ) -> None:
     """Run the whole pipeline in one process: models load once, each video is finished before the next."""
@@ -93,6 +98,7 @@ def run(
             "diarize.num_speakers": speakers,
             "diarize.model": asr_model,
         },
+        parallel=not sequential,
     )
     if config.until == "index" and not output:
         raise InputError("-o MEMORY is required (or stop earlier with --until STAGE to write records)")
