@@ -16,12 +16,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, TypeVar
-
-import jsonschema
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from m3cli.stages.core.errors import M3Error
 from m3cli.stages.core.redact import mask_credentials, mask_url
+
+if TYPE_CHECKING:  # imported where schemas are checked: `m3 ask` without an LLM never needs it
+    import jsonschema
 
 log = logging.getLogger(__name__)
 
@@ -338,6 +339,8 @@ def _path(error: jsonschema.ValidationError) -> str:
 
 def schema_problems(obj: Any, schema: dict, limit: int = 10) -> list[str]:
     """Human-readable schema violations, each naming where in the object it is."""
+    import jsonschema
+
     validator_cls = jsonschema.validators.validator_for(schema)
     errors = sorted(validator_cls(schema).iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
     return [f"at {_path(e)}: {e.message[:300]}" for e in errors[:limit]]
