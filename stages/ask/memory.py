@@ -1,4 +1,7 @@
-"""The LanceDB-backed :class:`~m3cli.stages.ask.tools.MemoryView`: reads a memory written by `m3 index`.
+"""The Lance-backed :class:`~m3cli.stages.ask.tools.MemoryView`: reads a memory written by `m3 index`.
+
+Reads go through :class:`~m3cli.stages.core.memory_reader.MemoryReader` (Lance datasets, no LanceDB:
+a cold `m3 ask` would spend most of its start-up importing LanceDB).
 
 Every query carries the question's scope as a SQL filter evaluated *before* the vector search
 (``prefilter``), so ``--video``/``--before-clip``/``--kinds`` cannot be escaped by a lucky nearest
@@ -11,6 +14,8 @@ characters) are read once per opened memory.
 from __future__ import annotations
 
 import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +24,7 @@ import numpy as np
 
 from m3cli.stages.ask.tools import STOPWORDS, Character, ClipInfo, Edge, Node, Scope
 from m3cli.stages.core.errors import InputError
-from m3cli.stages.core.memory_store import MemoryStore, open_memory
+from m3cli.stages.core.memory_reader import MemoryReader, open_reader
 
 log = logging.getLogger(__name__)
 
@@ -93,28 +98,38 @@ def _node(row: dict[str, Any], sim: float = 0.0) -> Node:
 
 #: Below this many nodes `m3 index` builds no ANN index, and a Lance flat search would decode the whole
 #: vector column on every query (8-18 ms at 10k nodes); instead the vectors and the few columns scopes
-#: filter on are held in RAM and searched exactly with one matrix product (< 1 ms).
+#: filter on are held in RAM and searched exactly with one matrix product (< 1 ms). The same holds for
+#: one video of a large memory: a question scoped to a video (``--video``, every round of it) loads
+#: that video's nodes once (~15 ms for 5,000 nodes) instead of probing the IVF index with a prefilter
+#: each round (~20-30 ms at 1M nodes), and its searches are exact rather than approximate.
 EXACT_MAX_ROWS = 50_000
+#: Videos of a large memory whose nodes are held in RAM at once (least recently used goes first).
+EXACT_VIDEOS = 4
+EXACT_COLUMNS = [*NODE_COLUMNS, "vector", "superseded"]
 
 
 class ExactVectors:
-    """Exact cosine search over a small memory held in RAM; same scope rules as :func:`scope_filter`."""
+    """Exact cosine search over nodes held in RAM (a small memory, or one video of a large one); same
+    scope rules as :func:`scope_filter`. Rows stay in Arrow; only the ones a search returns become
+    :class:`Node` records."""
 
-    def __init__(self, table: Any) -> None:
-        data = table.to_lance().to_table(columns=[*NODE_COLUMNS, "vector", "superseded"])
-        self.rows = data.drop_columns(["vector", "superseded"]).to_pylist()
+    def __init__(self, data: Any) -> None:
+        n = data.num_rows
         dim = data.schema.field("vector").type.list_size
-        self.vectors = np.array(data.column("vector").combine_chunks().flatten().to_numpy(), np.float32)
-        self.vectors = self.vectors.reshape(len(self.rows), dim)
-        self.vectors /= np.maximum(np.linalg.norm(self.vectors, axis=1, keepdims=True), 1e-12)  # cosine
-        self.video = np.asarray([r["video"] for r in self.rows], dtype=object)
-        self.clip = np.asarray([-1 if r["clip"] is None else r["clip"] for r in self.rows], dtype=np.int64)
-        self.kind = np.asarray([r["kind"] or "" for r in self.rows], dtype=object)
-        superseded = data.column("superseded").to_pylist()
-        self.visible = np.asarray([not s for s in superseded], dtype=bool)
-        self.equivalence = np.asarray(
-            [(r["raw_text"] or "").startswith("Equivalence") for r in self.rows], dtype=bool
-        )
+        self.data = data.drop_columns(["vector", "superseded"])
+        #: the stored vectors as written (a view of the Arrow buffer) and their unit-length copies
+        self.raw = np.asarray(data.column("vector").combine_chunks().flatten().to_numpy(), np.float32)
+        self.raw = self.raw.reshape(n, dim)
+        self.vectors = self.raw / np.maximum(np.linalg.norm(self.raw, axis=1, keepdims=True), 1e-12)
+        self.video = data.column("video").to_numpy(zero_copy_only=False)
+        self.clip = np.asarray([-1 if c is None else c for c in data.column("clip").to_pylist()], np.int64)
+        self.visible = np.asarray([not s for s in data.column("superseded").to_pylist()], dtype=bool)
+        self._kind: np.ndarray | None = None
+        self._equivalence: np.ndarray | None = None
+        self._index: dict[str, int] | None = None
+
+    def __len__(self) -> int:
+        return self.data.num_rows
 
     def mask(self, scope: Scope) -> np.ndarray:
         keep = self.visible.copy()
@@ -123,10 +138,19 @@ class ExactVectors:
         if scope.before_clip is not None:
             keep &= self.clip <= int(scope.before_clip)
         if scope.kinds is not None:
-            keep &= np.isin(self.kind, sorted(scope.kinds))
+            if self._kind is None:
+                self._kind = np.asarray([k or "" for k in self.data.column("kind").to_pylist()], dtype=object)
+            keep &= np.isin(self._kind, sorted(scope.kinds))
         if scope.raw_ids:
-            keep &= ~self.equivalence
+            if self._equivalence is None:
+                raw = self.data.column("raw_text").to_pylist()
+                self._equivalence = np.asarray([(t or "").startswith("Equivalence") for t in raw], bool)
+            keep &= ~self._equivalence
         return keep
+
+    def nodes(self, rows: Sequence[int], sims: Sequence[float]) -> list[Node]:
+        picked = self.data.take(np.asarray(rows, dtype=np.int64)).to_pylist()
+        return [_node(r, float(s)) for r, s in zip(picked, sims, strict=True)]
 
     def search(self, query_vec: np.ndarray, n: int, scope: Scope) -> list[Node]:
         where = np.flatnonzero(self.mask(scope))
@@ -134,62 +158,81 @@ class ExactVectors:
             return []
         query = np.asarray(query_vec, dtype=np.float32)
         sims = self.vectors[where] @ (query / max(float(np.linalg.norm(query)), 1e-12))
-        top = np.argsort(-sims, kind="stable")[:n]
-        return [_node(self.rows[where[i]], float(sims[i])) for i in top]
+        if n < len(sims):  # the n best without sorting them all; ties keep row order, as a stable sort does
+            kth = np.partition(-sims, n - 1)[n - 1]
+            cand = np.flatnonzero(-sims <= kth)
+            top = cand[np.argsort(-sims[cand], kind="stable")][:n]
+        else:
+            top = np.argsort(-sims, kind="stable")
+        return self.nodes(where[top], sims[top])
+
+    def by_ids(
+        self, ids: Sequence[str], query_vec: np.ndarray | None, scope: Scope | None = None
+    ) -> list[Node]:
+        """The held nodes with these ids (inside ``scope`` when given), in that order; ``sim`` is the
+        stored vector's dot product with ``query_vec`` (as a full-text hit's similarity is scored)."""
+        if self._index is None:
+            self._index = {i: r for r, i in enumerate(self.data.column("id").to_pylist())}
+        rows = [self._index[i] for i in ids if i in self._index]
+        if scope is not None:
+            keep = self.mask(scope)
+            rows = [r for r in rows if keep[r]]
+        if query_vec is None:
+            return self.nodes(rows, [0.0] * len(rows))
+        qv = np.asarray(query_vec, dtype=np.float32)
+        return self.nodes(rows, [float(np.dot(self.raw[r], qv)) for r in rows])
+
+    def in_clips(self, video: str, clips: Sequence[int], scope: Scope) -> list[Node]:
+        """The held nodes of these clips of ``video`` inside ``scope``, in row order."""
+        keep = self.mask(scope) & (self.video == video) & np.isin(self.clip, [int(c) for c in clips])
+        rows = np.flatnonzero(keep)
+        return self.nodes(rows, [0.0] * len(rows))
 
 
 class LanceMemory:
     """A read-only view of one memory dataset for the ask loop."""
 
-    def __init__(self, store: MemoryStore):
-        self.store = store
-        self.path = store.path
-        self.embed_model = store.embed_model
-        self._nodes = store.nodes
-        self._edges = store.edges
+    def __init__(self, reader: MemoryReader):
+        self.reader = reader
+        self.path = reader.path
+        self.embed_model = reader.embed_model
         self._has_fts = self._fts_ready()
         self._videos: list[str] | None = None
         self._clips: dict[str, dict[int, ClipInfo]] = {}
         self._chars: dict[str | None, list[Character]] = {}
         self._exact: ExactVectors | None = None
-        if self._nodes.count_rows() < EXACT_MAX_ROWS:
-            self._exact = ExactVectors(self._nodes)
+        if reader.count("nodes") < EXACT_MAX_ROWS:
+            self._exact = ExactVectors(reader.arrow("nodes", EXACT_COLUMNS))
+        self._video_exact: OrderedDict[str, ExactVectors | None] = OrderedDict()
+        self._video_lock = threading.Lock()  # the two searches of a round may ask for a video at once
 
     @classmethod
     def open(cls, path: str | Path) -> LanceMemory:
-        store = open_memory(path)
+        reader = open_reader(path)
         try:
-            return cls(store)
+            return cls(reader)
         except Exception as exc:  # a table that lists but does not open: damaged dataset
             raise InputError(f"{path}: cannot read the memory tables: {exc}") from None
 
     def _fts_ready(self) -> bool:
         try:
-            return any("FTS" in str(getattr(i, "index_type", "")) for i in self._nodes.list_indices())
-        except Exception:  # older datasets / backends without list_indices
+            return self.reader.has_fts("nodes", "text")
+        except Exception:  # older datasets without index metadata
             return False
 
     # ------------------------------------------------------------------ small tables
     def videos(self) -> list[str]:
         if self._videos is None:
-            self._videos = self.store.videos()
+            self._videos = self.reader.videos()
         return self._videos
 
     def counts(self) -> dict[str, int]:
-        return {
-            name: self.store.table(name).count_rows()
-            for name in ("nodes", "edges", "entities", "clips")
-        }
+        return {name: self.reader.count(name) for name in ("nodes", "edges", "entities", "clips")}
 
     def _clip_table(self, video: str) -> dict[int, ClipInfo]:
         if video not in self._clips:
-            rows = (
-                self.store.clips.search()
-                .where(f"video = {_sql(video)}")
-                .select(["video", "clip", "start", "end", "path", "summary"])
-                .limit(None)
-                .to_arrow()
-                .to_pylist()
+            rows = self.reader.scan(
+                "clips", ["video", "clip", "start", "end", "path", "summary"], f"video = {_sql(video)}"
             )
             self._clips[video] = {
                 int(r["clip"]): ClipInfo(
@@ -215,11 +258,8 @@ class LanceMemory:
         if video in self._chars:
             return self._chars[video]
         where = f"video = {_sql(video)}" if video else None
-        q = self.store.entities.search()
-        if where:
-            q = q.where(where)
-        rows = q.select(["video", "entity", "kind", "character", "name", "members", "clips"]).limit(None)
-        rows = rows.to_arrow().to_pylist()
+        columns = ["video", "entity", "kind", "character", "name", "members", "clips"]
+        rows = self.reader.scan("entities", columns, where)
         out: list[Character] = []
         for r in rows:
             if r["kind"] == "character":
@@ -244,25 +284,45 @@ class LanceMemory:
         return out
 
     # ------------------------------------------------------------------ nodes
-    def vector_search(self, query_vec: np.ndarray, n: int, scope: Scope) -> list[Node]:
+    def _held(self, scope: Scope) -> ExactVectors | None:
+        """The nodes in RAM that cover ``scope``: the whole small memory, or the scope's video when it
+        has at most :data:`EXACT_MAX_ROWS` nodes (loaded on first use); None for a search in Lance."""
         if self._exact is not None:
-            return self._exact.search(query_vec, n, scope)
+            return self._exact
+        if not scope.video:
+            return None
+        with self._video_lock:
+            if scope.video in self._video_exact:
+                self._video_exact.move_to_end(scope.video)
+                return self._video_exact[scope.video]
+            where = f"video = {_sql(scope.video)}"
+            held = None
+            if self.reader.count("nodes", where) <= EXACT_MAX_ROWS:
+                held = ExactVectors(self.reader.arrow("nodes", EXACT_COLUMNS, where))
+            self._video_exact[scope.video] = held
+            while len(self._video_exact) > EXACT_VIDEOS:
+                self._video_exact.popitem(last=False)
+            return held
+
+    def vector_search(self, query_vec: np.ndarray, n: int, scope: Scope) -> list[Node]:
+        held = self._held(scope)
+        if held is not None:
+            return held.search(query_vec, n, scope)
         # A question's scope (video, clips, kinds) is applied before the search so nothing in scope is
         # missed; with no scope the only condition (not superseded) is rare enough to check afterwards,
         # which keeps an unscoped search from scanning the whole table.
-        scoped = scope != Scope()
-        q = (
-            self._nodes.search(np.asarray(query_vec, dtype=np.float32), vector_column_name="vector")
-            .distance_type("cosine")
-            .where(scope_filter(scope), prefilter=scoped)
-            .select([*NODE_COLUMNS, "_distance"])
-            .limit(n)
+        rows = self.reader.nearest(
+            "nodes",
+            np.asarray(query_vec, dtype=np.float32),
+            n,
+            NODE_COLUMNS,
+            scope_filter(scope),
+            prefilter=scope != Scope(),
+            metric="cosine",
+            nprobes=NPROBES,
+            refine_factor=REFINE,
+            ef=max(EF, n * REFINE),  # lance needs ef >= k
         )
-        try:
-            q = q.nprobes(NPROBES).refine_factor(REFINE).ef(max(EF, n * REFINE))  # lance needs ef >= k
-        except AttributeError:  # an older lancedb without these knobs: its defaults apply
-            pass
-        rows = q.to_arrow().to_pylist()
         return [_node(r, 1.0 - float(r["_distance"])) for r in rows]
 
     def text_search(self, text: str, n: int, scope: Scope, query_vec: np.ndarray | None) -> list[Node]:
@@ -275,18 +335,21 @@ class LanceMemory:
         ]
         if not words:
             return []
+        held = self._held(scope)  # nodes in RAM: Lance only ranks, the rows come from RAM
         try:
-            rows = (
-                self._nodes.search(" ".join(words), query_type="fts")
-                .where(scope_filter(scope), prefilter=scope != Scope())
-                .select([*NODE_COLUMNS, "vector", "_score"])
-                .limit(n)
-                .to_arrow()
-                .to_pylist()
+            rows = self.reader.full_text(
+                "nodes",
+                " ".join(words),
+                n,
+                ["id"] if held is not None else [*NODE_COLUMNS, "vector"],
+                scope_filter(scope),
+                prefilter=scope != Scope(),
             )
         except Exception as exc:  # a query the FTS parser rejects: fall back to vector search alone
             log.debug("full-text search failed for %r: %s", text, exc)
             return []
+        if held is not None:
+            return held.by_ids([r["id"] for r in rows], query_vec)
         qv = None if query_vec is None else np.asarray(query_vec, dtype=np.float32)
         out = []
         for r in rows:
@@ -296,7 +359,7 @@ class LanceMemory:
 
     def _where_nodes(self, where: str, limit: int | None, query_vec: np.ndarray | None = None) -> list[Node]:
         cols = [*NODE_COLUMNS, "vector"] if query_vec is not None else NODE_COLUMNS
-        rows = self._nodes.search().where(where).select(cols).limit(limit).to_arrow().to_pylist()
+        rows = self.reader.scan("nodes", cols, where, limit)
         if query_vec is None:
             return [_node(r) for r in rows]
         qv = np.asarray(query_vec, dtype=np.float32)
@@ -306,14 +369,21 @@ class LanceMemory:
         ids = list(dict.fromkeys(ids))
         if not ids:
             return []
+        held = self._held(scope)
+        if held is not None:
+            return held.by_ids(ids, None, scope)
         nodes = {n.id: n for n in self._where_nodes(f"id IN ({_in(ids)}) AND {scope_filter(scope)}", None)}
         return [nodes[i] for i in ids if i in nodes]
 
     def clip_nodes(self, video: str, clips: Sequence[int], scope: Scope) -> list[Node]:
         if not clips:
             return []
-        where = f"video = {_sql(video)} AND clip IN ({_in(clips)}) AND {scope_filter(scope)}"
-        nodes = self._where_nodes(where, None)
+        held = self._held(scope) if scope.video in (None, video) else None
+        if held is not None:
+            nodes = held.in_clips(video, clips, scope)
+        else:
+            where = f"video = {_sql(video)} AND clip IN ({_in(clips)}) AND {scope_filter(scope)}"
+            nodes = self._where_nodes(where, None)
         nodes.sort(key=lambda n: (n.clip, KIND_ORDER.get(n.kind, 9), n.t_start or 0.0, n.id))
         return nodes
 
@@ -332,12 +402,6 @@ class LanceMemory:
         if not ids:
             return []
         listed = _in(list(dict.fromkeys(ids)))
-        rows = (
-            self._edges.search()
-            .where(f"src IN ({listed}) OR dst IN ({listed})")
-            .select(["src", "dst", "kind", "weight"])
-            .limit(limit)
-            .to_arrow()
-            .to_pylist()
-        )
+        where = f"src IN ({listed}) OR dst IN ({listed})"
+        rows = self.reader.scan("edges", ["src", "dst", "kind", "weight"], where, limit)
         return [Edge(r["src"], r["dst"], r["kind"], float(r["weight"] or 0.0)) for r in rows]

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Protocol
@@ -174,18 +175,25 @@ def stem(word: str) -> str:
     return w
 
 
-def terms(text: str) -> set[str]:
+def terms(text: str) -> frozenset[str]:
     """Content terms of a text (stop words and id tokens such as ``character_1`` removed)."""
+    return _terms(text or "")
+
+
+@lru_cache(maxsize=1 << 16)
+def _terms(text: str) -> frozenset[str]:
+    # memoised: one question scores the same memory lines many times (each round's candidates, the
+    # count pool, the evidence ranking), and stemming them again was a third of its own time
     out = set()
-    for w in _WORD.findall(text or ""):
+    for w in _WORD.findall(text):
         lw = w.lower()
         if lw in STOPWORDS or len(lw) < 2:
             continue
         out.add(stem(lw))
-    return out
+    return frozenset(out)
 
 
-def overlap(query_terms: set[str], text: str) -> float:
+def overlap(query_terms: frozenset[str] | set[str], text: str) -> float:
     """Share of the query's content terms found in ``text`` (0 when the query has none)."""
     if not query_terms:
         return 0.0

@@ -14,8 +14,8 @@ needs nothing from the cache.
 
 Node ids are deterministic and shared by every stage: ``<video>:<clip>:e<i>`` is the i-th episodic line
 of a clip, ``<video>:<clip>:s<i>`` the i-th semantic line; abstractions have kind-prefixed ids
-(:func:`clip_node_id`, :func:`global_node_id`, ...). The ``ask`` stage opens a memory with
-:func:`open_memory`.
+(:func:`clip_node_id`, :func:`global_node_id`, ...). The report opens a memory with
+:func:`open_memory`; the ``ask`` stage reads it without LanceDB (:mod:`~m3cli.stages.core.memory_reader`).
 """
 
 from __future__ import annotations
@@ -282,23 +282,18 @@ def read_meta(db: Any, version: int | None = None) -> dict[str, str]:
     return {r["key"]: r["value"] for r in rows}
 
 
-def open_memory(path: str | Path) -> MemoryStore:
-    """Open a memory written by ``m3 index``; one clear error if it is missing, foreign or damaged."""
-    import lancedb
-
-    path = memory_location(path)
+def check_location(path: Path | str) -> None:
+    """A local memory must be an existing directory (an object-store URI is checked by listing it)."""
     if isinstance(path, Path) and not path.exists():
         raise InputError(f"{path}: no such memory dataset (build one with `m3 index -o {path}`)")
     if isinstance(path, Path) and not path.is_dir():
         raise InputError(f"{path}: not a memory dataset (expected a directory written by `m3 index`)")
-    versions = read_manifest(path)
-    try:
-        db = lancedb.connect(str(path))
-        names = set(_table_names(db))
-    except Exception as exc:  # lancedb raises assorted errors for damaged directories
-        raise InputError(f"{path}: cannot open as a LanceDB dataset: {exc}") from None
+
+
+def check_tables(path: Path | str, names: set[str], versions: dict[str, int] | None) -> None:
+    """Every table of a memory is present (and committed by its manifest, when it has one)."""
     if versions is not None:
-        names &= set(versions)  # tables a failed or running writer made are not part of the memory
+        names = names & set(versions)  # tables a failed or running writer made are not part of the memory
     if not isinstance(path, Path) and not names:
         raise InputError(f"{path}: no such memory dataset (build one with `m3 index -o {path}`)")
     missing = [t for t in TABLES if t not in names]
@@ -307,16 +302,40 @@ def open_memory(path: str | Path) -> MemoryStore:
             f"{path}: not a complete m3 memory (missing tables: {', '.join(missing)}); "
             "rerun `m3 index` on it to complete it"
         )
-    try:
-        meta = read_meta(db, versions.get("meta") if versions else None)
-    except Exception as exc:
-        raise InputError(f"{path}: the memory's meta table is damaged: {exc}") from None
+
+
+def check_meta(path: Path | str, meta: dict[str, str]) -> None:
+    """The memory's schema version is the one this m3 reads."""
     version = meta.get("schema")
     if version != SCHEMA_VERSION:
         raise InputError(
             f"{path}: memory schema {version!r} is not supported by this m3 (reads "
             f"{SCHEMA_VERSION!r}); rebuild it with `m3 index`"
         )
+
+
+def open_memory(path: str | Path) -> MemoryStore:
+    """Open a memory written by ``m3 index``; one clear error if it is missing, foreign or damaged.
+
+    Its tables are LanceDB tables (for the report and tests); `m3 ask` reads through
+    :mod:`~m3cli.stages.core.memory_reader`, which needs no LanceDB.
+    """
+    import lancedb
+
+    path = memory_location(path)
+    check_location(path)
+    versions = read_manifest(path)
+    try:
+        db = lancedb.connect(str(path))
+        names = set(_table_names(db))
+    except Exception as exc:  # lancedb raises assorted errors for damaged directories
+        raise InputError(f"{path}: cannot open as a LanceDB dataset: {exc}") from None
+    check_tables(path, names, versions)
+    try:
+        meta = read_meta(db, versions.get("meta") if versions else None)
+    except Exception as exc:
+        raise InputError(f"{path}: the memory's meta table is damaged: {exc}") from None
+    check_meta(path, meta)
     return MemoryStore(path=path, db=db, meta=meta, versions=versions)
 
 
