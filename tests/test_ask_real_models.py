@@ -8,35 +8,17 @@ from __future__ import annotations
 import re
 
 import pytest
-from test_ask import build_memory, check_answer, make_asker
 
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.guards import check_query, clean_answer, is_placeholder
 from m3cli.stages.ask.loop import Question
-from m3cli.stages.backends.embed import make_embedder
-from support.fake_openai import FakeOpenAI
+from support import ask_memory
+from support.ask_memory import check_answer, make_asker
 
 TEMPLATE_SLOT = re.compile(r"\{[A-Za-z_]+\}")
 
 
-@pytest.fixture(scope="module")
-def server():
-    with FakeOpenAI() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def memory_path(server, tmp_path_factory):
-    embedder = make_embedder("openai", base_url=server.url, model="fake-embed")
-    return build_memory(tmp_path_factory.mktemp("mem") / "mem.lance", embedder)
-
-
-@pytest.fixture
-def fresh(server):
-    server.requests.clear()
-    server._queue.clear()
-    yield server
-    server._queue.clear()
+ask_server, memory_path, fresh = ask_memory.ask_server, ask_memory.memory_path, ask_memory.fresh  # fixtures
 
 
 def sent_texts(server) -> list[str]:

@@ -3,35 +3,12 @@ and whatever the model answers after reading it, only the validated tools run.""
 
 from __future__ import annotations
 
-import pytest
-from test_ask import INJECTION, V, build_memory, make_asker
-
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.loop import Question
-from m3cli.stages.backends.embed import make_embedder
-from support.fake_openai import FakeOpenAI
+from support import ask_memory
+from support.ask_memory import INJECTION, V, make_asker
 
-
-@pytest.fixture(scope="module")
-def server():
-    with FakeOpenAI() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def memory_path(server, tmp_path_factory):
-    return build_memory(
-        tmp_path_factory.mktemp("mem") / "mem.lance",
-        make_embedder("openai", base_url=server.url, model="fake-embed"),
-    )
-
-
-@pytest.fixture
-def fresh(server):
-    server.requests.clear()
-    server._queue.clear()
-    yield server
-    server._queue.clear()
+ask_server, memory_path, fresh = ask_memory.ask_server, ask_memory.memory_path, ask_memory.fresh  # fixtures
 
 
 def test_injected_memory_cannot_change_tools_or_instructions(fresh, memory_path):

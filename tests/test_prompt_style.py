@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_ask import build_memory, check_answer, fake_env, make_asker
 from test_memorize import client_for, talk
 
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.loop import AskConfig, Question
-from m3cli.stages.backends.embed import make_embedder
 from m3cli.stages.core import memory_prompts as MP
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.memorize import MemorizeConfig, memorize_records
+from support import ask_memory
+from support.ask_memory import check_answer, fake_env, make_asker
 from support.fake_openai import FakeOpenAI
 
 AGENT_MEMORY = {
@@ -109,24 +109,7 @@ def test_memorize_styles_do_not_share_cache_entries(server, tmp_path):
 # ------------------------------------------------------------------------------------------------ ask
 
 
-@pytest.fixture(scope="module")
-def ask_server():
-    with FakeOpenAI() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def memory_path(ask_server, tmp_path_factory):
-    embedder = make_embedder("openai", base_url=ask_server.url, model="fake-embed")
-    return build_memory(tmp_path_factory.mktemp("mem") / "mem.lance", embedder)
-
-
-@pytest.fixture
-def fresh(ask_server):
-    ask_server.requests.clear()
-    ask_server._queue.clear()
-    yield ask_server
-    ask_server._queue.clear()
+ask_server, memory_path, fresh = ask_memory.ask_server, ask_memory.memory_path, ask_memory.fresh  # fixtures
 
 
 def test_ask_m3_agent_style_uses_the_paper_instruction_and_action_content_replies(fresh, memory_path):
