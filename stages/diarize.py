@@ -67,7 +67,7 @@ from m3cli.stages.core.errors import InputError
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/2"
+STAGE_VERSION = "diarize/3"  # 3: words stay out of long pauses; one turn, one utterance
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
@@ -292,20 +292,31 @@ def transcribe_speech(
         return Transcript((), language)
     offsets = np.cumsum([0] + [(b - a) for a, b in pieces]) / RATE  # start of each piece in `joined`
     starts = np.asarray([a for a, _ in pieces]) / RATE
+    ends = np.asarray([b for _, b in pieces]) / RATE
 
-    def back(t: float, is_end: bool) -> float:
+    def piece(t: float, is_end: bool) -> int:
         k = int(np.searchsorted(offsets, t, side="left" if is_end else "right")) - 1
-        k = min(max(k, 0), len(pieces) - 1)
-        return float(starts[k] + min(t - offsets[k], offsets[k + 1] - offsets[k]))
+        return min(max(k, 0), len(pieces) - 1)
+
+    def back(t: float, k: int) -> float:
+        return float(starts[k] + min(max(t - offsets[k], 0.0), offsets[k + 1] - offsets[k]))
+
+    def span(a: float, b: float) -> tuple[float, float]:
+        """[a, b] of ``joined`` on ``audio``'s clock. Whisper stretches a word's end past the seam of two
+        pieces, so a word once spanned a whole silence (dev01: "link" 10.7-15.6 s over a 3.6-s pause);
+        across a pause of MAX_WORD_GAP or more the word stays in the piece holding most of it."""
+        ka, kb = piece(a, False), piece(b, True)
+        if ka != kb and starts[kb] - ends[ka] >= MAX_WORD_GAP:
+            ka = kb = max(range(ka, kb + 1), key=lambda j: (min(b, offsets[j + 1]) - max(a, offsets[j]), -j))
+        start = back(a, ka)
+        return start, max(start, back(b, kb))
 
     raw = asr.transcribe(joined, language)
     segments = []
     for seg in raw.segments:
-        words = tuple(
-            Word(back(w.start, False), max(back(w.start, False), back(w.end, True)), w.word, w.p)
-            for w in seg.words
-        )
-        segments.append(AsrSegment(back(seg.start, False), back(seg.end, True), seg.text, words))
+        words = tuple(Word(*span(w.start, w.end), w.word, w.p) for w in seg.words)
+        start = back(seg.start, piece(seg.start, False))  # a segment may span pieces: map each end alone
+        segments.append(AsrSegment(start, max(start, back(seg.end, piece(seg.end, True))), seg.text, words))
     return Transcript(tuple(segments), raw.language)
 
 
@@ -424,7 +435,9 @@ def split_by_speaker(
     segments: Sequence[AsrSegment], turns: Sequence[SpeakerTurn], relabel: bool = True
 ) -> list[dict]:
     """Utterances with one speaker each: ASR segments cut where their words change speaker (word
-    timestamps decide), or where the words pause for more than ``MAX_WORD_GAP``.
+    timestamps decide), or where the words pause for more than ``MAX_WORD_GAP`` and the speaker's turn
+    breaks there too (inside one unbroken turn the speaker kept talking: far-field words the ASR did not
+    catch left 4.3 s of dev00's first speaker outside any utterance).
 
     ``relabel`` renames speakers S0, S1, ... by first appearance in the utterances; without it they keep
     the turns' labels (the stage relabels utterances and turns together)."""
@@ -443,7 +456,10 @@ def split_by_speaker(
         current: str | None = None
         for w in words:
             spk = _speaker_of(w.start, w.end, turns, current if group else None)
-            if group and (spk != current or w.start - group[-1].end > MAX_WORD_GAP):
+            paused = group and w.start - group[-1].end > MAX_WORD_GAP
+            if paused and turns and _within_turn(current, group[-1].end, w.start, turns):
+                paused = False  # the speaker goes on talking (words the ASR missed): one utterance
+            if group and (spk != current or paused):
                 out.append(_from_words(group, current))
                 group = []
             group.append(w)
@@ -456,6 +472,11 @@ def split_by_speaker(
             if u["speaker_local"] is not None:
                 u["speaker_local"] = names.setdefault(u["speaker_local"], f"S{len(names)}")
     return out
+
+
+def _within_turn(speaker: str | None, start: float, end: float, turns: Sequence[SpeakerTurn]) -> bool:
+    """Whether one turn of ``speaker`` covers all of [start, end] (its speech did not stop there)."""
+    return any(t.speaker == speaker and t.start <= start + 1e-3 and t.end >= end - 1e-3 for t in turns)
 
 
 def _same_labels(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> list[SpeakerTurn]:

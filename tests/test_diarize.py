@@ -195,14 +195,17 @@ def test_vads_find_the_fixture_turns(tmp_path):
 def test_segments_are_split_where_the_speaker_changes():
     words = tuple(Word(t, t + 0.4, f" w{i}", 0.9) for i, t in enumerate([0.0, 0.5, 1.0, 1.5, 2.0, 4.0]))
     seg = AsrSegment(0.0, 4.4, "w0 w1 w2 w3 w4 w5", words)
-    turns = [SpeakerTurn(0.0, 1.2, "A"), SpeakerTurn(1.2, 5.0, "B")]
+    turns = [SpeakerTurn(0.0, 1.2, "A"), SpeakerTurn(1.2, 2.7, "B"), SpeakerTurn(3.8, 5.0, "B")]
     utts = split_by_speaker([seg], turns)
     assert [(u["text"], u["speaker_local"]) for u in utts] == [
         ("w0 w1 w2", "S0"),
         ("w3 w4", "S1"),
         ("w5", "S1"),
     ]
-    assert utts[0]["start"] == 0.0 and utts[0]["end"] == 1.4  # a long pause (2.4 -> 4.0) also cuts
+    assert utts[0]["start"] == 0.0 and utts[0]["end"] == 1.4  # a long pause (2.4 -> 4.0) where B stops
+    # ... but inside one unbroken turn the speaker goes on talking: no cut at the pause
+    one_turn = [SpeakerTurn(0.0, 1.2, "A"), SpeakerTurn(1.2, 5.0, "B")]
+    assert [u["text"] for u in split_by_speaker([seg], one_turn)] == ["w0 w1 w2", "w3 w4 w5"]
 
 
 def test_windows_cover_each_speech_region():
