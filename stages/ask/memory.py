@@ -7,8 +7,10 @@ Every query carries the question's scope as a SQL filter evaluated *before* the 
 (``prefilter``), so ``--video``/``--before-clip``/``--kinds`` cannot be escaped by a lucky nearest
 neighbour, and superseded statements (the losing side of a ``conflict``) are never returned. The
 vector search uses the IVF_SQ index when `m3 index` built one (large memories) with a refine step
-that re-ranks candidates on exact cosine, and is exact (flat) otherwise. Small tables (clips,
-characters) are read once per opened memory.
+that re-ranks candidates on exact cosine. Nodes that fit in RAM are searched exactly there instead
+(:class:`ExactVectors`, same scope rules in numpy): a small memory's, and in a large memory those of
+the video a question is scoped to, loaded on its first search and kept for the rounds and questions
+after it. Small tables (clips, characters) are read once per opened memory.
 """
 
 from __future__ import annotations
@@ -149,7 +151,8 @@ class ExactVectors:
         return keep
 
     def nodes(self, rows: Sequence[int], sims: Sequence[float]) -> list[Node]:
-        picked = self.data.take(np.asarray(rows, dtype=np.int64)).to_pylist()
+        # a list, not an ndarray: pyarrow would import numpy.ma (20 ms) to check a numpy argument
+        picked = self.data.take(np.asarray(rows, dtype=np.int64).tolist()).to_pylist()
         return [_node(r, float(s)) for r, s in zip(picked, sims, strict=True)]
 
     def search(self, query_vec: np.ndarray, n: int, scope: Scope) -> list[Node]:
