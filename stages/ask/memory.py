@@ -151,6 +151,8 @@ class ExactVectors:
         return keep
 
     def nodes(self, rows: Sequence[int], sims: Sequence[float]) -> list[Node]:
+        if not len(rows):
+            return []
         # a list, not an ndarray: pyarrow would import numpy.ma (20 ms) to check a numpy argument
         picked = self.data.take(np.asarray(rows, dtype=np.int64).tolist()).to_pylist()
         return [_node(r, float(s)) for r, s in zip(picked, sims, strict=True)]
