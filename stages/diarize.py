@@ -67,7 +67,8 @@ from m3cli.stages.core.errors import InputError
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/3"  # 3: words stay out of long pauses; one turn, one utterance
+STAGE_VERSION = "diarize/4"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+# temperature fallback in three steps
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
@@ -238,10 +239,15 @@ def _dist_version(dist: str) -> str:
 
 def _identity_asr(config: DiarizeConfig) -> str:
     if config.backend == "faster-whisper":
-        from m3cli.stages.backends.asr_faster_whisper import _fingerprint, resolve_model
+        from m3cli.stages.backends.asr_faster_whisper import (
+            BEAM_SIZE,
+            TEMPERATURES,
+            _fingerprint,
+            resolve_model,
+        )
 
         load_from, name = resolve_model(config.model)
-        return f"faster-whisper {name} {_fingerprint(load_from)}"
+        return f"faster-whisper {name} {_fingerprint(load_from)} beam {BEAM_SIZE} T {TEMPERATURES}"
     return f"{config.backend} {config.model}"
 
 
