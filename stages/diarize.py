@@ -67,8 +67,8 @@ from m3cli.stages.core.errors import InputError
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/4"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
-# temperature fallback in three steps
+STAGE_VERSION = "diarize/5"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+# temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6)
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)

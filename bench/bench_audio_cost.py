@@ -1,0 +1,91 @@
+"""The speaker stack's cost beside plain faster-whisper on the real footage (`just bench audio_cost`).
+
+The same measurement as the audio rows of bench_footage.py without the face, memory and start-up rows:
+`m3 segment | m3 diarize | m3 voices`, each a cold process from an empty cache, and the peer (plain
+faster-whisper tiny.en with its default settings, the WHISPER snippet of bench_footage.py) on the same
+video. Peer and stack run alternately ``M3_BENCH_AUDIO_ROUNDS`` times (default 1) and the median of each is
+reported, since a shared machine's load moves CPU seconds too. ``M3_BENCH_FOOTAGE_SECONDS`` picks the
+footage length (default 600; 60 for a quick look, where start-up weighs more).
+
+Targets (issues 9, 10): diarize + voices <= 1.3x the peer's CPU seconds and <= 0.15 CPU-s per second.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_footage import SECONDS, WHISPER, Cost, measure  # noqa: E402
+from bench.common import OUT, m3, machine, table  # noqa: E402
+
+ROUNDS = int(os.environ.get("M3_BENCH_AUDIO_ROUNDS", "1"))
+
+
+def stack(video: Path, tmp: Path) -> dict[str, Cost]:
+    """segment, diarize and voices as cold processes over an empty cache, as in the shell pipe."""
+    env = {"M3_CACHE": str(tmp / "cache")}
+    shutil.rmtree(tmp / "cache", ignore_errors=True)
+    costs, previous = {}, None
+    for stage in ("segment", "diarize", "voices"):
+        out = tmp / f"{stage}.jsonl"
+        args = m3("segment", str(video)) if stage == "segment" else m3(stage)
+        costs[stage] = measure(args, env, stdin=previous, stdout=out)
+        previous = out
+    return costs
+
+
+def main() -> str:
+    from bench.footage import make_footage, sources
+
+    if not sources():
+        return "### speaker stack vs plain faster-whisper\n\n../shared/media/video is missing: skipped.\n"
+    video = make_footage(OUT / f"footage-{int(SECONDS)}s.mp4", SECONDS)
+    tmp = Path(tempfile.mkdtemp(prefix="m3-bench-audio-"))
+    runs: list[dict[str, Cost]] = []
+    peers: list[Cost] = []
+    try:
+        for i in range(ROUNDS):
+            print(f"== audio cost {SECONDS:.0f} s, round {i + 1}/{ROUNDS}: peer", file=sys.stderr, flush=True)
+            peers.append(measure([sys.executable, "-c", WHISPER, str(video)], {}))
+            print("   segment | diarize | voices", file=sys.stderr, flush=True)
+            runs.append(stack(video, tmp))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def med(values: list[float]) -> float:
+        return statistics.median(values) / SECONDS
+
+    peer = med([p.cpu for p in peers])
+    diar = med([r["diarize"].cpu for r in runs])
+    voices = med([r["voices"].cpu for r in runs])
+    rows = [
+        ["`m3 diarize`", f"{diar:.3f}", f"{diar / peer:.2f}x", ""],
+        ["`m3 voices`", f"{voices:.3f}", f"{voices / peer:.2f}x", ""],
+        [
+            "**diarize + voices**",
+            f"**{diar + voices:.3f}**",
+            f"**{(diar + voices) / peer:.2f}x**",
+            "targets <= 0.15 CPU-s/s and <= 1.3x",
+        ],
+        ["plain faster-whisper tiny.en (peer)", f"{peer:.3f}", "1.00x", "same video, default settings"],
+    ]
+    spread = ", ".join(
+        f"{(r['diarize'].cpu + r['voices'].cpu) / p.cpu:.2f}x" for r, p in zip(runs, peers, strict=True)
+    )
+    return table(
+        f"Speaker stack vs plain faster-whisper, real footage {SECONDS:.0f} s, cold processes, median of "
+        f"{ROUNDS} (each round: {spread}) — {machine()}",
+        ["what", "CPU-s per audio s", "x peer", "note"],
+        rows,
+    )
+
+
+if __name__ == "__main__":
+    print(main())
