@@ -1,0 +1,74 @@
+"""How many people the default speaker stack finds when it is not told, on real voices (LibriSpeech
+readers and LatentSync's demo speakers taking turns: tests/data/make_speakers.py), and whether each
+of them ends up with a voice id of their own (the GRID clip's speaker who talks once, for 1.6 s)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from conftest import DATA, run_m3
+from m3cli.stages.eval.audio import diarization_error, read_rttm
+
+# Measured on this machine (turns, collar 0.25 s): speakers3 1.3 %, speakers6 3.6 %, speakers8 3.9 %.
+MAX_DER = 0.10
+
+
+@pytest.fixture(scope="module")
+def stack():
+    from m3cli.stages.backends.asr import make_vad
+    from m3cli.stages.backends.diarizer_overlap import OverlapDiarizer
+
+    return OverlapDiarizer(), make_vad("silero")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, speakers", [("speakers3", 3), ("speakers6", 6), ("speakers8", 8)])
+def test_speaker_count_is_found_without_being_told(stack, name, speakers):
+    from m3cli.stages.diarize import read_audio_file
+
+    diarizer, vad = stack
+    audio = read_audio_file(DATA / f"{name}.mp4")[1]
+    turns = diarizer.turns(audio, None, None, speech=vad.speech(audio))
+    assert len({t.speaker for t in turns}) == speakers
+    ref = read_rttm(DATA / f"{name}.rttm")[name]
+    assert diarization_error(ref, [(t.start, t.end, t.speaker) for t in turns]).der <= MAX_DER
+
+
+def _voices_of_people(video, rttm_path, tmp_path) -> dict[str, set[str]]:
+    """Each reference speaker's voice ids: the voices of the turns it fills most of."""
+    env = {"M3_CACHE": str(tmp_path)}
+    seg = run_m3("segment", video, env=env, check=True)
+    dia = run_m3("diarize", input=seg.stdout, env=env, check=True)
+    out = run_m3("voices", input=dia.stdout, env=env, check=True)
+    ref = next(iter(read_rttm(rttm_path).values()))
+    people: dict[str, set[str]] = {spk: set() for _, _, spk in ref}
+    for record in (orjson.loads(line) for line in out.stdout.splitlines()):
+        for t in record["turns"]:
+            cover: dict[str, float] = {}
+            for s, e, who in ref:
+                cover[who] = cover.get(who, 0.0) + max(0.0, min(e, t["end"]) - max(s, t["start"]))
+            spk = max(cover, key=cover.get)
+            if t["speaker"] and cover[spk] >= 0.5 * (t["end"] - t["start"]):
+                people[spk].add(t["speaker"])
+    return people
+
+
+@pytest.mark.slow
+def test_each_grid_speaker_gets_a_voice_of_their_own(tmp_path):
+    """bottom_right talks once (9.7-11.3 s); its 2-s windows score cosine 0.49-0.52 against top_left's,
+    which once made them one local speaker, and then one voice."""
+    people = _voices_of_people(
+        DATA / "link" / "grid_4people_turns.mp4", DATA / "link" / "grid_4people_turns.rttm", tmp_path
+    )
+    assert all(len(v) == 1 for v in people.values()), people
+    assert len(set().union(*people.values())) == 4, people
+
+
+@pytest.mark.slow
+def test_three_readers_of_one_clip_get_three_voices(tmp_path):
+    """The diarizer separates readers 1688 (a man) and 1998 (a woman); their pooled voices score 0.52,
+    over the 0.5 threshold, so matched one by one they shared a voice. One voice per local speaker."""
+    people = _voices_of_people(DATA / "speakers3.mp4", DATA / "speakers3.rttm", tmp_path)
+    assert all(len(v) == 1 for v in people.values()), people
+    assert len(set().union(*people.values())) == 3, people
