@@ -53,7 +53,7 @@ from m3cli.stages.core.errors import InputError
 log = logging.getLogger(__name__)
 
 STAGE = "faces"
-DETECT_VERSION = "faces-detect/3"  # bump when what the per-clip step stores changes
+DETECT_VERSION = "faces-detect/4"  # bump when what the per-clip step stores changes
 CROP_SIDE = 160
 CROP_MARGIN = 0.25
 CROP_QUALITY = 90
@@ -78,6 +78,7 @@ class FacesConfig:
     upsample: int = 0
     detect_side: int | None = None  # None: the backend's default
     detect_every: int = 5  # dlib: search the whole frame every N sampled frames, track faces between
+    embed_every: int = 100  # dlib: one descriptor per N sampled frames of a tracked face
     frame_side: int | None = 1280
     model_dir: str | None = None
     min_face: float = 40.0
@@ -97,6 +98,7 @@ class FacesConfig:
             (0 <= self.min_sharpness <= 1, f"--min-sharpness must be within 0..1, got {self.min_sharpness}"),
             (self.max_snapshots >= 1, f"--max-snapshots must be >= 1, got {self.max_snapshots}"),
             (self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}"),
+            (self.embed_every >= 1, f"--embed-every must be >= 1, got {self.embed_every}"),
             (
                 0 < self.shot_threshold <= 1,
                 f"--shot-threshold must be within (0, 1], got {self.shot_threshold}",
@@ -208,7 +210,8 @@ def frame_changes(images: list[np.ndarray]) -> np.ndarray:
     out = np.zeros(len(images), dtype=np.float32)
     previous: tuple[np.ndarray, np.ndarray] | None = None
     for i, image in enumerate(images):
-        grey = Image.fromarray(np.asarray(image)).convert("L").resize(THUMB_SIDE, Image.Resampling.BILINEAR)
+        grey = Image.fromarray(np.asarray(image)).convert("L")
+        grey = grey.resize(THUMB_SIDE, Image.Resampling.BILINEAR, reducing_gap=2.0)  # box-reduced first
         thumb = np.asarray(grey, dtype=np.float32) / 255.0
         hist = np.histogram(thumb, bins=HIST_BINS, range=(0.0, 1.0))[0].astype(np.float32) / thumb.size
         if previous is not None:
@@ -302,16 +305,8 @@ def detect_clip(
             return ClipFaces(**stored, key=key)
     path = media.source_path(record.video, cache)
     started = time.perf_counter()
-    frames = media.sample_frames(
-        path,
-        record.video.id,
-        record.clip.index,
-        record.clip.start,
-        record.clip.end,
-        config.fps,
-        max_side=config.frame_side,
-        cache=cache,
-    )
+    # the detections are cached, not the frames: a rerun never decodes again
+    frames = media.decode_frames(path, record.clip.start, record.clip.end, config.fps, config.frame_side)
     t1 = time.perf_counter()
     per_frame = model.detect_frames(frames.images) if len(frames) else []
     t2 = time.perf_counter()
@@ -755,6 +750,7 @@ def model_kwargs(config: FacesConfig, device: str = "cpu") -> dict[str, Any]:
             "model_dir": config.model_dir,
             "device": device,
             "detect_every": config.detect_every,
+            "embed_every": config.embed_every,
         }
         if config.detect_side:
             kw["detect_side"] = config.detect_side

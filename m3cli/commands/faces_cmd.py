@@ -67,7 +67,12 @@ def faces(
     ),
     detect_every: int = typer.Option(
         5, "--detect-every",
-        help="dlib: search the whole frame every N sampled frames and after cuts; track faces between."),
+        help=("dlib: search the whole frame every N sampled frames where the picture changed around "
+              "the tracked faces (at least every 25), after cuts and lost faces; track faces between.")),
+    embed_every: int = typer.Option(
+        100, "--embed-every",
+        help=("dlib: one face descriptor per N sampled frames of a tracked face, from its best frame "
+              "(1: every detection).")),
     shot_threshold: float = typer.Option(
         0.2, "--shot-threshold",
         help="Frame change (0..1) between sampled frames recorded as a shot change in faces.shots."),
@@ -86,7 +91,8 @@ def faces(
                          detect_side=detect_side, model_dir=model_dir, min_face=min_face,
                          min_score=min_score, min_sharpness=min_sharpness, threshold=threshold,
                          max_snapshots=max_snapshots, recluster=recluster,
-                         shot_threshold=shot_threshold, detect_every=detect_every)
+                         shot_threshold=shot_threshold, detect_every=detect_every,
+                         embed_every=embed_every)
     records = stream.read_records(inputs or [stream.STDIO])  # bad input fails before any model loads
     run = context.run_context(ctx, settings)
     model = load_model(config, settings.device)

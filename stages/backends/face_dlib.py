@@ -9,24 +9,31 @@ Same person if the Euclidean distance of two descriptors is below 0.6 (dlib's do
 threshold; cosine is not discriminative for these embeddings).
 
 Speed: the detector runs on a grey copy of the frame rescaled so its longer side is ``detect_side``
-pixels (HOG cost grows with the pixel count, and x4 per ``upsample``). HOG finds faces of about 80
-pixels and up in what it sees, so on 640x360 video the default 960 (x1.5) finds faces from ~55 px at
-about a third of the cost of ``upsample=1``. Landmarks and the embedding always use the full frame.
+pixels (HOG cost grows with the pixel count, and x4 per ``upsample``). HOG finds faces from about 45
+pixels in what it sees, so the default 960 finds faces from ~45 px in 854x480 video and ~30 px in
+640x360. Landmarks and the embedding always use the full frame.
 
-Throughput (``detect_every``): the whole frame is searched only every ``detect_every``-th sampled frame
-and after a picture change (a cut); in between, each face found in the previous frame is looked for
-again by the same detector in a small crop around its last box (~10x fewer pixels than the frame),
-so every sampled frame still gets its detections, boxes, landmarks and mouth reading; a face lost
-by tracking makes that frame a whole-frame search, and a face that walks in is found at the next
-search (at most ``detect_every`` - 1 sampled frames late). A tracked face carries its track's descriptor
-until its aligned chip has changed by ``TRACK_REEMBED`` grey levels (new pose, new expression):
-then it is embedded again, so a track is embedded a few times, never only once at a blurred first
-frame. ``detect_every=1`` searches and embeds every frame.
+Throughput: every sampled frame gets its detections, boxes, landmarks and mouth reading, but most of
+them are not searched whole. Each face is a track: in every frame it is looked for again by the same
+detector in a small crop around its last box (~20x fewer pixels than the frame), or, when that crop
+is the same picture as in the previous frame (a still face: about half of them in talking-head
+footage), kept where it was without running the detector. The whole frame is
+searched at the first frame, after a cut (a picture change), when a tracked face is lost, and every
+``detect_every``-th frame where the picture changed since the last search anywhere but around the
+tracked faces (nobody can have walked into a still picture), at least every ``SEARCH_AT_LEAST`` frames;
+a face that walks in is found at most ``detect_every`` - 1 sampled frames late. A search only adds
+faces: a tracked face keeps the boxes its crop gives, so its box (and so its landmarks) does not
+jump between two detector scales. The ResNet descriptor, by far the dearest step (~65 ms per face on
+one core), is computed once per ``embed_every`` sampled frames of a track, from the window's best face
+(detector score, size, frontality, sharpness: the stage's own quality factors), and every detection
+of the window carries it. ``detect_every=1, embed_every=1`` searches and embeds every frame.
 
-Mouth: dlib's 68-point predictor (shipped in the same wheel, ~2 ms per face) gives the inner lips
-(points 60-67); the opening between 61-67, 62-66 and 63-65 over the outer eye-corner distance (36-45)
-is each detection's ``mouth``. The embedding still uses the 5-point alignment it was trained with.
-A model folder without the 68-point file gives detections without ``mouth``.
+Landmarks and mouth: dlib's 68-point predictor (shipped in the same wheel, ~1 ms per face) gives the
+inner lips (points 60-67); the opening between 61-67, 62-66 and 63-65 over the outer eye-corner
+distance (36-45) is each detection's ``mouth``. Its eye corners and nose bottom are the 5-point
+model's points, which give each detection's (eyes, nose) landmarks; the 5-point fit, which the
+ResNet's alignment was trained with, runs only on the face that is embedded. A model folder without
+the 68-point file gives detections without ``mouth`` (landmarks then come from the 5-point fit).
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import logging
 import math
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,20 +66,36 @@ SHAPE_68 = "shape_predictor_68_face_landmarks.dat"
 INNER_UPPER = (61, 62, 63)  # 68-point inner upper lip, left to right ...
 INNER_LOWER = (67, 66, 65)  # ... and the inner lower lip points facing them
 EYE_OUTER = (36, 45)
+AS_FIVE_POINTS = (45, 42, 36, 39, 33)  # the 68-point model's points at the 5-point model's 5, in its order
+READ_68 = (*INNER_UPPER, *INNER_LOWER, *EYE_OUTER, *AS_FIVE_POINTS)  # the 68 points a detection reads
 RESNET = "dlib_face_recognition_resnet_model_v1.dat"
 MMOD = "mmod_human_face_detector.dat"
 DETECTORS = ("hog", "cnn")
 Box = tuple[float, float, float, float]
 CHIP_SIZE = 150  # what the ResNet was trained on
 CHIP_PADDING = 0.25
-REUSE_IOU = 0.7
-REUSE_MAX_DIFF = 2.0  # mean absolute difference (grey levels) under which two chips are the same input
-TRACK_FACE_SIDE = 110  # a tracked face is looked for in a crop scaled so its last box is this wide
-TRACK_MARGIN = 0.6  # that crop reaches this many box widths beyond the last box on each side
+TRACK_FACE_SIDE = 80  # a tracked face is looked for in a crop scaled so its last box is this wide
+TRACK_MARGIN = 0.4  # that crop reaches this many box widths beyond the last box on each side
 TRACK_MIN_IOU = 0.3  # a face found in the crop continues the track if it overlaps the last box this much
 CUT_CHANGE = 0.06  # mean grey change (0..1) of a 32x18 thumbnail that forces a whole-frame detection
+SEARCH_AT_LEAST = 25  # sampled frames: a whole-frame search at least this often, changes or not
+GATE_CHANGE = 0.12  # a thumbnail cell changed (0..1 grey) by more than this may hold a new face
+GATE_AROUND = (1.5, 1.0, 3.0)  # box widths beside, box heights above and below a tracked face
+STILL_CHANGE = 1.0  # mean grey change of a tracker crop under which the face is taken as unmoved
 STABLE_IOU = 0.8  # a face found this close to its box in the previous frame keeps that box
-TRACK_REEMBED = 20.0  # a tracked face is embedded again once its chip differs this much (grey levels)
+QUALITY_SIDE = 112.0  # face size (px) from which size no longer limits a face's quality
+SHARP_REF = 400.0  # Laplacian variance of a crisp 64x64 grey face: sharpness 1
+
+
+@dataclass
+class _Track:
+    """One face followed over consecutive sampled frames, and its window waiting for a descriptor."""
+
+    box: Box  # its box in the last frame it was seen in
+    score: float = 0.0  # the detector's score of it there
+    crop: np.ndarray | None = None  # what the tracker looked at around it there
+    window: list[dict[str, Any]] = field(default_factory=list)  # detections of the current window
+    best: tuple[float, tuple[np.ndarray, Any]] | None = None  # (quality, (image, dlib rectangle))
 
 
 def default_model_dir() -> Path | None:
@@ -92,13 +116,15 @@ class DlibFaceModel:
 
     def __init__(self, detector: str = "hog", upsample: int = 0, detect_side: int | None = 960,
                  model_dir: str | Path | None = None, device: str = "cpu", jitters: int = 0,
-                 detect_every: int = 1) -> None:
+                 detect_every: int = 1, embed_every: int = 1) -> None:
         if detector not in DETECTORS:
             raise M3Error(f"unknown dlib detector {detector!r}; valid: {', '.join(DETECTORS)}")
         if upsample < 0 or upsample > 3:
             raise M3Error(f"--upsample must be 0..3, got {upsample}")
         if detect_every < 1:
             raise M3Error(f"--detect-every must be >= 1, got {detect_every}")
+        if embed_every < 1:
+            raise M3Error(f"--embed-every must be >= 1, got {embed_every}")
         if detect_side is not None and detect_side < 32:
             raise M3Error(f"detection size must be at least 32 pixels, got {detect_side}")
         folder = Path(model_dir).expanduser() if model_dir else default_model_dir()
@@ -118,6 +144,7 @@ class DlibFaceModel:
         self.detect_side = detect_side
         self.jitters = int(jitters)
         self.detect_every = int(detect_every)
+        self.embed_every = int(embed_every)
         self.model = f"dlib-resnet-v1+{detector}"
         if device != "cpu":
             log.warning(
@@ -129,9 +156,9 @@ class DlibFaceModel:
         self._files = [folder / n for n in needed] + ([folder / SHAPE_68] if self.has_mouth else [])
         self._nets: tuple[Any, Any, Any] | None = None
         self._mouth_net: Any = None
-        self.embedded = 0  # descriptors computed / reused (for timing reports and tests)
-        self.reused = 0
+        self.embedded = 0  # descriptors computed (for timing reports and tests)
         self.tracked = 0  # detections found by tracking (not a whole-frame search)
+        self.still = 0  # of those, in a crop unchanged since the previous frame (no detector run)
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -145,7 +172,8 @@ class DlibFaceModel:
 
     def config(self) -> dict[str, Any]:
         return {"detector": self.detector, "upsample": self.upsample, "detect_side": self.detect_side,
-                "jitters": self.jitters, "mouth": self.has_mouth, "detect_every": self.detect_every}
+                "jitters": self.jitters, "mouth": self.has_mouth, "detect_every": self.detect_every,
+                "embed_every": self.embed_every}
 
     def score_quality(self, score: float) -> float:
         # HOG margins of clear frontal faces sit around 1..3, MMOD confidences around 1..1.2.
@@ -172,13 +200,13 @@ class DlibFaceModel:
             return self._nets
 
     def _detect_rects(self, det: Any, image: np.ndarray) -> list[tuple[Box, float]]:
-        """Boxes (in ``image`` pixels) and scores from the detector run on a rescaled grey copy."""
+        """Boxes (in ``image`` pixels) and scores from the detector run on a rescaled (grey) copy."""
         from PIL import Image
 
         h, w = image.shape[:2]
         scale = self.detect_side / max(h, w) if self.detect_side else 1.0
         pil = Image.fromarray(image)
-        if self.detector == "hog":
+        if self.detector == "hog" and pil.mode != "L":
             pil = pil.convert("L")  # HOG on grey: same faces, ~25% faster than on RGB
         if abs(scale - 1.0) > 1e-6:
             size = (max(1, round(w * scale)), max(1, round(h * scale)))
@@ -207,75 +235,155 @@ class DlibFaceModel:
     def detect_frames(self, images: list[np.ndarray]) -> list[list[Detection]]:
         """Detections per frame of a sequence (frames in time order).
 
-        The ResNet costs ~70 ms per face on one CPU core, several times the detector, so a face whose
-        aligned 150x150 chip is pixel-for-pixel almost the same as the chip of an overlapping face in
-        the previous searched frame (a still shot, a static speaker) reuses that face's descriptor
-        instead of recomputing it; the comparison is always against the chip that was actually
-        embedded, so reuse cannot drift. Between whole-frame searches faces are tracked (module doc).
+        Each face is followed from frame to frame as one track (by tracking between searches, by
+        overlap with its last box at a search); a cut ends every track. The ResNet (~65 ms per face
+        on one core, more than everything else a detection costs together) runs once per window of
+        ``embed_every`` sampled frames of a track, on the window's best face (detector score, size,
+        sharpness and frontality, as the stage judges quality), and every detection of the window
+        carries that descriptor. Boxes, landmarks and mouth openings are still measured per frame.
         """
-        import dlib
-
-        det, shape_net, rec = self._load()
-        previous: list[tuple[Box, np.ndarray, np.ndarray]] = []
-        tracks: list[tuple[Box, float, np.ndarray, np.ndarray]] = []  # box, score, embedding, its chip
-        results: list[list[Detection]] = []
+        det = self._load()[0]
+        rows: list[list[dict[str, Any]]] = []
+        tracks: list[_Track] = []
         last_thumb: np.ndarray | None = None
+        searched: np.ndarray | None = None  # the thumbnail of the last whole-frame search
         since_search = self.detect_every
         for raw in images:
             image = _as_rgb(raw)
-            thumb = _thumb(image)
+            seen = _grey(image) if self.detector == "hog" else image  # what the detector looks at
+            thumb = _thumb(seen)
             cut = last_thumb is not None and float(np.abs(thumb - last_thumb).mean()) > CUT_CHANGE
             last_thumb = thumb
-            search = since_search + 1 >= self.detect_every or cut
+            if cut:  # no face continues across a cut
+                for track in tracks:
+                    self._embed_window(track)
+                tracks = []
+            due = since_search + 1
+            search = cut or due >= max(SEARCH_AT_LEAST, self.detect_every) or (
+                due >= self.detect_every
+                and (searched is None or self.detect_every == 1
+                     or _changed_elsewhere(thumb, searched, tracks, image.shape))
+            )
             since_search = 0 if search else since_search + 1
-            found = [] if search else self._follow(det, image, tracks)
+            found = self._follow(det, seen, tracks)  # always: a track's boxes come from one scale
+            self.tracked += len(found)
             if not search and len(found) < len(tracks):  # a face was lost: look at the whole frame
                 search, since_search = True, 0
             if search:
-                found = [(box, score, None) for box, score in self._detect_rects(det, image)]
-            found = [(_steady(box, tracks), score, carried) for box, score, carried in found]
-            current, dets, tracks = [], [], []
-            for box, score, carried in found:
-                x0, y0, x1, y1 = box
-                rect = dlib.rectangle(int(round(x0)), int(round(y0)), int(round(x1)) - 1, int(round(y1)) - 1)
-                shape = shape_net(image, rect)
-                chip = np.asarray(dlib.get_face_chip(image, shape, CHIP_SIZE, CHIP_PADDING))
-                if carried is not None and _chip_diff(carried[1], chip) <= TRACK_REEMBED:
-                    emb, chip = carried
-                    self.tracked += 1
-                else:
-                    ref = _reusable(previous, box, chip) if carried is None else None
-                    if ref is None:
-                        if self.jitters:
-                            vec = rec.compute_face_descriptor(image, shape, self.jitters, CHIP_PADDING)
-                        else:
-                            vec = rec.compute_face_descriptor(chip, 0)
-                        emb = np.asarray(vec, dtype=np.float32)
-                        self.embedded += 1
-                        current.append((box, chip, emb))
-                    else:
-                        emb, chip = ref[2], ref[1]
-                        self.reused += 1
-                        current.append((box, chip, emb))
-                tracks.append((box, score, emb, chip))
-                pts = np.array([(p.x, p.y) for p in shape.parts()], dtype=np.float32)
-                eyes = sorted([pts[0:2].mean(axis=0), pts[2:4].mean(axis=0)], key=lambda p: float(p[0]))
-                landmarks = np.stack([eyes[0], eyes[1], pts[4]]).astype(np.float32)
-                dets.append(Detection(box=tuple(float(v) for v in box), score=score, embedding=emb.copy(),
-                                      landmarks=landmarks, mouth=self._mouth(image, rect)))
-            if search:
-                previous = current
-            results.append(sort_detections(dets))
-        return results
+                followed = {id(track) for _, _, track in found}
+                fresh = [(box, score) for box, score in self._detect_rects(det, seen)
+                         if all(_iou(box, f[0]) < TRACK_MIN_IOU for f in found)]
+                found += _link(fresh, [track for track in tracks if id(track) not in followed])
+                searched = thumb
+            continued = {id(track) for _, _, track in found if track is not None}
+            for track in tracks:
+                if id(track) not in continued:
+                    self._embed_window(track)
+            frame_rows, tracks = [], []
+            for box, score, track in found:
+                box = _steady(box, track)
+                if track is None:
+                    track = _Track(box)
+                elif len(track.window) >= self.embed_every:
+                    self._embed_window(track)
+                row = self._measure(image, seen, box, score, None if track.best is None else track.best[0])
+                track.box, track.score = box, score
+                track.window.append(row)
+                face = row.pop("face")
+                if track.best is None or row["quality"] > track.best[0]:
+                    track.best = (row["quality"], face)
+                tracks.append(track)
+                frame_rows.append(row)
+            rows.append(frame_rows)
+        for track in tracks:
+            self._embed_window(track)
+        return [
+            sort_detections([Detection(box=r["box"], score=r["score"], embedding=r["embedding"],
+                                       landmarks=r["landmarks"], mouth=r["mouth"]) for r in frame_rows])
+            for frame_rows in rows
+        ]
 
-    def _follow(self, det: Any, image: np.ndarray, tracks: list[tuple[Box, float, np.ndarray, np.ndarray]]
-                ) -> list[tuple[Box, float, tuple[np.ndarray, np.ndarray]]]:
+    def _measure(self, image: np.ndarray, seen: np.ndarray, box: Box, score: float,
+                 to_beat: float | None) -> dict[str, Any]:
+        """Landmarks, mouth opening and quality of one face box (its descriptor comes per window).
+
+        With the 68-point model one landmark fit serves both: the eye corners and the nose bottom it
+        finds are the 5-point model's points (within ~1% of the face width), so the 5-point fit, which
+        the ResNet's alignment was trained with, runs only on the face that is embedded.
+        """
+        import dlib
+
+        x0, y0, x1, y1 = box
+        rect = dlib.rectangle(int(round(x0)), int(round(y0)), int(round(x1)) - 1, int(round(y1)) - 1)
+        mouth = None
+        if self._mouth_net is not None:
+            shape = self._mouth_net(image, rect)
+            pts = np.array([(shape.part(i).x, shape.part(i).y) for i in READ_68], dtype=np.float32)
+            value = mouth_aperture(pts[0:3], pts[3:6], pts[6], pts[7])
+            mouth = value if np.isfinite(value) else None
+            pts = pts[8:]
+        else:
+            pts = np.array([(p.x, p.y) for p in self._load()[1](image, rect).parts()], dtype=np.float32)
+        eyes = sorted([pts[0:2].mean(axis=0), pts[2:4].mean(axis=0)], key=lambda p: float(p[0]))
+        landmarks = np.stack([eyes[0], eyes[1], pts[4]]).astype(np.float32)
+        return {"box": tuple(float(v) for v in box), "score": score, "embedding": None,
+                "landmarks": landmarks, "mouth": mouth,
+                "quality": self._quality(seen, box, score, landmarks, to_beat), "face": (image, rect)}
+
+    def _quality(self, seen: np.ndarray, box: Box, score: float, landmarks: np.ndarray,
+                 to_beat: float | None = None) -> float:
+        """The stage's quality factors multiplied: detector score, size, frontality (nose offset from the
+        eye midpoint, over the eye distance) and sharpness (Laplacian variance of the grey 64x64 box).
+
+        Sharpness, the one factor that reads pixels, is skipped (0 returned) when the other three
+        already cannot beat ``to_beat``, the window's best so far: every factor is at most 1.
+        """
+        from PIL import Image
+
+        left, right, nose = landmarks
+        axis = right - left
+        dist = float(np.linalg.norm(axis))
+        yaw = abs(float(((nose - (left + right) / 2) * axis).sum())) / (dist * dist) if dist > 1e-6 else 1.0
+        side = min(box[2] - box[0], box[3] - box[1])
+        partial = self.score_quality(score) * min(1.0, side / QUALITY_SIDE) * max(0.0, 1.0 - yaw)
+        if to_beat is not None and partial <= to_beat:
+            return 0.0
+        h, w = seen.shape[:2]
+        a, b = max(0, int(box[0])), max(0, int(box[1]))
+        c, d = min(w, int(math.ceil(box[2]))), min(h, int(math.ceil(box[3])))
+        crop = Image.fromarray(seen[b : max(d, b + 1), a : max(c, a + 1)])
+        grey = np.asarray(crop.convert("L").resize((64, 64), Image.Resampling.BILINEAR), dtype=np.float32)
+        lap = grey[1:-1, :-2] + grey[1:-1, 2:] + grey[:-2, 1:-1] + grey[2:, 1:-1] - 4 * grey[1:-1, 1:-1]
+        return partial * min(1.0, float(lap.var()) / SHARP_REF)
+
+    def _embed_window(self, track: _Track) -> None:
+        """Give every detection of the track's current window the descriptor of its best face."""
+        if not track.window or track.best is None:
+            return
+        import dlib
+
+        _, shape_net, rec = self._load()
+        image, rect = track.best[1]
+        shape = shape_net(image, rect)
+        if self.jitters:
+            vec = rec.compute_face_descriptor(image, shape, self.jitters, CHIP_PADDING)
+        else:
+            vec = rec.compute_face_descriptor(np.asarray(dlib.get_face_chip(image, shape, CHIP_SIZE,
+                                                                            CHIP_PADDING)), 0)
+        emb = np.asarray(vec, dtype=np.float32)
+        self.embedded += 1
+        for row in track.window:
+            row["embedding"] = emb.copy()
+        track.window, track.best = [], None
+
+    def _follow(self, det: Any, seen: np.ndarray, tracks: list[_Track]) -> list[tuple[Box, float, _Track]]:
         """Each tracked face looked for again in a small crop around its last box (lost if not found)."""
         from PIL import Image
 
-        h, w = image.shape[:2]
-        out: list[tuple[Box, float, tuple[np.ndarray, np.ndarray]]] = []
-        for box, _, emb, chip in tracks:
+        h, w = seen.shape[:2]
+        out: list[tuple[Box, float, _Track]] = []
+        for track in tracks:
+            box = track.box
             side = max(box[2] - box[0], box[3] - box[1], 1.0)
             m = side * TRACK_MARGIN
             a, b = max(0, int(box[0] - m)), max(0, int(box[1] - m))
@@ -283,11 +391,13 @@ class DlibFaceModel:
             if c - a < 8 or d - b < 8:
                 continue
             scale = TRACK_FACE_SIDE / side
-            crop = Image.fromarray(image[b:d, a:c])
-            if self.detector == "hog":
-                crop = crop.convert("L")
             size = (max(1, round((c - a) * scale)), max(1, round((d - b) * scale)))
-            small = np.asarray(crop.resize(size, Image.Resampling.BILINEAR))
+            small = np.asarray(Image.fromarray(seen[b:d, a:c]).resize(size, Image.Resampling.BILINEAR))
+            last, track.crop = track.crop, small
+            if last is not None and last.shape == small.shape and _still(last, small):
+                out.append((box, track.score, track))  # nothing moved: the face is where it was
+                self.still += 1
+                continue
             if self.detector == "cnn":
                 hits = [((m_.rect.left(), m_.rect.top(), m_.rect.right() + 1, m_.rect.bottom() + 1),
                          float(m_.confidence)) for m_ in det(small, 0)]
@@ -303,19 +413,8 @@ class DlibFaceModel:
                 if overlap >= TRACK_MIN_IOU and (best is None or overlap > best[0]):
                     best = (overlap, found, score)
             if best is not None and all(_iou(best[1], o[0]) < 0.5 for o in out):
-                out.append((best[1], best[2], (emb, chip)))
+                out.append((best[1], best[2], track))
         return out
-
-    def _mouth(self, image: np.ndarray, rect: Any) -> float | None:
-        """Inner-lip opening over eye distance from the 68-point shape, or None without that model."""
-        if self._mouth_net is None:
-            return None
-        parts = self._mouth_net(image, rect).parts()
-        pts = np.array([(p.x, p.y) for p in parts], dtype=np.float64)
-        value = mouth_aperture(pts[list(INNER_UPPER)], pts[list(INNER_LOWER)], pts[EYE_OUTER[0]],
-                               pts[EYE_OUTER[1]])
-        return value if np.isfinite(value) else None
-
 
 def _iou(a: Box, b: Box) -> float:
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
@@ -325,35 +424,75 @@ def _iou(a: Box, b: Box) -> float:
     return inter / union if union > 0 else 0.0
 
 
-def _steady(box: Box, tracks: list) -> Box:
-    """The previous frame's box of the same face when the new one barely differs from it.
+def _steady(box: Box, track: _Track | None) -> Box:
+    """The track's box in the previous frame when the new one barely differs from it.
 
     Landmarks (and so the mouth reading) are fitted inside the box: a box that jitters by a few
     pixels between frames (whole-frame search and crop search see the face at different scales)
     would make a still mouth look like it moves. Real movement beyond the jitter moves the box.
     """
-    best = max(tracks, key=lambda t: _iou(t[0], box), default=None)
-    return best[0] if best is not None and _iou(best[0], box) >= STABLE_IOU else box
+    return track.box if track is not None and _iou(track.box, box) >= STABLE_IOU else box
 
 
-def _chip_diff(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.abs(a.astype(np.int16) - b.astype(np.int16)).mean())
+def _still(before: np.ndarray, now: np.ndarray) -> bool:
+    """Whether a tracker crop is the same picture as in the previous frame (within ``STILL_CHANGE``)."""
+    return float(np.abs(before.astype(np.int16) - now.astype(np.int16)).mean()) <= STILL_CHANGE
 
 
-def _reusable(previous: list, box: Box, chip: np.ndarray):
-    """The previous frame's face at the same place with a near-identical chip, if there is one."""
-    for prev in previous:
-        if _iou(prev[0], box) >= REUSE_IOU and _chip_diff(prev[1], chip) <= REUSE_MAX_DIFF:
-            return prev
-    return None
+def _changed_elsewhere(thumb: np.ndarray, searched: np.ndarray, tracks: list[_Track],
+                       shape: tuple[int, ...]) -> bool:
+    """Whether the picture changed since the last whole-frame search anywhere but around the tracked
+    faces (each box widened by ``GATE_AROUND``: what a talking person's head, shoulders and hands move).
+
+    Nothing can have walked in where nothing changed, so a still shot is not searched again until
+    ``SEARCH_AT_LEAST`` frames have passed; a person entering, a head turning to the camera, a pan or
+    a zoom change thumbnail cells and bring the search back at the usual ``detect_every``.
+    """
+    rows, cols = thumb.shape
+    h, w = shape[:2]
+    changed = np.abs(thumb - searched) > GATE_CHANGE
+    for track in tracks:
+        x0, y0, x1, y1 = track.box
+        bw, bh = x1 - x0, y1 - y0
+        c0 = max(0, int((x0 - GATE_AROUND[0] * bw) / w * cols))
+        c1 = min(cols, int(math.ceil((x1 + GATE_AROUND[0] * bw) / w * cols)))
+        r0 = max(0, int((y0 - GATE_AROUND[1] * bh) / h * rows))
+        r1 = min(rows, int(math.ceil((y1 + GATE_AROUND[2] * bh) / h * rows)))
+        changed[r0:r1, c0:c1] = False
+    return bool(changed.any())
 
 
-def _thumb(image: np.ndarray) -> np.ndarray:
+def _link(found: list[tuple[Box, float]], tracks: list[_Track]) -> list[tuple[Box, float, _Track | None]]:
+    """Faces of a whole-frame search, each continuing the track whose last box it overlaps most
+    (at least ``TRACK_MIN_IOU``; greedy, largest overlaps first), or starting a new one (None)."""
+    pairs = sorted(
+        ((_iou(box, t.box), i, j) for i, (box, _) in enumerate(found) for j, t in enumerate(tracks)),
+        key=lambda p: (-p[0], p[1], p[2]),
+    )
+    owner: dict[int, int] = {}
+    for overlap, i, j in pairs:
+        if overlap < TRACK_MIN_IOU:
+            break
+        if i not in owner and j not in owner.values():
+            owner[i] = j
+    return [(box, score, tracks[owner[i]] if i in owner else None) for i, (box, score) in enumerate(found)]
+
+
+def _grey(image: np.ndarray) -> np.ndarray:
+    """The frame in grey (ITU-R 601 luma, as PIL converts): HOG sees the same faces on it as on RGB."""
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(image).convert("L"))
+
+
+def _thumb(seen: np.ndarray) -> np.ndarray:
     """A 32x18 grey thumbnail in 0..1 (cut detection between sampled frames)."""
     from PIL import Image
 
-    grey = Image.fromarray(image).convert("L").resize((32, 18), Image.Resampling.BILINEAR)
-    return np.asarray(grey, dtype=np.float32) / 255.0
+    img = Image.fromarray(seen)
+    grey = img if img.mode == "L" else img.convert("L")
+    small = grey.resize((32, 18), Image.Resampling.BILINEAR, reducing_gap=2.0)  # box-reduced first: 2x faster
+    return np.asarray(small, dtype=np.float32) / 255.0
 
 
 def _as_rgb(image: np.ndarray) -> np.ndarray:

@@ -402,6 +402,16 @@ def sample_frames(
     return _unpack_frames(packed)
 
 
+def decode_frames(
+    path: Path, start: float, end: float, fps: float = 5.0, max_side: int | None = None
+) -> Frames:
+    """RGB frames of one clip sampled at ``fps`` as the decoder gives them: neither cached nor JPEG
+    round-tripped, for a stage that caches what it computes from the frames instead of the frames."""
+    if fps <= 0:
+        raise InputError(f"frame rate must be positive, got {fps}")
+    return _decode_sampled(path, start, end, fps, max_side)
+
+
 def _unpack_frames(packed: dict[str, np.ndarray]) -> Frames:
     data = packed["data"].tobytes()
     offsets = packed["offsets"]
