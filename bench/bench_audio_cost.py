@@ -25,12 +25,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_footage import SECONDS, WHISPER, Cost, measure  # noqa: E402
+from bench.bench_footage import SECONDS, WHISPER, WHISPER_1T, Cost, measure  # noqa: E402
 from bench.common import OUT, m3, machine, table  # noqa: E402
 
 ROUNDS = int(os.environ.get("M3_BENCH_AUDIO_ROUNDS", "1"))
-WHISPER_1T = WHISPER.replace('compute_type="int8")', 'compute_type="int8", cpu_threads=1)')
-assert WHISPER_1T != WHISPER
 
 
 def stack(video: Path, tmp: Path) -> dict[str, Cost]:

@@ -105,6 +105,10 @@ segments, _ = model.transcribe(audio, language="en")
 print(sum(len(s.text.split()) for s in segments), "words")
 """
 
+# the same on one thread, as m3 runs CTranslate2: the default 4 threads on 2 cores spend CPU seconds on
+# waiting that swing with the machine's load (0.10-0.22 CPU-s per video second for the same run)
+WHISPER_1T = WHISPER.replace('compute_type="int8")', 'compute_type="int8", cpu_threads=1)')
+
 FACE_LOOP = """
 import sys, time, resource
 import importlib.util
@@ -142,6 +146,7 @@ print(f"PEER {decode} {loop / len(pick)} {len(frames)} {len(pick)} {faces}")
 def peers(video: Path, tmp: Path) -> dict[str, object]:
     print("   faster-whisper tiny.en", file=sys.stderr, flush=True)
     whisper = measure([sys.executable, "-c", WHISPER, str(video)], {})
+    whisper_1t = measure([sys.executable, "-c", WHISPER_1T, str(video)], {})
     print(f"   face_recognition loop ({PEER_FRAMES} frames)", file=sys.stderr, flush=True)
     out = tmp / "peer.txt"
     faces = measure(
@@ -150,6 +155,7 @@ def peers(video: Path, tmp: Path) -> dict[str, object]:
     decode, per_frame, n_frames, n_peer, n_faces = out.read_text().rsplit("PEER", 1)[1].split()
     return {
         "whisper": whisper,
+        "whisper_1t": whisper_1t,
         "faces_rss": faces.rss_mb,
         "faces_decode": float(decode),
         "faces_per_frame": float(per_frame),
@@ -203,8 +209,8 @@ def main() -> str:
 
     per_s = {k: c.cpu / SECONDS for k, c in costs.items()}
     total = sum(per_s.values())
-    whisper = peer["whisper"]
-    assert isinstance(whisper, Cost)
+    whisper, whisper_1t = peer["whisper"], peer["whisper_1t"]
+    assert isinstance(whisper, Cost) and isinstance(whisper_1t, Cost)
     face_peer = peer["faces_decode"] / SECONDS + peer["faces_per_frame"] * FACES_FPS
     rows = [
         [f"`m3 {k}`", f"{per_s[k]:.3f}", f"{c.wall:.1f}", f"{c.rss_mb:.0f}", ""] for k, c in costs.items()
@@ -214,8 +220,8 @@ def main() -> str:
     )
     audio = per_s["diarize"] + per_s["voices"]
     rows[STAGES.index("voices")][4] = (
-        f"diarize + voices {audio:.3f} = {audio / (whisper.cpu / SECONDS):.2f}x plain faster-whisper "
-        "(target <= 1.3x)"
+        f"diarize + voices {audio:.3f} = {audio / (whisper.cpu / SECONDS):.2f}x plain faster-whisper, "
+        f"{audio / (whisper_1t.cpu / SECONDS):.2f}x on 1 thread (target <= 1.3x)"
     )
     rows.append(
         [
@@ -233,6 +239,15 @@ def main() -> str:
             f"{whisper.wall:.1f}",
             f"{whisper.rss_mb:.0f}",
             "same audio, default settings",
+        ]
+    )
+    rows.append(
+        [
+            "the same on 1 thread (peer)",
+            f"{whisper_1t.cpu / SECONDS:.3f}",
+            f"{whisper_1t.wall:.1f}",
+            f"{whisper_1t.rss_mb:.0f}",
+            "cpu_threads=1, as m3 runs CTranslate2",
         ]
     )
     rows.append(
