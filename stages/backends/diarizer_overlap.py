@@ -145,8 +145,6 @@ def cluster(
     briefly (libri5's first 20 s: 4 of 5 speakers instead of 1) but split a one-person 20-s clip
     (LatentSync demo2) in two, so 6 stays.
     """
-    from sklearn.cluster import KMeans
-
     n = len(emb)
     if n < 2:
         return np.zeros(n, dtype=np.int64)
@@ -169,6 +167,8 @@ def cluster(
         k = int(np.argmax(np.diff(lambdas[: top + 1]))) + 1
     if k <= 1:
         return np.zeros(n, dtype=np.int64)
+    from sklearn.cluster import KMeans  # imported here: most short clips never get this far (0.5 s)
+
     labels = KMeans(n_clusters=k, random_state=0, n_init=10).fit_predict(vecs[:, :k]).astype(np.int64)
     if num_speakers is None:
         labels = fold_small_clusters(emb, labels, weights, cfg.min_cluster_seconds)
