@@ -8,16 +8,15 @@ CC BY 4.0). Run from the repository root: `python tests/data/make_libri5.py`.
 
 from __future__ import annotations
 
-from fractions import Fraction
 from pathlib import Path
 
-import av
 import numpy as np
 import soundfile as sf
+from make_speakers import write_mp4
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parent.parent.parent / "shared" / "media" / "speech" / "librispeech"
-RATE, FPS, W, H = 16000, 5, 64, 64
+RATE = 16000
 GAP = 0.4
 SKIP = 0.5  # leading silence of the LibriSpeech files
 # (speaker, utterance file, seconds)
@@ -47,24 +46,7 @@ def build(out: Path = HERE / "libri5.mp4") -> list[tuple[float, float, str]]:
         parts += [piece, np.zeros(int(GAP * RATE), np.float32)]
         t += len(piece) / RATE + GAP
     audio = np.concatenate(parts)
-    n_frames = int(np.ceil(len(audio) / RATE * FPS))
-    with av.open(str(out), "w") as container:
-        vs = container.add_stream("libx264", rate=FPS)
-        vs.width, vs.height, vs.pix_fmt = W, H, "yuv420p"
-        aud = container.add_stream("aac", rate=RATE)
-        aud.layout = "mono"
-        dark = np.full((H, W, 3), 16, np.uint8)
-        for i in range(n_frames):
-            frame = av.VideoFrame.from_ndarray(dark, format="rgb24")
-            frame.pts, frame.time_base = i, Fraction(1, FPS)
-            container.mux(vs.encode(frame))
-        container.mux(vs.encode())
-        for i in range(0, len(audio), 1024):
-            chunk = audio[i : i + 1024].reshape(1, -1)
-            frame = av.AudioFrame.from_ndarray(chunk, format="flt", layout="mono")
-            frame.sample_rate, frame.pts, frame.time_base = RATE, i, Fraction(1, RATE)
-            container.mux(aud.encode(frame))
-        container.mux(aud.encode())
+    write_mp4(out, audio, bit_rate=None)  # libri5.mp4 was made at the encoder's default rate
     with (HERE / "libri5.rttm").open("w") as fh:
         for s, e, spk in turns:
             fh.write(f"SPEAKER libri5 1 {s:.3f} {e - s:.3f} <NA> <NA> {spk} <NA> <NA>\n")

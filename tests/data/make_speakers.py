@@ -80,14 +80,16 @@ def piece(speaker: str, k: int) -> np.ndarray:
     return (out * (LEVEL / max(float(np.sqrt(np.mean(out**2))), 1e-6))).astype(np.float32)
 
 
-def write_mp4(out: Path, audio: np.ndarray) -> None:
+def write_mp4(out: Path, audio: np.ndarray, bit_rate: int | None = 32000) -> None:
+    """A dark 64x64 video at 5 fps with ``audio`` (16 kHz mono) as AAC; ``bit_rate`` None: the encoder's."""
     n_frames = int(np.ceil(len(audio) / RATE * FPS))
     with av.open(str(out), "w") as container:
         vs = container.add_stream("libx264", rate=FPS)
         vs.width, vs.height, vs.pix_fmt = W, H, "yuv420p"
         aud = container.add_stream("aac", rate=RATE)
         aud.layout = "mono"
-        aud.bit_rate = 32000  # half the default: ~4 kB per second
+        if bit_rate:
+            aud.bit_rate = bit_rate  # 32 kb/s, half the default: ~4 kB per second
         dark = np.full((H, W, 3), 16, np.uint8)
         for i in range(n_frames):
             frame = av.VideoFrame.from_ndarray(dark, format="rgb24")
