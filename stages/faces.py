@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from m3cli.schemas.records import ClipRecord, FacesSection, FaceTrack, Problem
-from m3cli.stages.backends.face import Detection, FaceModel
+from m3cli.stages.backends.face import RECOGNITION_SIDE, SHARP_REF, Detection, FaceModel, sharpness
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
@@ -57,9 +57,6 @@ DETECT_VERSION = "faces-detect/4"  # bump when what the per-clip step stores cha
 CROP_SIDE = 160
 CROP_MARGIN = 0.25
 CROP_QUALITY = 90
-SHARP_SIDE = 64
-SHARP_REF = 400.0  # Laplacian variance of a crisp 64x64 face crop; maps sharpness to 0..1
-RECOGNITION_SIDE = 112.0  # face size (px) from which size no longer limits quality
 ASPECT_RANGE = (0.5, 2.0)  # box height / width outside this is not a face box
 HDBSCAN_MIN_POINTS = 6  # below this many detections a clip is grouped by linkage alone
 BIG_CLUSTER = 3000  # linkage refinement is quadratic in memory: clusters above this are kept whole
@@ -169,18 +166,6 @@ def _crop(image: np.ndarray, box: tuple[float, float, float, float]) -> np.ndarr
     a, b = max(0, int(x0 - mx)), max(0, int(y0 - my))
     c, d = min(w, int(math.ceil(x1 + mx))), min(h, int(math.ceil(y1 + my)))
     return image[b : max(d, b + 1), a : max(c, a + 1)]
-
-
-def sharpness(crop: np.ndarray) -> float:
-    """Variance of the Laplacian of the grey crop at 64x64: low for blurred or featureless faces."""
-    from PIL import Image
-
-    grey = np.asarray(
-        Image.fromarray(crop).convert("L").resize((SHARP_SIDE, SHARP_SIDE), Image.Resampling.BILINEAR),
-        dtype=np.float32,
-    )
-    lap = grey[1:-1, :-2] + grey[1:-1, 2:] + grey[:-2, 1:-1] + grey[2:, 1:-1] - 4 * grey[1:-1, 1:-1]
-    return float(lap.var())
 
 
 def _small_jpeg(crop: np.ndarray) -> bytes:

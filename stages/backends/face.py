@@ -23,6 +23,24 @@ from m3cli.stages.core.errors import M3Error
 
 Metric = Literal["l2", "cosine"]
 
+#: Face quality factors the stage judges detections by, shared with backends that pick a track's best
+#: face themselves (dlib embeds one face per track window).
+SHARP_SIDE = 64
+SHARP_REF = 400.0  # Laplacian variance of a crisp 64x64 face crop; maps sharpness to 0..1
+RECOGNITION_SIDE = 112.0  # face size (px) from which size no longer limits quality
+
+
+def sharpness(crop: np.ndarray) -> float:
+    """Variance of the Laplacian of the grey crop at 64x64: low for blurred or featureless faces."""
+    from PIL import Image
+
+    grey = np.asarray(
+        Image.fromarray(crop).convert("L").resize((SHARP_SIDE, SHARP_SIDE), Image.Resampling.BILINEAR),
+        dtype=np.float32,
+    )
+    lap = grey[1:-1, :-2] + grey[1:-1, 2:] + grey[:-2, 1:-1] + grey[2:, 1:-1] - 4 * grey[1:-1, 1:-1]
+    return float(lap.var())
+
 
 @dataclass(frozen=True)
 class Detection:

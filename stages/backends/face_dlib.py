@@ -50,10 +50,13 @@ from typing import Any
 import numpy as np
 
 from m3cli.stages.backends.face import (
+    RECOGNITION_SIDE,
+    SHARP_REF,
     Detection,
     Metric,
     files_fingerprint,
     mouth_aperture,
+    sharpness,
     sort_detections,
 )
 from m3cli.stages.core.errors import M3Error
@@ -83,8 +86,6 @@ GATE_CHANGE = 0.12  # a thumbnail cell changed (0..1 grey) by more than this may
 GATE_AROUND = (1.5, 1.0, 3.0)  # box widths beside, box heights above and below a tracked face
 STILL_CHANGE = 1.0  # mean grey change of a tracker crop under which the face is taken as unmoved
 STABLE_IOU = 0.8  # a face found this close to its box in the previous frame keeps that box
-QUALITY_SIDE = 112.0  # face size (px) from which size no longer limits a face's quality
-SHARP_REF = 400.0  # Laplacian variance of a crisp 64x64 grey face: sharpness 1
 
 
 @dataclass
@@ -338,23 +339,18 @@ class DlibFaceModel:
         Sharpness, the one factor that reads pixels, is skipped (0 returned) when the other three
         already cannot beat ``to_beat``, the window's best so far: every factor is at most 1.
         """
-        from PIL import Image
-
         left, right, nose = landmarks
         axis = right - left
         dist = float(np.linalg.norm(axis))
         yaw = abs(float(((nose - (left + right) / 2) * axis).sum())) / (dist * dist) if dist > 1e-6 else 1.0
         side = min(box[2] - box[0], box[3] - box[1])
-        partial = self.score_quality(score) * min(1.0, side / QUALITY_SIDE) * max(0.0, 1.0 - yaw)
+        partial = self.score_quality(score) * min(1.0, side / RECOGNITION_SIDE) * max(0.0, 1.0 - yaw)
         if to_beat is not None and partial <= to_beat:
             return 0.0
         h, w = seen.shape[:2]
         a, b = max(0, int(box[0])), max(0, int(box[1]))
         c, d = min(w, int(math.ceil(box[2]))), min(h, int(math.ceil(box[3])))
-        crop = Image.fromarray(seen[b : max(d, b + 1), a : max(c, a + 1)])
-        grey = np.asarray(crop.convert("L").resize((64, 64), Image.Resampling.BILINEAR), dtype=np.float32)
-        lap = grey[1:-1, :-2] + grey[1:-1, 2:] + grey[:-2, 1:-1] + grey[2:, 1:-1] - 4 * grey[1:-1, 1:-1]
-        return partial * min(1.0, float(lap.var()) / SHARP_REF)
+        return partial * min(1.0, sharpness(seen[b : max(d, b + 1), a : max(c, a + 1)]) / SHARP_REF)
 
     def _embed_window(self, track: _Track) -> None:
         """Give every detection of the track's current window the descriptor of its best face."""
