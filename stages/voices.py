@@ -296,7 +296,8 @@ def _one_voice_each(means: dict[object, np.ndarray], bank: VoiceBank) -> dict[ob
     keys, voices = list(means), list(bank.snapshots)
     if not keys or not voices:
         return {}
-    scores = np.asarray([[bank.scores(means[k])[v] for v in voices] for k in keys])
+    per_key = [bank.scores(means[k]) for k in keys]  # each scores every voice: once per local speaker
+    scores = np.asarray([[row[v] for v in voices] for row in per_key])
     rows, cols = linear_sum_assignment(np.where(scores >= bank.threshold, scores, -10.0), maximize=True)
     return {keys[r]: voices[c] for r, c in zip(rows, cols, strict=True) if scores[r, c] >= bank.threshold}
 
