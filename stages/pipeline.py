@@ -376,12 +376,11 @@ def perceive_side_by_side(
     stops at its next clip and the first failure is raised.
     """
     stop = threading.Event()
-    faces_ctx = dataclasses.replace(ctx, progress=_stoppable(ctx.progress, stop))
-    audio_ctx = dataclasses.replace(ctx, progress=_stoppable(ctx.progress, stop))
+    branch_ctx = dataclasses.replace(ctx, progress=_stoppable(ctx.progress, stop))  # both branches
 
     def faces_branch() -> list[ClipRecord]:
         try:
-            return roundtrip(_STEPS["faces"](records, models, faces_ctx))
+            return roundtrip(_STEPS["faces"](records, models, branch_ctx))
         except BaseException:
             stop.set()
             raise
@@ -391,7 +390,7 @@ def perceive_side_by_side(
         try:
             heard = records
             for stage in ("diarize", "voices"):
-                heard = roundtrip(_STEPS[stage](heard, models, audio_ctx))
+                heard = roundtrip(_STEPS[stage](heard, models, branch_ctx))
                 if on_stage:
                     on_stage(stage, len(heard))
         except _Stopped:
