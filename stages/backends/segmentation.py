@@ -9,17 +9,21 @@ learnable sinc filter bank, exactly as pyannote.audio uses it.
 
 Why this model: it is the only pip-installable CPU model here that says *who overlaps whom*; a VAD plus
 an embedding clusterer can give each moment only one speaker. A 10-s window costs ~25 ms on one core.
+On CPU it runs as an ONNX export on onnxruntime (stages/backends/onnx_export.py: no torch import after
+the first use on a machine; logits equal to ~5e-5, the same argmax); on a GPU the torch module runs.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import json
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
 import numpy as np
 
+from m3cli.stages.backends.onnx_export import OnnxExport, cpu_session, default_runtime, metadata
 from m3cli.stages.core.errors import M3Error
 
 RATE = 16000
@@ -56,25 +60,36 @@ class ChunkActivity:
 
 
 class SegmentationModel:
+    """segmentation-3.0 on onnxruntime (CPU: no torch import once exported) or torch (``device="cuda"``)."""
+
     name = "segmentation-3.0"
 
-    def __init__(self, checkpoint: str | Path | None = None, device: str = "cpu") -> None:
-        import torch
-
-        from m3cli.stages.core.threads import apply_torch
-
-        apply_torch(torch)
+    def __init__(
+        self, checkpoint: str | Path | None = None, device: str = "cpu", runtime: str | None = None
+    ) -> None:
         path = Path(checkpoint).expanduser() if checkpoint else bundled_checkpoint()
-        try:
-            payload = torch.load(path, map_location="cpu", weights_only=True)
-            cfg = payload["model"]
-            net = _build_net(torch, cfg)
-            net.load_state_dict(payload["state_dict"], strict=True)
-        except Exception as exc:  # a damaged or foreign file: say which and why
-            raise M3Error(f"{path}: cannot load segmentation-3.0 weights: {exc}") from None
-        self._torch = torch
-        self.device = torch.device(device)
-        self._net = net.to(self.device).eval()
+        if not path.is_file():
+            raise M3Error(f"{path}: segmentation-3.0 weights file not found")
+        self.device = device
+        self._session = None
+        self._net = None
+        if (runtime or default_runtime(device)) == "onnxruntime":
+            if device != "cpu":
+                raise M3Error(f"{self.name}: the onnxruntime export runs on the CPU only, not {device!r}")
+            self._session = cpu_session(_export_spec(path))
+            cfg = json.loads(metadata(self._session)["config"])
+            runtime = "onnxruntime"
+        else:
+            import torch
+
+            from m3cli.stages.core.threads import apply_torch
+
+            apply_torch(torch)
+            net, cfg = _load_net(torch, path)
+            self._torch = torch
+            self._torch_device = torch.device(device)
+            self._net = net.to(self._torch_device)
+            runtime = "torch"
         self.frame_step = float(cfg["frame_step"])
         self.frame_duration = float(cfg["frame_duration"])
         rows = [
@@ -83,7 +98,16 @@ class SegmentationModel:
             for subset in combinations(range(cfg["num_regular_classes"]), size)
         ]
         self._powerset = np.asarray(rows, dtype=bool)  # (7, 3)
-        self.version = f"{self.name}; {path.name}:{path.stat().st_size}"
+        self.version = f"{self.name}; {path.name}:{path.stat().st_size}; {runtime}"
+
+    def _logits(self, chunks: np.ndarray) -> np.ndarray:
+        """(batch, frames, 7) powerset logits of (batch, samples) windows."""
+        if self._session is not None:
+            return self._session.run(None, {"audio": chunks[:, None, :]})[0]
+        torch = self._torch
+        with torch.inference_mode():
+            x = torch.from_numpy(chunks)[:, None, :].to(self._torch_device)
+            return self._net(x).cpu().numpy()
 
     def chunk_starts(self, duration: float, step: float) -> np.ndarray:
         """Window starts every ``step`` s, the last window ending at the end of the audio."""
@@ -96,7 +120,6 @@ class SegmentationModel:
 
     def activity(self, audio: np.ndarray, step: float, batch: int = 8) -> ChunkActivity:
         """Speaker activity in 10-s windows every ``step`` seconds (short audio is zero-padded)."""
-        torch = self._torch
         audio = np.asarray(audio, dtype=np.float32)
         starts = self.chunk_starts(len(audio) / RATE, step)
         size = int(CHUNK * RATE)
@@ -104,13 +127,37 @@ class SegmentationModel:
         for i, s in enumerate(starts):
             piece = audio[int(round(s * RATE)) : int(round(s * RATE)) + size]
             chunks[i, : len(piece)] = piece
-        outs = []
-        with torch.inference_mode():
-            for i in range(0, len(chunks), batch):
-                x = torch.from_numpy(chunks[i : i + batch])[:, None, :].to(self.device)
-                outs.append(self._net(x).argmax(-1).cpu().numpy())
+        outs = [self._logits(chunks[i : i + batch]).argmax(-1) for i in range(0, len(chunks), batch)]
         classes = np.concatenate(outs)  # (chunks, frames)
         return ChunkActivity(starts, self._powerset[classes], self.frame_step, self.frame_duration)
+
+
+def _load_net(torch, path: Path):  # noqa: ANN001,ANN202 - torch is imported lazily by the caller
+    """The PyanNet of a checkpoint in eval mode, and the checkpoint's model configuration."""
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+        cfg = payload["model"]
+        net = _build_net(torch, cfg)
+        net.load_state_dict(payload["state_dict"], strict=True)
+    except Exception as exc:  # a damaged or foreign file: say which and why
+        raise M3Error(f"{path}: cannot load segmentation-3.0 weights: {exc}") from None
+    return net.eval(), cfg
+
+
+def _export_spec(path: Path) -> OnnxExport:
+    def build(torch):  # noqa: ANN001,ANN202
+        net, cfg = _load_net(torch, path)
+        return net, (torch.zeros(1, 1, int(CHUNK * RATE)),), {"config": json.dumps(cfg, sort_keys=True)}
+
+    return OnnxExport(
+        name="segmentation-3.0",
+        recipe="pyannet-1",
+        weights=path,
+        build=build,
+        inputs=("audio",),
+        outputs=("logits",),
+        dynamic_axes={"audio": {0: "batch"}, "logits": {0: "batch"}},
+    )
 
 
 def _build_net(torch, cfg: dict):  # noqa: ANN001,ANN202 - torch is imported lazily by the caller

@@ -1,0 +1,174 @@
+"""Small torch networks run by onnxruntime on CPU: exported once per weights file, then loaded without torch.
+
+Why: the speaker stack's two torch networks (segmentation-3.0 and CAM++) made every `m3 diarize` and
+`m3 voices` process import torch (~1.2 s wall, ~220 MB) to run a few milliseconds of network per window,
+and onnxruntime runs CAM++ 1.6-2x faster than torch on one core (segmentation about the same), with
+outputs equal to ~1e-5. The first use on a machine exports the network with torch's TorchScript-based
+exporter (a second or two) into the model store; every later process loads the ``.onnx`` file in ~0.1 s
+and never imports torch. GPU runs (``--device cuda``) keep the torch modules.
+
+The model store is ``$M3_MODEL_STORE`` or ``models/`` under the platform cache directory. It is kept
+apart from the stage cache (``--cache-dir``/``$M3_CACHE``), which is per project and pruned by size,
+while an export depends only on the installed weights. A file's name carries a digest of the weights
+file's identity (path, size, modification time), the torch version and the export recipe, so a
+replaced or upgraded model is exported afresh, never mixed with an old export. Files are written
+atomically; one that onnxruntime cannot load is exported again. Where the store cannot be written
+(a read-only home), the export is used from memory for the process and the reason logged once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import tempfile
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from m3cli.stages.core.errors import M3Error
+
+log = logging.getLogger(__name__)
+
+OPSET = 17
+
+
+@dataclass(frozen=True)
+class OnnxExport:
+    """How to export one network.
+
+    ``build(torch)`` returns the module (eval mode), example inputs, and metadata (str -> str) to keep in
+    the file, which a session reads back with ``metadata(session)`` (e.g. a checkpoint's configuration
+    that would otherwise need torch to unpickle).
+    """
+
+    name: str
+    recipe: str  # bump when the module definition or export settings change: forces a new export
+    weights: Path
+    build: Callable[[Any], tuple[Any, tuple[Any, ...], dict[str, str]]]
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    dynamic_axes: dict[str, dict[int, str]] = field(default_factory=dict)
+
+
+def default_runtime(device: str) -> str:
+    """onnxruntime on the CPU, torch on an accelerator (the exports are CPU sessions)."""
+    return "onnxruntime" if device == "cpu" else "torch"
+
+
+def model_store() -> Path:
+    """Where exported networks are kept (``$M3_MODEL_STORE`` or the platform cache's ``models/``)."""
+    configured = os.environ.get("M3_MODEL_STORE")
+    if configured:
+        return Path(configured).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_cache_dir("m3")) / "models"
+
+
+def export_path(spec: OnnxExport, torch_version: str | None = None) -> Path:
+    """The store file for ``spec``: its digest names the weights' identity, torch and the recipe."""
+    try:
+        stat = spec.weights.stat()
+    except OSError as exc:
+        raise M3Error(f"{spec.weights}: cannot read the {spec.name} weights: {exc.strerror}") from None
+    identity = "\n".join(
+        [
+            str(spec.weights.resolve()),
+            str(stat.st_size),
+            str(stat.st_mtime_ns),
+            torch_version or _installed_version("torch"),
+            spec.recipe,
+            str(OPSET),
+        ]
+    )
+    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+    return model_store() / f"{spec.name}-{digest}.onnx"
+
+
+def _installed_version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        raise M3Error(
+            f"torch is not installed: it is needed once to export the bundled networks to ONNX "
+            f"(`pip install torch`); {dist} missing"
+        ) from None
+
+
+def _export(spec: OnnxExport) -> bytes:
+    """The ONNX bytes of ``spec``'s network (imports torch; the only place that does on CPU)."""
+    import torch
+
+    from m3cli.stages.core.threads import apply_torch
+
+    apply_torch(torch)
+    module, example, metadata = spec.build(torch)
+    buf = io.BytesIO()
+    with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+        warnings.simplefilter("ignore")  # the TorchScript exporter announces its deprecation
+        try:
+            torch.onnx.export(
+                module,
+                example,
+                buf,
+                dynamo=False,
+                input_names=list(spec.inputs),
+                output_names=list(spec.outputs),
+                dynamic_axes=spec.dynamic_axes,
+                opset_version=OPSET,
+            )
+        except ImportError as exc:  # torch's exporter needs the onnx package
+            raise M3Error(f"exporting {spec.name} to ONNX needs `pip install onnx` ({exc})") from None
+    if not metadata:
+        return buf.getvalue()
+    import onnx
+
+    model = onnx.load_from_string(buf.getvalue())
+    for key, value in sorted(metadata.items()):
+        model.metadata_props.add(key=key, value=value)
+    return model.SerializeToString()
+
+
+def metadata(session: Any) -> dict[str, str]:
+    """The metadata an export stored (``OnnxExport.build``'s third value)."""
+    return dict(session.get_modelmeta().custom_metadata_map)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.fchmod(fd, 0o644)  # readable by everyone sharing the store, like any installed model
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def cpu_session(spec: OnnxExport) -> Any:
+    """An onnxruntime session of ``spec``'s network, exported into the model store on first use."""
+    import onnxruntime as ort
+
+    from m3cli.stages.core.threads import onnx_session_options
+
+    options = onnx_session_options(ort)
+    path = export_path(spec)
+    if path.is_file():
+        try:
+            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # a damaged file (disk full, truncated copy): export it again
+            log.warning("%s: unreadable export of %s (%s); exporting again", path, spec.name, exc)
+    data = _export(spec)
+    try:
+        _write_atomic(path, data)
+    except OSError as exc:
+        log.warning("%s: cannot keep the %s export (%s); using it from memory", path, spec.name, exc)
+    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])

@@ -1,0 +1,120 @@
+"""The speaker networks on onnxruntime: the same outputs as the torch modules on real speech, no torch
+import once exported, and a model store that survives damaged files, replaced weights and being unwritable."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def audio() -> np.ndarray:
+    from m3cli.stages.diarize import read_audio_file
+
+    _, samples = read_audio_file(DATA / "speakers3.mp4")
+    return samples
+
+
+def test_campplus_export_embeds_as_torch_does(audio) -> None:
+    from m3cli.stages.backends.speaker_campplus import CamppModel
+
+    exported, reference = CamppModel(), CamppModel(runtime="torch")
+    assert "onnxruntime" in exported.version and "torch" in reference.version  # caches never mix them
+    assert len(audio) / 16000 > 25.0
+    windows = [(float(s), float(s) + 2.0) for s in np.arange(0.0, 22.0, 1.5)] + [(22.0, 22.3), (22.5, 25.2)]
+    groups = [windows[:3], windows[5:12], [(0.0, 25.0)]]
+    for got, want in (
+        (exported.embed(audio, windows), reference.embed(audio, windows)),
+        (exported.embed_pooled(audio, groups), reference.embed_pooled(audio, groups)),
+    ):
+        assert got.shape == want.shape
+        assert float(np.max(np.abs(got - want))) < 1e-4
+        assert float(np.min(np.sum(got * want, axis=1))) > 0.99999
+
+
+def test_segmentation_export_gives_the_torch_activity() -> None:
+    from m3cli.stages.backends.segmentation import SegmentationModel
+    from m3cli.stages.diarize import read_audio_file
+
+    _, meeting = read_audio_file(DATA / "dev00.wav")  # an AMI meeting excerpt
+    exported, reference = SegmentationModel(), SegmentationModel(runtime="torch")
+    got, want = exported.activity(meeting, step=5.0), reference.activity(meeting, step=5.0)
+    assert got.active.shape == want.active.shape and got.active.shape[0] >= 4
+    assert (got.active.any(axis=1).sum(axis=1) >= 2).any()  # windows where two people speak
+    assert float(np.mean(got.active == want.active)) > 0.9999
+    assert (got.frame_step, got.frame_duration) == (want.frame_step, want.frame_duration)
+
+
+def test_exported_networks_run_without_importing_torch(audio) -> None:
+    from m3cli.stages.backends.segmentation import SegmentationModel
+    from m3cli.stages.backends.speaker_campplus import CamppModel
+
+    CamppModel(), SegmentationModel()  # the exports exist in the store from here on
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from m3cli.stages.backends.segmentation import SegmentationModel
+        from m3cli.stages.backends.speaker_campplus import CamppModel
+        from m3cli.stages.diarize import read_audio_file
+        _, audio = read_audio_file(Path({str(DATA / "speakers3.mp4")!r}))
+        print(CamppModel().embed(audio, [(1.0, 3.0)]).shape)
+        print(SegmentationModel().activity(audio, 5.0).active.shape)
+        print(sorted(m for m in ("torch", "asteroid_filterbanks") if m in sys.modules))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=os.environ
+    )
+    lines = out.stdout.strip().splitlines()
+    assert lines[0].startswith("(1, 192)")
+    assert lines[-1] == "[]", out.stdout
+
+
+def _weights_copy(tmp_path: Path) -> Path:
+    from m3cli.stages.backends.speaker_campplus import bundled_weights
+
+    copy = tmp_path / "weights" / "campplus.pt"
+    copy.parent.mkdir()
+    copy.write_bytes(bundled_weights().read_bytes())
+    return copy
+
+
+def test_store_replaces_a_damaged_export_and_keys_on_the_weights(tmp_path, monkeypatch, audio) -> None:
+    from m3cli.stages.backends import speaker_campplus
+    from m3cli.stages.backends.onnx_export import export_path
+    from m3cli.stages.backends.speaker_campplus import CamppModel
+
+    monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path / "store"))
+    weights = _weights_copy(tmp_path)
+    first = CamppModel(weights)
+    path = export_path(speaker_campplus._export_spec(weights, CamppModel.dim))
+    assert path.is_file() and path.parent == tmp_path / "store"
+    want = first.embed(audio, [(1.0, 3.0)])
+
+    path.write_bytes(path.read_bytes()[:1000])  # a truncated file (disk full, killed copy)
+    again = CamppModel(weights)
+    np.testing.assert_array_equal(again.embed(audio, [(1.0, 3.0)]), want)
+    assert path.stat().st_size > 1_000_000  # exported afresh
+
+    os.utime(weights, ns=(0, 10**18))  # the weights were replaced: a new export, never the old file
+    assert export_path(speaker_campplus._export_spec(weights, CamppModel.dim)) != path
+
+
+def test_unwritable_store_still_runs_from_memory(tmp_path, monkeypatch, audio, caplog) -> None:
+    from m3cli.stages.backends.segmentation import SegmentationModel
+
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the store should be")
+    monkeypatch.setenv("M3_MODEL_STORE", str(blocker / "models"))
+    model = SegmentationModel()
+    assert model.activity(audio[: 16000 * 10], step=5.0).active.any()
+    assert "using it from memory" in caplog.text
