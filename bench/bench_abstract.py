@@ -3,8 +3,9 @@
 Target: the per-clip CPU at 960 clips within 1.5x of the per-clip CPU at 60 clips (the fold used to rescan
 every earlier fact, so its cost grew as n^1.65). Inputs are the synthetic clips of bench_memory (three
 people taking turns) through offline memorize and link; only abstract is timed, in this process, once
-with text vectors (hashed 384-d vectors computed beforehand: a model's cost per clip is constant and is
-measured elsewhere, so here it would only hide the fold) and once without.
+with text vectors (hashed 384-d vectors computed beforehand: a model's cost per clip is constant, so
+here it would only hide the fold) and once without. A third column is the stage as users run it: the
+bundled MiniLM (onnxruntime) embedding every clip's lines, nothing cached, timed once after loading.
 ``M3_BENCH_ABSTRACT_CLIPS`` overrides the sizes (comma separated).
 """
 
@@ -60,14 +61,33 @@ def cpu_per_clip(records: list, embed: bool) -> float:
     return 1000 * best / len(records)
 
 
+def stage_cpu_per_clip(records: list, embedder) -> float:
+    """CPU milliseconds per clip of the stage with a real text model embedding each clip's lines."""
+    from m3cli.stages.abstract import AbstractConfig, abstract_records
+
+    started = time.process_time()
+    out = abstract_records(records, AbstractConfig(embed=True), None, embedder)
+    spent = time.process_time() - started
+    del out
+    return 1000 * spent / len(records)
+
+
 def main() -> str:
+    from m3cli.stages.backends.embed import make_embedder
+
+    model = make_embedder("local")
+    model.embed(["a warm-up line"])
     rows, per_clip = [], {}
     for n in SIZES:
         records = prepared(n)
-        per_clip[n] = (cpu_per_clip(records, True), cpu_per_clip(records, False))
+        per_clip[n] = (
+            cpu_per_clip(records, True),
+            cpu_per_clip(records, False),
+            stage_cpu_per_clip(records, model),
+        )
     first = per_clip[SIZES[0]]
     for n in SIZES:
-        with_vec, without = per_clip[n]
+        with_vec, without, stage = per_clip[n]
         rows.append(
             [
                 n,
@@ -75,14 +95,25 @@ def main() -> str:
                 f"{with_vec / first[0]:.2f}x",
                 f"{without:.2f}",
                 f"{without / first[1]:.2f}x",
+                f"{stage:.2f}",
+                f"{stage / first[2]:.2f}x",
             ]
         )
     last = per_clip[SIZES[-1]]
-    ok = max(last[0] / first[0], last[1] / first[1]) <= 1.5
+    fold_ok = max(last[0] / first[0], last[1] / first[1]) <= 1.5
+    stage_ok = last[2] / first[2] <= 1.5
     return table(
-        f"abstract fold, CPU ms per clip (target at {SIZES[-1]} clips <= 1.5x of {SIZES[0]}: "
-        f"{'met' if ok else 'missed'}) — {machine()}",
-        ["clips", "with text vectors", f"vs {SIZES[0]}", "without", f"vs {SIZES[0]}"],
+        f"abstract, CPU ms per clip (target at {SIZES[-1]} clips <= 1.5x of {SIZES[0]}: the stage "
+        f"{'met' if stage_ok else 'missed'}, the fold alone {'met' if fold_ok else 'missed'}) — {machine()}",
+        [
+            "clips",
+            "fold, precomputed vectors",
+            f"vs {SIZES[0]}",
+            "fold, no vectors",
+            f"vs {SIZES[0]}",
+            "stage with MiniLM",
+            f"vs {SIZES[0]}",
+        ],
         rows,
     )
 
