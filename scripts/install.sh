@@ -4,7 +4,7 @@
 #     VENV        the virtualenv (default .venv; created if missing)
 #     --editable  install the checkout in development mode
 #     --dev       also the test and lint tools (pytest, ruff, just) and what the tests need beyond the
-#                 offline pipeline (onnx, insightface, ray, moto); what CI and `just install` use
+#                 offline pipeline (insightface, ray, moto); what CI and `just install` use
 #     --dry-run   print the pip commands instead of running them
 #
 # A user install brings the offline pipeline only: no test tools. PyTorch is pinned to its CPU build
