@@ -1,5 +1,8 @@
 """`m3 index`: write clip records into a LanceDB memory (tables: :mod:`~m3cli.stages.core.memory_store`).
 
+The tables are written as Lance datasets through :mod:`~m3cli.stages.core.memory_writer`, without
+importing LanceDB (a second of every run); LanceDB opens the result as ever.
+
 Design points:
 
 * **One commit per table write.** Each table gets at most one ``merge_insert`` on ``id`` (or one
@@ -25,7 +28,6 @@ import logging
 import os
 import re
 import shutil
-import warnings
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,8 +58,8 @@ from m3cli.stages.core.memory_store import (
     global_node_id,
     link_id,
     nodes_schema,
-    read_meta,
 )
+from m3cli.stages.core.memory_writer import MemoryWriter
 from m3cli.stages.core.record_paths import JPEG, NPZ, cache_file, check_record_paths
 from m3cli.stages.core.storage import file_exists, memory_location, write_file
 from m3cli.stages.memorize import ID_RE, entities_in, name_fact
@@ -161,16 +163,14 @@ class Indexer:
     def __init__(
         self, path: Path, embedder: Any, config: IndexConfig | None = None, ctx: RunContext | None = None
     ):
-        import lancedb
-
-        self.path = memory_location(path)  # s3://... stays a URI for LanceDB
+        self.path = memory_location(path)  # s3://... stays a URI for Lance
         self.config = config or IndexConfig()
         self.ctx = ctx or RunContext()
         self.embedder = embedder
         if isinstance(self.path, Path) and self.path.exists() and not self.path.is_dir():
             raise InputError(f"{self.path}: exists and is not a directory (a memory dataset is a directory)")
-        self.db = lancedb.connect(str(self.path))
-        self.tables = set(self._table_names())
+        self.writer = MemoryWriter(self.path)
+        self.tables = self.writer.table_names()
         self.dim = int(embedder.dim)
         self._roll_back_uncommitted()
         self._check_meta()
@@ -185,29 +185,24 @@ class Indexer:
         for name in sorted(self.tables):
             if name not in committed:
                 log.info("%s: dropping table %s of a run that did not commit", self.path, name)
-                self.db.drop_table(name)
+                self.writer.drop(name)
                 self.tables.discard(name)
                 continue
-            table = self.db.open_table(name)
-            if table.version != committed[name]:
+            if self.writer.version(name) != committed[name]:
                 log.info("%s: rolling %s back to committed version %d", self.path, name, committed[name])
-                table.restore(committed[name])
+                self.writer.restore(name, committed[name])
 
     def _commit(self) -> None:
         """Name the tables' current versions in the manifest: readers switch to this run's memory."""
-        versions = {name: int(self.db.open_table(name).version) for name in sorted(self.tables)}
+        versions = {name: self.writer.version(name) for name in sorted(self.tables)}
         write_manifest(self.path, versions)
-
-    def _table_names(self) -> list[str]:
-        listed = self.db.list_tables() if hasattr(self.db, "list_tables") else self.db.table_names()
-        return list(getattr(listed, "tables", listed))
 
     def _check_meta(self) -> None:
         if "meta" not in self.tables:
             if self.tables - {"nodes", "edges", "entities", "clips"}:
                 raise M3Error(f"{self.path}: holds tables that are not an m3 memory ({sorted(self.tables)})")
             return
-        meta = read_meta(self.db)
+        meta = {r["key"]: r["value"] for r in self.writer.scan("meta", columns=["key", "value"])}
         if meta.get("schema") != SCHEMA_VERSION:
             raise M3Error(
                 f"{self.path}: memory schema {meta.get('schema')!r} is not {SCHEMA_VERSION!r}; "
@@ -223,12 +218,7 @@ class Indexer:
     def _existing(self, table: str, where: str | None, columns: list[str] | None = None) -> list[dict]:
         if table not in self.tables:
             return []
-        q = self.db.open_table(table).search()
-        if where:
-            q = q.where(where)
-        if columns:
-            q = q.select(columns)
-        return q.limit(None).to_arrow().to_pylist()
+        return self.writer.scan(table, where, columns)
 
     # ---------------------------------------------------------------- embedding (cached per group)
     def _embed(self, video: str, group: str, texts: list[str]) -> np.ndarray:
@@ -254,11 +244,10 @@ class Indexer:
             return 0
         data = _arrow(rows, schema)
         if name not in self.tables:
-            self.db.create_table(name, data=data, schema=schema)
+            self.writer.create(name, data, schema)
             self.tables.add(name)
         else:
-            table = self.db.open_table(name)
-            table.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(data)
+            self.writer.merge(name, data, on="id")
         stats.tables_committed.append(name)
         return len(rows)
 
@@ -292,9 +281,7 @@ class Indexer:
                 {"key": "dim", "value": str(self.dim)},
                 {"key": "m3_version", "value": getattr(m3cli, "__version__", "")},
             ]
-            self.db.create_table(
-                "meta", data=pa.Table.from_pylist(meta, schema=META_SCHEMA), schema=META_SCHEMA
-            )
+            self.writer.create("meta", pa.Table.from_pylist(meta, schema=META_SCHEMA), META_SCHEMA)
             self.tables.add("meta")
             stats.tables_committed.append("meta")
         self._indexes(bool(node_rows))
@@ -315,35 +302,23 @@ class Indexer:
     def _indexes(self, nodes_changed: bool) -> None:
         if "nodes" not in self.tables:
             return
-        table = self.db.open_table("nodes")
-        indices = {getattr(i, "name", "") for i in table.list_indices()}
+        indices = self.writer.index_names("nodes")
         if self.config.fts and (nodes_changed or "text_idx" not in indices):
-            with (
-                warnings.catch_warnings()
-            ):  # the native (non-tantivy) FTS index; its builder name is deprecated
-                warnings.simplefilter("ignore")
-                table.create_fts_index("text", replace=True)
-        self._scalar_indexes(table, indices, nodes_changed, SCALAR_INDEXES["nodes"])
+            self.writer.full_text_index("nodes", "text")  # native (Lance inverted) FTS, LanceDB's tokenizer
+        self._scalar_indexes("nodes", indices, nodes_changed)
         if "edges" in self.tables:
-            edges = self.db.open_table("edges")
-            edge_indices = {getattr(i, "name", "") for i in edges.list_indices()}
-            self._scalar_indexes(edges, edge_indices, nodes_changed, SCALAR_INDEXES["edges"])
-        if table.count_rows() >= self.config.ann_min_rows and "vector_idx" not in indices:
+            self._scalar_indexes("edges", self.writer.index_names("edges"), nodes_changed)
+        if self.writer.count("nodes") >= self.config.ann_min_rows and "vector_idx" not in indices:
             # IVF_SQ: on 2 cores, 100k x 384 builds in ~4 s with recall@10 = 1.0 (HNSW_SQ: ~28 s, PQ: ~47 s
             # and recall 0.46); queries stay under 10 ms. See bench/bench_memory.py.
-            with warnings.catch_warnings():  # the metric=/index_type= builder is deprecated but stable
-                warnings.simplefilter("ignore")
-                table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_SQ")
+            self.writer.vector_index("nodes", "vector", metric="cosine", index_type="IVF_SQ")
 
-    @staticmethod
-    def _scalar_indexes(table: Any, present: set[str], changed: bool, wanted: dict[str, str]) -> None:
+    def _scalar_indexes(self, table: str, present: set[str], changed: bool) -> None:
         """Filters by video, kind, clip and id (ask's --video/--before-clip, node fetches, edge walks) use
         these instead of scanning every row: at 1M nodes all six build in ~1.3 s on 2 cores."""
-        from lancedb.index import Bitmap, BTree
-
-        for column, kind in wanted.items():
+        for column, kind in SCALAR_INDEXES[table].items():
             if changed or f"{column}_idx" not in present:
-                table.create_index(column, config=Bitmap() if kind == "bitmap" else BTree(), replace=True)
+                self.writer.scalar_index(table, column, kind)
 
     # ---------------------------------------------------------------- one video
     def _video(self, clips: list[ClipRecord]) -> tuple[list[dict], list[dict], list[dict], list[dict], int]:

@@ -1,10 +1,11 @@
 """Read-only access to a memory through its Lance datasets, without LanceDB.
 
 A memory (:mod:`~m3cli.stages.core.memory_store`) is a LanceDB directory, and each of its tables is a
-plain Lance dataset ``<memory>/<table>.lance``. Writing needs LanceDB (``m3 index``), reading does not:
-``import lancedb`` costs about 0.7 s of a cold `m3 ask` (its REST namespace client is imported eagerly),
-while the ``lance`` package it sits on costs about 0.2 s and runs the very same scans, vector and
-full-text searches. So `m3 ask` reads through this module and never imports LanceDB.
+plain Lance dataset ``<memory>/<table>.lance``. Reading needs no LanceDB (nor does writing, see
+:mod:`~m3cli.stages.core.memory_writer`): ``import lancedb`` costs about 0.7 s of a cold `m3 ask`
+(its REST namespace client is imported eagerly), while the ``lance`` package it sits on costs about
+0.2 s and runs the very same scans, vector and full-text searches. So `m3 ask` reads through this
+module and never imports LanceDB.
 
 Every table is opened at the version the memory's manifest commits (so a reader sees one whole
 ``m3 index`` run), once per opened memory. Object-store memories (``s3://...``) are reached with the
