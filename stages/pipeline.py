@@ -221,11 +221,30 @@ class Models:
         self.config = config
         self.settings = settings
         self._loaded: dict[str, Any] = {}
+        self._locks: dict[str, threading.Lock] = {}  # one per model: two branches may ask at once
+        self._guard = threading.Lock()
 
     def _get(self, name: str, make: Callable[[], Any]) -> Any:
-        if name not in self._loaded:
-            self._loaded[name] = make()
-        return self._loaded[name]
+        with self._guard:
+            lock = self._locks.setdefault(name, threading.Lock())
+        with lock:  # a model is made once; others load meanwhile
+            if name not in self._loaded:
+                self._loaded[name] = make()
+            return self._loaded[name]
+
+    def warm_memory_models(self) -> None:
+        """Load the text embedder that abstract and index will need, if they run.
+
+        Called by the faces branch once its clips are done: on a short video it would otherwise wait
+        for diarize, and the embedder's onnxruntime session is built outside the GIL. Opportunistic: a
+        model that fails to load here is left to fail where the stage asks for it, with that stage's
+        error."""
+        stages = self.config.stages
+        if "index" in stages or ("abstract" in stages and self.config.abstract.embed):
+            try:
+                log.debug("text embedder preloaded: %s", self.text.version)
+            except Exception as exc:  # noqa: BLE001 - reported by the stage that needs the model
+                log.debug("text embedder not preloaded: %s", exc)
 
     @property
     def diarize(self) -> Any:
@@ -380,10 +399,12 @@ def perceive_side_by_side(
 
     def faces_branch() -> list[ClipRecord]:
         try:
-            return roundtrip(_STEPS["faces"](records, models, branch_ctx))
+            seen = roundtrip(_STEPS["faces"](records, models, branch_ctx))
         except BaseException:
             stop.set()
             raise
+        models.warm_memory_models()
+        return seen
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="m3-faces") as pool:
         pending = pool.submit(faces_branch)
