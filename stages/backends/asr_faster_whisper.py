@@ -20,7 +20,6 @@ import numpy as np
 
 from m3cli.stages.backends.asr import RATE, AsrSegment, Span, Transcript, Word, merge_spans
 from m3cli.stages.core.errors import M3Error
-from m3cli.stages.core.threads import apply_torch
 from m3cli.stages.core.threads import count as threads_for
 
 log = logging.getLogger(__name__)
@@ -166,38 +165,30 @@ def _to_spans(stamps: list[dict], n: int) -> list[Span]:
 
 
 class SileroVad:
-    """silero-vad's bundled ONNX model (onnxruntime)."""
+    """silero-vad's bundled ONNX model, run by onnxruntime without torch (stages/backends/vad_silero.py);
+    its spans are the sample indices ``silero_vad.get_speech_timestamps`` returns, so the version string
+    (and every cached result keyed on it) is the one the package-driven wrapper recorded."""
 
     name = "silero"
 
     def __init__(self) -> None:
-        from importlib import resources
+        from m3cli.stages.backends.vad_silero import SileroOnnx, package_version
 
-        import silero_vad
-        from silero_vad.utils_vad import OnnxWrapper
-
-        self._mod = silero_vad
-        # what load_silero_vad(onnx=True) loads, located without its deprecated importlib call
-        path = resources.files("silero_vad.data").joinpath("silero_vad.onnx")
-        self._model = OnnxWrapper(str(path), force_onnx_cpu=True)
+        self._model = SileroOnnx()
         self.version = (
-            f"silero-vad {getattr(silero_vad, '__version__', '?')} onnx; th {VAD_THRESHOLD}; "
+            f"silero-vad {package_version()} onnx; th {VAD_THRESHOLD}; "
             f"sil {VAD_MIN_SILENCE_MS}; pad {VAD_SPEECH_PAD_MS}; min {VAD_MIN_SPEECH_MS}"
         )
 
     def speech(self, audio: np.ndarray) -> list[Span]:
-        import torch
-
-        apply_torch(torch)
+        from m3cli.stages.backends.vad_silero import speech_timestamps
 
         if len(audio) < 512:
             return []
-        self._model.reset_states()
-        stamps = self._mod.get_speech_timestamps(
-            torch.from_numpy(np.ascontiguousarray(audio, dtype=np.float32)),
+        stamps = speech_timestamps(
             self._model,
+            audio,
             threshold=VAD_THRESHOLD,
-            sampling_rate=RATE,
             min_speech_duration_ms=VAD_MIN_SPEECH_MS,
             min_silence_duration_ms=VAD_MIN_SILENCE_MS,
             speech_pad_ms=VAD_SPEECH_PAD_MS,
