@@ -88,25 +88,49 @@ def _weights_copy(tmp_path: Path) -> Path:
     return copy
 
 
-def test_store_replaces_a_damaged_export_and_keys_on_the_weights(tmp_path, monkeypatch, audio) -> None:
+def _embed_in_new_process(weights: Path) -> np.ndarray:
+    """One CAM++ embedding from a fresh process (sessions are shared within a process)."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        from pathlib import Path
+        from m3cli.stages.backends.speaker_campplus import CamppModel
+        from m3cli.stages.diarize import read_audio_file
+        _, audio = read_audio_file(Path({str(DATA / "speakers3.mp4")!r}))
+        print(",".join(map(repr, CamppModel(Path({str(weights)!r})).embed(audio, [(1.0, 3.0)])[0].tolist())))
+        """
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, env=os.environ
+    )
+    return np.array([float(x) for x in out.stdout.strip().split(",")], np.float32)
+
+
+def test_store_replaces_a_damaged_export_and_keys_on_the_weights(tmp_path, monkeypatch) -> None:
     from m3cli.stages.backends import speaker_campplus
     from m3cli.stages.backends.onnx_export import export_path
     from m3cli.stages.backends.speaker_campplus import CamppModel
 
     monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path / "store"))
     weights = _weights_copy(tmp_path)
-    first = CamppModel(weights)
+    want = _embed_in_new_process(weights)
     path = export_path(speaker_campplus._export_spec(weights, CamppModel.dim))
     assert path.is_file() and path.parent == tmp_path / "store"
-    want = first.embed(audio, [(1.0, 3.0)])
 
     path.write_bytes(path.read_bytes()[:1000])  # a truncated file (disk full, killed copy)
-    again = CamppModel(weights)
-    np.testing.assert_array_equal(again.embed(audio, [(1.0, 3.0)]), want)
+    np.testing.assert_array_equal(_embed_in_new_process(weights), want)
     assert path.stat().st_size > 1_000_000  # exported afresh
 
     os.utime(weights, ns=(0, 10**18))  # the weights were replaced: a new export, never the old file
     assert export_path(speaker_campplus._export_spec(weights, CamppModel.dim)) != path
+
+
+def test_one_session_per_export_in_a_process() -> None:
+    from m3cli.stages.backends.segmentation import SegmentationModel
+    from m3cli.stages.backends.speaker_campplus import CamppModel
+
+    assert CamppModel()._session is CamppModel()._session  # diarize's and voices' CAM++ in `m3 run`
+    assert SegmentationModel()._session is not CamppModel()._session
 
 
 def test_unwritable_store_still_runs_from_memory(tmp_path, monkeypatch, audio, caplog) -> None:

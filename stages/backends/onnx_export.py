@@ -23,6 +23,7 @@ import io
 import logging
 import os
 import tempfile
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,13 +155,30 @@ def _write_atomic(path: Path, data: bytes) -> None:
 
 
 def cpu_session(spec: OnnxExport) -> Any:
-    """An onnxruntime session of ``spec``'s network, exported into the model store on first use."""
+    """An onnxruntime session of ``spec``'s network, exported into the model store on first use.
+
+    One session per export and process: diarize's and voices' CAM++ in one `m3 run` share it (an
+    onnxruntime session runs calls from several threads at once)."""
+    path = export_path(spec)
+    with _SESSIONS_LOCK:
+        lock = _SESSION_LOCKS.setdefault(path, threading.Lock())
+    with lock:
+        if path not in _SESSIONS:
+            _SESSIONS[path] = _open_session(spec, path)
+        return _SESSIONS[path]
+
+
+_SESSIONS: dict[Path, Any] = {}
+_SESSION_LOCKS: dict[Path, threading.Lock] = {}
+_SESSIONS_LOCK = threading.Lock()
+
+
+def _open_session(spec: OnnxExport, path: Path) -> Any:
     import onnxruntime as ort
 
     from m3cli.stages.core.threads import onnx_session_options
 
     options = onnx_session_options(ort)
-    path = export_path(spec)
     if path.is_file():
         try:
             return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
