@@ -8,7 +8,8 @@ CTranslate2 starts 4 threads, whose waiting costs CPU seconds that change with t
 to 0.216 CPU-s per second for the same run here). Peers and stack run alternately
 ``M3_BENCH_AUDIO_ROUNDS`` times (default 1) and the median of each is reported.
 ``M3_BENCH_FOOTAGE_SECONDS`` picks the footage length (default 600; 60 for a quick look, where start-up
-weighs more).
+weighs more). A second table runs the stack and both peers once on the short test videos (10-50 s),
+where each process's start-up weighs most.
 
 Targets (issues 9, 10): diarize + voices <= 1.3x the peer's CPU seconds and <= 0.15 CPU-s per second.
 """
@@ -29,6 +30,37 @@ from bench.bench_footage import SECONDS, WHISPER, WHISPER_1T, Cost, measure  # n
 from bench.common import OUT, m3, machine, table  # noqa: E402
 
 ROUNDS = int(os.environ.get("M3_BENCH_AUDIO_ROUNDS", "1"))
+DATA = ROOT / "tests" / "data"
+SHORT = [DATA / "short_hamilton_clip.mp4", DATA / "libri5.mp4", DATA / "fixture.mp4"]
+
+
+def short_videos(tmp: Path) -> str:
+    """The same comparison on the short test videos, where each process's start-up weighs most."""
+    import av
+
+    rows = []
+    for video in SHORT:
+        with av.open(str(video)) as container:
+            seconds = float(container.duration or 0) / 1e6
+        print(f"== audio cost, {video.name}", file=sys.stderr, flush=True)
+        peer = measure([sys.executable, "-c", WHISPER, str(video)], {})
+        peer_1t = measure([sys.executable, "-c", WHISPER_1T, str(video)], {})
+        costs = stack(video, tmp)
+        both = costs["diarize"].cpu + costs["voices"].cpu
+        rows.append(
+            [
+                f"{video.name}, {seconds:.1f} s",
+                f"{both:.1f}",
+                f"{both / seconds:.3f}",
+                f"{both / peer.cpu:.2f}x",
+                f"{both / peer_1t.cpu:.2f}x",
+            ]
+        )
+    return table(
+        f"Speaker stack (diarize + voices) on short videos, cold processes — {machine()}",
+        ["video", "CPU-s", "per audio s", "x peer", "x peer on 1 thread"],
+        rows,
+    )
 
 
 def stack(video: Path, tmp: Path) -> dict[str, Cost]:
@@ -61,6 +93,7 @@ def main() -> str:
             peers_1t.append(measure([sys.executable, "-c", WHISPER_1T, str(video)], {}))
             print("   segment | diarize | voices", file=sys.stderr, flush=True)
             runs.append(stack(video, tmp))
+        short = short_videos(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -89,12 +122,13 @@ def main() -> str:
     spread = ", ".join(
         f"{t / p.cpu:.2f}x / {t / q.cpu:.2f}x" for t, p, q in zip(totals, peers, peers_1t, strict=True)
     )
-    return table(
+    footage = table(
         f"Speaker stack vs plain faster-whisper, real footage {SECONDS:.0f} s, cold processes, median of "
         f"{ROUNDS} (each round: {spread}) — {machine()}",
         ["what", "CPU-s per audio s", "x peer", "x peer on 1 thread", "note"],
         rows,
     )
+    return footage + "\n" + short
 
 
 if __name__ == "__main__":
