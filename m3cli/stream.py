@@ -8,9 +8,7 @@ failure never leaves half a stream for the next stage to mistake for a whole one
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -100,8 +98,21 @@ def read_records(sources: Iterable[str]) -> list[ClipRecord]:
 
 
 _VIDEO_SUFFIXES = {
-    ".mp4", ".m4v", ".mov", ".mkv", ".webm", ".avi", ".ts", ".mts", ".m2ts", ".mpg", ".mpeg", ".flv",
-    ".wmv", ".3gp", ".ogv",
+    ".mp4",
+    ".m4v",
+    ".mov",
+    ".mkv",
+    ".webm",
+    ".avi",
+    ".ts",
+    ".mts",
+    ".m2ts",
+    ".mpg",
+    ".mpeg",
+    ".flv",
+    ".wmv",
+    ".3gp",
+    ".ogv",
 }
 _AUDIO_SUFFIXES = {".wav", ".mp3", ".m4a", ".flac", ".ogg", ".opus", ".aac"}
 
@@ -164,8 +175,7 @@ def _media_message(name: str, kind: str) -> str:
             f"`m3 segment` writes for a video: m3 segment VIDEO | m3 {stage}"
         )
     return (
-        f"{name}: is a video file, not clip records; cut it into clips first: "
-        f"m3 segment {shown} | m3 {stage}"
+        f"{name}: is a video file, not clip records; cut it into clips first: m3 segment {shown} | m3 {stage}"
     )
 
 
@@ -176,16 +186,9 @@ def dumps(record: ClipRecord | dict) -> bytes:
 
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` via a temporary sibling and a rename: readers see all or nothing."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from m3cli.stages.core.storage import write_atomic as write
+
+    write(Path(path), data)
 
 
 def write_records(

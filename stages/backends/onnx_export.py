@@ -22,7 +22,6 @@ import hashlib
 import io
 import logging
 import os
-import tempfile
 import threading
 import warnings
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.storage import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -141,19 +141,6 @@ def metadata(session: Any) -> dict[str, str]:
     return dict(session.get_modelmeta().custom_metadata_map)
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)  # readable by everyone sharing the store, like any installed model
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def cpu_session(spec: OnnxExport) -> Any:
     """An onnxruntime session of ``spec``'s network, exported into the model store on first use.
 
@@ -186,7 +173,8 @@ def _open_session(spec: OnnxExport, path: Path) -> Any:
             log.warning("%s: unreadable export of %s (%s); exporting again", path, spec.name, exc)
     data = _export(spec)
     try:
-        _write_atomic(path, data)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data, mode=0o644)  # readable by everyone sharing the store, like any model
     except OSError as exc:
         log.warning("%s: cannot keep the %s export (%s); using it from memory", path, spec.name, exc)
     return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])

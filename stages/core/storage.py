@@ -60,22 +60,33 @@ def read_file(location: str | Path, name: str) -> bytes | None:
         return fh.read()
 
 
+def write_atomic(path: Path, data: bytes, sync: bool = False, mode: int | None = None) -> None:
+    """Write ``data`` to the local ``path`` via a temporary sibling and a rename: readers see all or
+    nothing, and a failed write leaves no partial file. ``sync`` flushes it to disk before the rename
+    (a commit that must survive a crash); ``mode`` replaces mkstemp's 0600."""
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        if mode is not None:
+            os.fchmod(fd, mode)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            if sync:
+                fh.flush()
+                os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
 def write_file(location: str | Path, name: str, data: bytes) -> None:
     """Write ``name`` inside the memory at ``location``, all of it or nothing: a synced temporary
     sibling renamed into place on disk; one PUT on an object store (objects appear whole)."""
     if isinstance(location, Path):
         target = location / name
         target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_atomic(target, data, sync=True)
         return
     store, root = _object_store(location)
     with store.open_output_stream(f"{root}/{name}") as fh:
