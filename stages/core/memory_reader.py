@@ -43,7 +43,7 @@ class MemoryReader:
             import lance
 
             version = self.versions.get(name) if self.versions else None
-            self._tables[name] = lance.dataset(_table_uri(self.path, name), version=version)
+            self._tables[name] = lance.dataset(table_uri(self.path, name), version=version)
         return self._tables[name]
 
     @property
@@ -118,11 +118,12 @@ class MemoryReader:
         return sorted(set(rows.column("video").to_pylist()))
 
 
-def _table_uri(path: Path | str, name: str) -> str:
+def table_uri(path: Path | str, name: str) -> str:
+    """The Lance dataset of table ``name`` in the memory at ``path`` (a directory or an object-store URI)."""
     return str(path / f"{name}.lance") if isinstance(path, Path) else f"{path}/{name}.lance"
 
 
-def _table_names(path: Path | str) -> list[str]:
+def table_names(path: Path | str) -> list[str]:
     """The tables present in the memory directory (``<name>.lance`` folders), as LanceDB lists them."""
     if isinstance(path, Path):
         return [p.name[: -len(".lance")] for p in path.iterdir() if p.name.endswith(".lance") and p.is_dir()]
@@ -146,7 +147,7 @@ def open_reader(path: str | Path) -> MemoryReader:
     check_location(path)
     versions = read_manifest(path)
     try:
-        names = set(_table_names(path))
+        names = set(table_names(path))
     except Exception as exc:  # an unreachable bucket, a permission error
         raise InputError(f"{path}: cannot open as a LanceDB dataset: {exc}") from None
     check_tables(path, names, versions)

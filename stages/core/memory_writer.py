@@ -22,7 +22,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from m3cli.stages.core.memory_reader import _table_names, _table_uri
+from m3cli.stages.core.memory_reader import table_names as listed_tables
+from m3cli.stages.core.memory_reader import table_uri
 
 #: The English stop words of the Lance engine inside LanceDB (NLTK's list). The ``lance`` package's own
 #: engine is newer and keeps negations and contraction pieces ("not", "no", "don", "t"...) in its
@@ -73,13 +74,13 @@ class MemoryWriter:
 
     # ------------------------------------------------------------------ tables
     def uri(self, name: str) -> str:
-        return _table_uri(self.path, name)
+        return table_uri(self.path, name)
 
     def table_names(self) -> set[str]:
         """The tables present (``<name>.lance`` folders), as LanceDB lists them."""
         if isinstance(self.path, Path) and not self.path.is_dir():
             return set()
-        return set(_table_names(self.path))
+        return set(listed_tables(self.path))
 
     def dataset(self, name: str) -> Any:
         """The ``lance.LanceDataset`` of table ``name`` at its latest version (opened once; this
