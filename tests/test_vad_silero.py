@@ -70,6 +70,11 @@ def ours() -> SileroOnnx:
 
 
 @pytest.fixture(scope="module")
+def window_by_window() -> SileroOnnx:
+    return SileroOnnx(sequence=False)
+
+
+@pytest.fixture(scope="module")
 def reference() -> OnnxWrapper:
     return OnnxWrapper(
         str(Path(silero_vad.__file__).parent / "data" / "silero_vad.onnx"), force_onnx_cpu=True
@@ -109,12 +114,24 @@ def test_version_is_the_one_cached_results_were_keyed_on():
     )
 
 
-def test_probabilities_equal_the_package_wrapper(recording, ours, reference):
+def test_probabilities_equal_the_package_wrapper(recording, ours, window_by_window, reference):
     name, audio = recording
     expected = _reference_probs(reference, audio)
-    got = ours.probabilities(audio)
-    assert got.dtype == np.float32 and len(got) == -(-len(audio) // 512)
-    assert np.array_equal(got, expected), f"{name}: max diff {np.abs(got - expected).max()}"
+    assert ours._sequence is not None  # the installed package ships the block model: it is what runs
+    for model in (ours, window_by_window):
+        got = model.probabilities(audio)
+        assert got.dtype == np.float32 and len(got) == -(-len(audio) // 512)
+        assert np.array_equal(got, expected), f"{name}: max diff {np.abs(got - expected).max()}"
+
+
+def test_block_model_is_exact_across_block_boundaries(ours, window_by_window, monkeypatch):
+    from m3cli.stages.backends import vad_silero
+
+    audio = _audio(DATA / "dev00.wav")[: 16000 * 20]
+    expected = window_by_window.probabilities(audio)
+    for block in (1, 7, 100):  # the recurrent state carried from one call to the next
+        monkeypatch.setattr(vad_silero, "SEQUENCE_BLOCK", block)
+        assert np.array_equal(ours.probabilities(audio), expected), block
 
 
 @pytest.mark.parametrize("decision", [STAGE, {}], ids=["stage-settings", "package-defaults"])
