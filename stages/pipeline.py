@@ -233,16 +233,19 @@ class Models:
             return self._loaded[name]
 
     def warm_memory_models(self) -> None:
-        """Load the text embedder that abstract and index will need, if they run.
+        """Load the text embedder that abstract and index will need, if they run and it loads locally.
 
-        Called by the faces branch once its clips are done: on a short video it would otherwise wait
-        for diarize, and the embedder's onnxruntime session is built outside the GIL. Opportunistic: a
-        model that fails to load here is left to fail where the stage asks for it, with that stage's
-        error."""
+        Called by the faces branch once its clips are done, usually while diarize still works (faces
+        costs two thirds of diarize + voices per video second): the load (~0.3 s) would otherwise wait
+        for both. Not done by the diarize branch: building the embedder's graph holds the interpreter
+        lock and slowed the faces branch by as much. Opportunistic: a model that fails to load here is
+        left to fail where the stage asks for it, with that stage's error."""
         stages = self.config.stages
         if "index" in stages or ("abstract" in stages and self.config.abstract.embed):
             try:
-                log.debug("text embedder preloaded: %s", self.text.version)
+                load = getattr(self.text, "load", None)  # local models; a server has nothing to load
+                if load is not None:
+                    load()
             except Exception as exc:  # noqa: BLE001 - reported by the stage that needs the model
                 log.debug("text embedder not preloaded: %s", exc)
 

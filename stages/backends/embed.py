@@ -149,6 +149,10 @@ class OnnxEmbedder:
             self._dim = int(self.embed(["dimension probe"]).shape[1])
         return self._dim
 
+    def load(self) -> None:
+        """Load the model now rather than at the first ``embed`` (`m3 run` does it in an idle thread)."""
+        self._load()
+
     def _load(self) -> tuple[Any, Any]:
         with self._lock:
             if self._session is None:
