@@ -186,8 +186,9 @@ def _few_windows(
     emb: np.ndarray, threshold: float, max_speakers: int | None, apart: np.ndarray | None = None
 ) -> np.ndarray:
     """Average-linkage clustering cut at a cosine distance, for the few windows of a clip with under
-    ~8 s of speech, where an eigengap over a handful of points means little. Pairs in ``apart`` count as
-    distance 2 (opposite voices), so their clusters join only if the rest of them agrees strongly.
+    ~14 s of speech (2-s windows, 1-s hop), where an eigengap over a handful of points means little.
+    Pairs in ``apart`` count as distance 2 (opposite voices), so their clusters join only if the rest
+    of them agrees strongly.
 
     Why: 2-s CAM++ windows of two people recorded alike can sit right at the cut (the GRID clip's
     bottom-right and top-left speakers: cosine 0.49-0.52, so one voice for both), while the segmentation
