@@ -63,6 +63,7 @@ from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.imports import heavy_import
 
 log = logging.getLogger(__name__)
 
@@ -343,17 +344,17 @@ def cluster_labels(
     With a known ``num_speakers``, Ward linkage on the unit vectors cut into exactly that many clusters
     (on the AMI excerpts it separated a known two speakers better than average linkage did).
     """
-    from scipy.cluster.hierarchy import fcluster, linkage
+    hierarchy = heavy_import("scipy.cluster.hierarchy")
 
     if len(emb) < 2:
         return np.zeros(len(emb), dtype=np.int64)
     if num_speakers is not None:
-        z = linkage(emb.astype(np.float64), method="ward", metric="euclidean")
-        return fcluster(z, t=min(num_speakers, len(emb)), criterion="maxclust").astype(np.int64) - 1
-    z = linkage(emb.astype(np.float64), method="average", metric="cosine")
-    labels = fcluster(z, t=threshold, criterion="distance")
+        z = hierarchy.linkage(emb.astype(np.float64), method="ward", metric="euclidean")
+        return hierarchy.fcluster(z, t=min(num_speakers, len(emb)), criterion="maxclust").astype(np.int64) - 1
+    z = hierarchy.linkage(emb.astype(np.float64), method="average", metric="cosine")
+    labels = hierarchy.fcluster(z, t=threshold, criterion="distance")
     if max_speakers is not None and labels.max() > max_speakers:
-        labels = fcluster(z, t=max_speakers, criterion="maxclust")
+        labels = hierarchy.fcluster(z, t=max_speakers, criterion="maxclust")
     return labels.astype(np.int64) - 1
 
 
@@ -668,8 +669,7 @@ def read_audio_file(path: Path, cache: Cache | None = None) -> tuple[str, np.nda
     if rate != RATE:
         from math import gcd
 
-        from scipy.signal import resample_poly
-
+        resample_poly = heavy_import("scipy.signal").resample_poly
         g = gcd(int(rate), RATE)
         audio = resample_poly(audio, RATE // g, int(rate) // g).astype(np.float32)
     return vid, np.ascontiguousarray(audio, dtype=np.float32)

@@ -49,6 +49,7 @@ from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.imports import heavy_import
 
 log = logging.getLogger(__name__)
 
@@ -372,10 +373,10 @@ def _linkage_groups(points: np.ndarray, cut: float) -> np.ndarray:
     n = len(points)
     if n <= 1:
         return np.zeros(n, dtype=np.int64)
-    from scipy.cluster.hierarchy import fcluster, linkage
+    hierarchy = heavy_import("scipy.cluster.hierarchy")
 
-    z = linkage(points, method="average", metric="euclidean")
-    return fcluster(z, t=cut, criterion="distance").astype(np.int64) - 1
+    z = hierarchy.linkage(points, method="average", metric="euclidean")
+    return hierarchy.fcluster(z, t=cut, criterion="distance").astype(np.int64) - 1
 
 
 def _merge_close_groups(points: np.ndarray, labels: np.ndarray, cut: float) -> np.ndarray:
@@ -404,7 +405,7 @@ def cluster_embeddings(points: np.ndarray, cut: float, min_cluster_size: int = 3
     if n < max(HDBSCAN_MIN_POINTS, 2 * min_cluster_size):
         raw = _linkage_groups(points, cut)
     else:
-        import hdbscan
+        hdbscan = heavy_import("hdbscan")
 
         algorithm = "generic" if n <= 2000 else "best"
         hd = hdbscan.HDBSCAN(

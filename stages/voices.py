@@ -50,6 +50,7 @@ from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.imports import heavy_import
 
 log = logging.getLogger(__name__)
 
@@ -303,7 +304,7 @@ def _one_voice_each(means: dict[object, np.ndarray], bank: VoiceBank) -> dict[ob
         r, c = np.unravel_index(int(np.argmax(scores)), scores.shape)
         rows, cols = [int(r)], [int(c)]
     else:
-        from scipy.optimize import linear_sum_assignment
+        linear_sum_assignment = heavy_import("scipy.optimize").linear_sum_assignment
 
         rows, cols = linear_sum_assignment(np.where(scores >= bank.threshold, scores, -10.0), maximize=True)
     return {keys[r]: voices[c] for r, c in zip(rows, cols, strict=True) if scores[r, c] >= bank.threshold}

@@ -34,6 +34,7 @@ from m3cli.stages.backends.asr import RATE, SpeakerTurn, merge_spans
 from m3cli.stages.backends.segmentation import CHUNK, ChunkActivity, SegmentationModel
 from m3cli.stages.backends.speaker import fold_small_clusters, windows_over
 from m3cli.stages.backends.speaker_campplus import CamppModel
+from m3cli.stages.core.imports import heavy_import
 
 #: Changes with any change of what this diarizer computes (2: few windows by linkage below 14;
 #: 3: the segmentation's local speakers keep apart windows it hears as two people).
@@ -167,7 +168,7 @@ def cluster(
         k = int(np.argmax(np.diff(lambdas[: top + 1]))) + 1
     if k <= 1:
         return np.zeros(n, dtype=np.int64)
-    from sklearn.cluster import KMeans  # imported here: most short clips never get this far (0.5 s)
+    KMeans = heavy_import("sklearn.cluster").KMeans  # here: most short clips never get this far (0.5 s)
 
     labels = KMeans(n_clusters=k, random_state=0, n_init=10).fit_predict(vecs[:, :k]).astype(np.int64)
     if num_speakers is None:
@@ -194,17 +195,17 @@ def _few_windows(
     bottom-right and top-left speakers: cosine 0.49-0.52, so one voice for both), while the segmentation
     model, which compares them inside one 10-s chunk, hears two people. On 62 8-s excerpts of every
     eval recording (speakers with >= 1 s counted) 48 got the right count, 44 without it, none worse."""
-    from scipy.cluster.hierarchy import fcluster, linkage
-    from scipy.spatial.distance import squareform
+    hierarchy = heavy_import("scipy.cluster.hierarchy")
+    squareform = heavy_import("scipy.spatial.distance").squareform
 
     dist = 1.0 - np.clip(emb.astype(np.float64) @ emb.astype(np.float64).T, -1.0, 1.0)
     if apart is not None:
         dist[apart] = 2.0
     np.fill_diagonal(dist, 0.0)
-    z = linkage(squareform(dist, checks=False), method="average")
-    labels = fcluster(z, t=threshold, criterion="distance")
+    z = hierarchy.linkage(squareform(dist, checks=False), method="average")
+    labels = hierarchy.fcluster(z, t=threshold, criterion="distance")
     if max_speakers is not None and labels.max() > max_speakers:
-        labels = fcluster(z, t=max_speakers, criterion="maxclust")
+        labels = hierarchy.fcluster(z, t=max_speakers, criterion="maxclust")
     _, labels = np.unique(labels, return_inverse=True)
     return labels.astype(np.int64)
 
