@@ -6,9 +6,6 @@ question is about). On a real memory: the real index writer with the bundled Min
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,6 +24,7 @@ from m3cli.stages.index import index_records
 from m3cli.stream import parse_record
 from support.ask_memory import V, check_answer, clip_records
 from support.fake_openai import FakeOpenAI
+from support.import_probe import m3_imports
 from support.lancedb_reader import LanceDBReader
 
 V2 = content_id(HAMILTON)
@@ -137,7 +135,13 @@ def test_reference_answers_are_real(reference):
     assert "coffee with milk" in in_v2["answer"] and {e["video"] for e in in_v2["evidence"]} == {V2}
     tour = reference[-1]
     assert [s["tool"] for s in tour["trajectory"]] == [
-        "search_clip", "expand", "character", "window", "count", "search", "answer"
+        "search_clip",
+        "expand",
+        "character",
+        "window",
+        "count",
+        "search",
+        "answer",
     ]
     assert all(s["error"] is None and (s["results"] or s["tool"] == "answer") for s in tour["trajectory"])
 
@@ -168,33 +172,13 @@ def test_nodes_held_in_ram_give_the_same_answers(held, reference, memory, minilm
             assert [r["score"] for r in a["results"]] == pytest.approx(theirs_scores, abs=2e-4)
 
 
-#: `m3 ask ARGS` in this process, then the top-level packages of NEVER_IMPORTED it loaded, on stderr
-PROBE = f"""
-import json, sys
-sys.argv = ["m3", *sys.argv[1:]]
-from m3cli.app import main
-try:
-    main()
-except SystemExit as exc:
-    if exc.code:
-        raise
-sys.stdout.flush()
-loaded = sorted({{m.split(".")[0] for m in sys.modules}} & set({list(NEVER_IMPORTED)!r}))
-print("\\nIMPORTED=" + json.dumps(loaded), file=sys.stderr)
-"""
-
-
 def test_cli_ask_never_imports_lancedb_and_answers_as_before(reference, memory, cache_dir):
-    env = {**os.environ, "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": "", "HF_HUB_OFFLINE": "1"}
+    env = {"M3_LLM_BASE_URL": "", "M3_LLM_MODEL": "", "HF_HUB_OFFLINE": "1"}
     for i, q in enumerate(QUESTIONS[:2]):
         args = ["ask", str(memory), q.question] + (["--video", q.video] if q.video else [])
-        proc = subprocess.run(
-            [sys.executable, "-c", PROBE, *args],
-            capture_output=True, env=env, timeout=300,
-        )
-        assert proc.returncode == 0, proc.stderr.decode()[-2000:]
-        imported = json.loads(proc.stderr.decode().rsplit("IMPORTED=", 1)[1])
-        assert imported == [], f"m3 ask imported {imported}"
+        proc, imported = m3_imports(args, NEVER_IMPORTED, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert imported == set(), f"m3 ask imported {sorted(imported)}"
         record = json.loads(proc.stdout)
         before = comparable(reference[i])
         before["memory"] = str(memory)  # the CLI names the memory it was given
@@ -206,8 +190,10 @@ def test_cli_ask_never_imports_lancedb_and_answers_as_before(reference, memory, 
     [
         (lambda p: p / "missing.lance", "no such memory dataset"),
         (lambda p: (p / "file.lance").write_text("x") and p / "file.lance", "not a memory dataset"),
-        (lambda p: (p / "half.lance" / "nodes.lance").mkdir(parents=True) or p / "half.lance",
-         "not a complete m3 memory (missing tables: edges, entities, clips, meta)"),
+        (
+            lambda p: (p / "half.lance" / "nodes.lance").mkdir(parents=True) or p / "half.lance",
+            "not a complete m3 memory (missing tables: edges, entities, clips, meta)",
+        ),
     ],
     ids=["missing", "file", "half"],
 )

@@ -5,10 +5,6 @@ own builders had made the index. Roll-back of a failed run works on an object st
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import lance
@@ -24,35 +20,22 @@ from m3cli.stages.core.memory_reader import open_reader
 from m3cli.stages.core.memory_store import TABLES
 from m3cli.stages.core.memory_writer import MemoryWriter
 from m3cli.stages.index import IndexConfig, index_records
+from support.import_probe import m3_imports
 from support.memory_rows import memory_rows
 from support.s3_server import s3_server
-
-#: `m3 index ARGS` in this process, then whether it loaded LanceDB, on stderr
-PROBE = """
-import json, sys
-sys.argv = ["m3", *sys.argv[1:]]
-from m3cli.app import main
-try:
-    main()
-except SystemExit as exc:
-    if exc.code:
-        raise
-loaded = sorted({m.split(".")[0] for m in sys.modules} & {"lancedb"})
-print("\\nIMPORTED=" + json.dumps(loaded), file=sys.stderr)
-"""
 
 
 def index_cli(memory: Path, records, cache: Path) -> list[str]:
     """Run `m3 index -o memory` on ``records`` in a fresh interpreter; the LanceDB modules it loaded."""
     src = memory.parent / "in.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r.to_json()) + b"\n" for r in records))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "M3_CACHE": str(cache)}
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, "index", "-o", str(memory), str(src)],
-        capture_output=True, env=env, timeout=300,
+    proc, loaded = m3_imports(
+        ["index", "-o", str(memory), str(src)],
+        ["lancedb"],
+        env={"HF_HUB_OFFLINE": "1", "M3_CACHE": str(cache)},
     )
-    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
-    return json.loads(proc.stderr.decode().rsplit("IMPORTED=", 1)[1])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return sorted(loaded)
 
 
 def test_index_never_imports_lancedb_and_lancedb_reads_the_memory(tmp_path):
@@ -78,7 +61,11 @@ def test_index_never_imports_lancedb_and_lancedb_reads_the_memory(tmp_path):
     table = db.open_table("nodes")
     indices = {i.name: str(i.index_type) for i in table.list_indices()}
     assert indices == {
-        "text_idx": "FTS", "video_idx": "Bitmap", "kind_idx": "Bitmap", "clip_idx": "BTree", "id_idx": "BTree"
+        "text_idx": "FTS",
+        "video_idx": "Bitmap",
+        "kind_idx": "Bitmap",
+        "clip_idx": "BTree",
+        "id_idx": "BTree",
     }
     edges = {i.name: str(i.index_type) for i in db.open_table("edges").list_indices()}
     assert edges == {"src_idx": "BTree", "dst_idx": "BTree"}
@@ -97,7 +84,15 @@ TEXTS = [
     "No, he won't garden: it's raining",
 ]
 QUERIES = (
-    "garden", "gardening", "drink coffee", "cafe", "zurich", "not", "does not like tea", "the", "won't",
+    "garden",
+    "gardening",
+    "drink coffee",
+    "cafe",
+    "zurich",
+    "not",
+    "does not like tea",
+    "the",
+    "won't",
 )
 
 

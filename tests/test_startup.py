@@ -6,45 +6,19 @@ they must load only inside the commands that use them (m3cli/lazy.py, m3cli/comm
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
 from m3cli.commands import COMMANDS
 from m3cli.lazy import load_command
+from support.import_probe import m3_imports
 
 HEAVY = ("numpy", "av", "pydantic", "torch", "sentence_transformers", "onnxruntime", "tqdm")
-
-PROBE = """
-import json, sys
-heavy = json.loads(sys.argv[2])
-sys.argv = ["m3", *json.loads(sys.argv[1])]
-from m3cli.app import main
-try:
-    main()
-except SystemExit:
-    pass
-sys.stdout.flush()
-print("\\nIMPORTED=" + json.dumps(sorted(m for m in heavy if m in sys.modules)),
-      file=sys.stderr)
-"""
 
 
 def imported_by(*args: str) -> tuple[set[str], str]:
     """Which of HEAVY ``m3 ARGS`` imported, and its stdout."""
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE, json.dumps(list(args)), json.dumps(HEAVY)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "100"},
-        timeout=120,
-    )
-    tail = proc.stderr.rsplit("IMPORTED=", 1)
-    assert len(tail) == 2, proc.stderr
-    return set(json.loads(tail[1])), proc.stdout
+    proc, imported = m3_imports(args, HEAVY, env={"COLUMNS": "100"}, timeout=120)
+    return imported, proc.stdout
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"], []], ids=" ".join)
