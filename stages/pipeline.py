@@ -35,6 +35,7 @@ from m3cli.schemas.records import ClipRecord
 from m3cli.stages.abstract import AbstractConfig
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.once import MadeOnce
 from m3cli.stages.diarize import DiarizeConfig
 from m3cli.stages.faces import FacesConfig
 from m3cli.stages.index import IndexConfig, IndexStats
@@ -220,17 +221,10 @@ class Models:
     def __init__(self, config: PipelineConfig, settings: Any) -> None:
         self.config = config
         self.settings = settings
-        self._loaded: dict[str, Any] = {}
-        self._locks: dict[str, threading.Lock] = {}  # one per model: two branches may ask at once
-        self._guard = threading.Lock()
+        self._loaded: MadeOnce[Any] = MadeOnce()  # the two perception branches may ask at once
 
     def _get(self, name: str, make: Callable[[], Any]) -> Any:
-        with self._guard:
-            lock = self._locks.setdefault(name, threading.Lock())
-        with lock:  # a model is made once; others load meanwhile
-            if name not in self._loaded:
-                self._loaded[name] = make()
-            return self._loaded[name]
+        return self._loaded.get(name, make)
 
     def warm_memory_models(self) -> None:
         """Load the text embedder that abstract and index will need, if they run and it loads locally.

@@ -22,7 +22,6 @@ import hashlib
 import io
 import logging
 import os
-import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.once import MadeOnce
 from m3cli.stages.core.storage import write_atomic
 
 log = logging.getLogger(__name__)
@@ -147,17 +147,10 @@ def cpu_session(spec: OnnxExport) -> Any:
     One session per export and process: diarize's and voices' CAM++ in one `m3 run` share it (an
     onnxruntime session runs calls from several threads at once)."""
     path = export_path(spec)
-    with _SESSIONS_LOCK:
-        lock = _SESSION_LOCKS.setdefault(path, threading.Lock())
-    with lock:
-        if path not in _SESSIONS:
-            _SESSIONS[path] = _open_session(spec, path)
-        return _SESSIONS[path]
+    return _SESSIONS.get(path, lambda: _open_session(spec, path))
 
 
-_SESSIONS: dict[Path, Any] = {}
-_SESSION_LOCKS: dict[Path, threading.Lock] = {}
-_SESSIONS_LOCK = threading.Lock()
+_SESSIONS: MadeOnce[Any] = MadeOnce()
 
 
 def _open_session(spec: OnnxExport, path: Path) -> Any:
