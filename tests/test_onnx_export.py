@@ -142,3 +142,14 @@ def test_unwritable_store_still_runs_from_memory(tmp_path, monkeypatch, audio, c
     model = SegmentationModel()
     assert model.activity(audio[: 16000 * 10], step=5.0).active.any()
     assert "using it from memory" in caplog.text
+
+
+def test_runtime_choice_is_checked() -> None:
+    from m3cli.stages.backends.segmentation import SegmentationModel
+    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.core.errors import M3Error
+
+    with pytest.raises(M3Error, match="unknown runtime 'tensorrt'; valid: onnxruntime, torch"):
+        CamppModel(runtime="tensorrt")
+    with pytest.raises(M3Error, match="runs on the CPU only, not 'cuda'"):
+        SegmentationModel(device="cuda", runtime="onnxruntime")

@@ -55,9 +55,22 @@ class OnnxExport:
     dynamic_axes: dict[str, dict[int, str]] = field(default_factory=dict)
 
 
+RUNTIMES = ("onnxruntime", "torch")
+
+
 def default_runtime(device: str) -> str:
     """onnxruntime on the CPU, torch on an accelerator (the exports are CPU sessions)."""
     return "onnxruntime" if device == "cpu" else "torch"
+
+
+def resolve_runtime(name: str, device: str, runtime: str | None) -> str:
+    """The runtime a network named ``name`` runs on: ``runtime``, else the device's default; checked."""
+    chosen = runtime or default_runtime(device)
+    if chosen not in RUNTIMES:
+        raise M3Error(f"{name}: unknown runtime {chosen!r}; valid: {', '.join(RUNTIMES)}")
+    if chosen == "onnxruntime" and device != "cpu":
+        raise M3Error(f"{name}: the onnxruntime export runs on the CPU only, not {device!r}")
+    return chosen
 
 
 def model_store() -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.backends.onnx_export import OnnxExport, cpu_session, default_runtime, metadata
+from m3cli.stages.backends.onnx_export import OnnxExport, cpu_session, metadata, resolve_runtime
 from m3cli.stages.core.errors import M3Error
 
 RATE = 16000
@@ -70,15 +70,12 @@ class SegmentationModel:
         path = Path(checkpoint).expanduser() if checkpoint else bundled_checkpoint()
         if not path.is_file():
             raise M3Error(f"{path}: segmentation-3.0 weights file not found")
-        self.device = device
         self._session = None
         self._net = None
-        if (runtime or default_runtime(device)) == "onnxruntime":
-            if device != "cpu":
-                raise M3Error(f"{self.name}: the onnxruntime export runs on the CPU only, not {device!r}")
+        runtime = resolve_runtime(self.name, device, runtime)
+        if runtime == "onnxruntime":
             self._session = cpu_session(_export_spec(path))
             cfg = json.loads(metadata(self._session)["config"])
-            runtime = "onnxruntime"
         else:
             import torch
 
@@ -89,7 +86,6 @@ class SegmentationModel:
             self._torch = torch
             self._torch_device = torch.device(device)
             self._net = net.to(self._torch_device)
-            runtime = "torch"
         self.frame_step = float(cfg["frame_step"])
         self.frame_duration = float(cfg["frame_duration"])
         rows = [

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.backends.onnx_export import OnnxExport, cpu_session, default_runtime
+from m3cli.stages.backends.onnx_export import OnnxExport, cpu_session, resolve_runtime
 from m3cli.stages.backends.speaker import Span, l2_normalize
 from m3cli.stages.core.errors import M3Error
 
@@ -120,11 +120,9 @@ class CamppModel:
             raise M3Error(f"{path}: CAM++ weights file not found (expected a .pt state dict)")
         self._session = None
         self._net = None
-        if (runtime or default_runtime(device)) == "onnxruntime":
-            if device != "cpu":
-                raise M3Error(f"{self.name}: the onnxruntime export runs on the CPU only, not {device!r}")
+        runtime = resolve_runtime(self.name, device, runtime)
+        if runtime == "onnxruntime":
             self._session = cpu_session(_export_spec(path, self.dim))
-            runtime = "onnxruntime"
         else:
             import torch
 
@@ -134,7 +132,6 @@ class CamppModel:
             self._torch = torch
             self._torch_device = torch.device(device)
             self._net = _load_net(torch, path, self.dim).to(self._torch_device)
-            runtime = "torch"
         self.version = f"campplus-192; {path.name}:{path.stat().st_size}; kaldi-fbank-80; {runtime}"
 
     def _forward(self, feats: np.ndarray) -> np.ndarray:
