@@ -125,19 +125,9 @@ def table_uri(path: Path | str, name: str) -> str:
 
 def table_names(path: Path | str) -> list[str]:
     """The tables present in the memory directory (``<name>.lance`` folders), as LanceDB lists them."""
-    if isinstance(path, Path):
-        return [p.name[: -len(".lance")] for p in path.iterdir() if p.name.endswith(".lance") and p.is_dir()]
-    from pyarrow import fs
+    from m3cli.stages.core.storage import subdirs
 
-    from m3cli.stages.core.storage import _object_store
-
-    store, root = _object_store(path)
-    listed = store.get_file_info(fs.FileSelector(root, allow_not_found=True))
-    return [
-        i.base_name[: -len(".lance")]
-        for i in listed
-        if i.base_name.endswith(".lance") and i.type == fs.FileType.Directory
-    ]
+    return [d[: -len(".lance")] for d in subdirs(path) if d.endswith(".lance")]
 
 
 def open_reader(path: str | Path) -> MemoryReader:

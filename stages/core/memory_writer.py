@@ -16,7 +16,6 @@ opened once and follow this writer's own commits.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ import pyarrow as pa
 
 from m3cli.stages.core.memory_reader import table_names as listed_tables
 from m3cli.stages.core.memory_reader import table_uri
+from m3cli.stages.core.storage import remove_dir
 
 #: The English stop words of the Lance engine inside LanceDB (NLTK's list). The ``lance`` package's own
 #: engine is newer and keeps negations and contraction pieces ("not", "no", "don", "t"...) in its
@@ -78,8 +78,6 @@ class MemoryWriter:
 
     def table_names(self) -> set[str]:
         """The tables present (``<name>.lance`` folders), as LanceDB lists them."""
-        if isinstance(self.path, Path) and not self.path.is_dir():
-            return set()
         return set(listed_tables(self.path))
 
     def dataset(self, name: str) -> Any:
@@ -106,13 +104,7 @@ class MemoryWriter:
         """Remove table ``name`` whole, whatever state a failed writer left it in (so not through
         ``LanceDataset.drop``, which refuses a folder without a readable version)."""
         self._open.pop(name, None)
-        if isinstance(self.path, Path):
-            shutil.rmtree(self.uri(name))
-            return
-        from m3cli.stages.core.storage import _object_store
-
-        store, root = _object_store(self.uri(name))
-        store.delete_dir(root)
+        remove_dir(self.path, f"{name}.lance")
 
     def create(self, name: str, data: pa.Table, schema: pa.Schema) -> None:
         """A new table holding ``data`` (one commit)."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -100,3 +101,23 @@ def file_exists(location: str | Path, name: str) -> bool:
 
     store, root = _object_store(location)
     return store.get_file_info(f"{root}/{name}").type == fs.FileType.File
+
+
+def subdirs(location: str | Path) -> list[str]:
+    """Names of the folders directly inside ``location`` (none if it does not exist)."""
+    if isinstance(location, Path):
+        return [p.name for p in location.iterdir() if p.is_dir()] if location.is_dir() else []
+    from pyarrow import fs
+
+    store, root = _object_store(location)
+    listed = store.get_file_info(fs.FileSelector(root, allow_not_found=True))
+    return [i.base_name for i in listed if i.type == fs.FileType.Directory]
+
+
+def remove_dir(location: str | Path, name: str) -> None:
+    """Delete the folder ``name`` inside ``location`` with everything in it."""
+    if isinstance(location, Path):
+        shutil.rmtree(location / name)
+        return
+    store, root = _object_store(location)
+    store.delete_dir(f"{root}/{name}")
