@@ -44,7 +44,14 @@ from typing import Any
 import numpy as np
 
 from m3cli.schemas.records import ClipRecord, FacesSection, FaceTrack, Problem
-from m3cli.stages.backends.face import RECOGNITION_SIDE, SHARP_REF, Detection, FaceModel, sharpness
+from m3cli.stages.backends.face import (
+    RECOGNITION_SIDE,
+    SHARP_REF,
+    Detection,
+    FaceModel,
+    sharpness,
+    yaw_proxy,
+)
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
@@ -310,16 +317,6 @@ def detect_clip(
 
 
 # ------------------------------------------------------------------------------------------- quality
-def yaw_proxy(landmarks: np.ndarray) -> np.ndarray:
-    """|nose - eye midpoint| along the eye line over the eye distance: 0 frontal, ~0.5+ in profile."""
-    left, right, nose = landmarks[:, 0], landmarks[:, 1], landmarks[:, 2]
-    axis = right - left
-    dist = np.linalg.norm(axis, axis=1)
-    safe = np.where(dist > 1e-6, dist, 1.0)
-    along = np.abs(((nose - (left + right) / 2) * axis).sum(axis=1)) / (safe * safe)
-    return np.where(np.isfinite(along) & (dist > 1e-6), along, 0.0)
-
-
 def quality(faces: ClipFaces, model: FaceModel, config: FacesConfig) -> tuple[np.ndarray, np.ndarray]:
     """(keep mask, quality in 0..1) per detection.
 

@@ -42,6 +42,17 @@ def sharpness(crop: np.ndarray) -> float:
     return float(lap.var())
 
 
+def yaw_proxy(landmarks: np.ndarray) -> np.ndarray:
+    """Per (eyes, nose) landmark row, |nose - eye midpoint| along the eye line over the eye distance:
+    0 frontal, ~0.5+ in profile (0 where the eyes coincide)."""
+    left, right, nose = landmarks[:, 0], landmarks[:, 1], landmarks[:, 2]
+    axis = right - left
+    dist = np.linalg.norm(axis, axis=1)
+    safe = np.where(dist > 1e-6, dist, 1.0)
+    along = np.abs(((nose - (left + right) / 2) * axis).sum(axis=1)) / (safe * safe)
+    return np.where(np.isfinite(along) & (dist > 1e-6), along, 0.0)
+
+
 @dataclass(frozen=True)
 class Detection:
     """One face in one frame, in the pixel coordinates of the image given to ``detect``.

@@ -58,6 +58,7 @@ from m3cli.stages.backends.face import (
     mouth_aperture,
     sharpness,
     sort_detections,
+    yaw_proxy,
 )
 from m3cli.stages.core.errors import M3Error
 
@@ -339,10 +340,9 @@ class DlibFaceModel:
         Sharpness, the one factor that reads pixels, is skipped (0 returned) when the other three
         already cannot beat ``to_beat``, the window's best so far: every factor is at most 1.
         """
-        left, right, nose = landmarks
-        axis = right - left
-        dist = float(np.linalg.norm(axis))
-        yaw = abs(float(((nose - (left + right) / 2) * axis).sum())) / (dist * dist) if dist > 1e-6 else 1.0
+        left, right, _ = landmarks
+        # eyes at one point: no frontality to judge, so no face to prefer (the stage's proxy says 0 there)
+        yaw = float(yaw_proxy(landmarks[None])[0]) if float(np.linalg.norm(right - left)) > 1e-6 else 1.0
         side = min(box[2] - box[0], box[3] - box[1])
         partial = self.score_quality(score) * min(1.0, side / RECOGNITION_SIDE) * max(0.0, 1.0 - yaw)
         if to_beat is not None and partial <= to_beat:
