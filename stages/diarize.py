@@ -68,12 +68,15 @@ from m3cli.stages.core.imports import heavy_import
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/6"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/7"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
-# 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5)
+# 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
+# letter or digit, no utterance shorter than MIN_UTTERANCE
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
+MIN_UTTERANCE = 0.1  # a shorter utterance is widened to this around its middle (s): a zero-length one
+# overlaps no turn, so it could name a speaker no turn has (libri5 once had "-" at 5.392-5.392 s)
 
 
 @dataclass(frozen=True)
@@ -459,9 +462,9 @@ def split_by_speaker(
     the turns' labels (the stage relabels utterances and turns together)."""
     out: list[dict] = []
     for seg in segments:
-        words = [w for w in seg.words if w.word.strip()]
+        words = [w for w in seg.words if is_spoken(w.word)]
         if not words:
-            if seg.text.strip():
+            if is_spoken(seg.text) and not seg.words:
                 out.append(
                     _utterance(
                         seg.start, seg.end, seg.text.strip(), [], _speaker_of(seg.start, seg.end, turns)
@@ -490,6 +493,12 @@ def split_by_speaker(
     return out
 
 
+def is_spoken(text: str) -> bool:
+    """Whether ``text`` holds a letter or a digit: Whisper emits bare punctuation ("-", "...") as words of
+    their own, often with zero length; they are no speech and would make utterances of no speech."""
+    return any(c.isalnum() for c in text)
+
+
 def _within_turn(speaker: str | None, start: float, end: float, turns: Sequence[SpeakerTurn]) -> bool:
     """Whether one turn of ``speaker`` covers all of [start, end] (its speech did not stop there)."""
     return any(t.speaker == speaker and t.start <= start + 1e-3 and t.end >= end - 1e-3 for t in turns)
@@ -514,6 +523,9 @@ def _from_words(words: list[Word], speaker: str | None) -> dict:
 
 
 def _utterance(start: float, end: float, text: str, words: Sequence[Word], speaker: str | None) -> dict:
+    if end - start < MIN_UTTERANCE:
+        start = max(0.0, (start + end - MIN_UTTERANCE) / 2)
+        end = start + MIN_UTTERANCE
     return {
         "start": round(start, 3),
         "end": round(max(start, end), 3),
