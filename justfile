@@ -22,3 +22,7 @@ lint:
 # run the pipeline on the bundled real sample
 demo:
     bash examples/quickstart.sh
+
+# the diarization dev table: every dev recording, per file, per group and pooled (speaker turns)
+eval media="../shared/media" *args:
+    {{venv}}/bin/m3 eval diarization --manifest tests/data/diarization_dev.manifest --media-root {{media}} --turns-only {{args}}

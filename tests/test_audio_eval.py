@@ -132,3 +132,19 @@ def test_eval_commands_print_tables_and_json(cache_dir):
     assert fixture["turns"]["der"] < 0.10 and res["overall_der"]["utterances"] < 0.15
     bad = run_m3("eval", "diarization", DATA / "jfk.wav", "--rttm", DATA / "fixture.rttm")
     assert bad.returncode == 1 and "no SPEAKER lines for file id 'jfk'" in bad.stderr.decode()
+
+
+def test_dev_manifest_lists_groups_and_skips_missing_local_media(tmp_path):
+    from m3cli.stages.eval.audio import read_manifest, speakers_heard
+
+    items, skipped = read_manifest(DATA / "diarization_dev.manifest", media_root=tmp_path / "absent")
+    groups = {i.uri: i.group for i in items}
+    assert groups["dev00"] == "ami-dev" and groups["speakers8"] == "libri"
+    assert not any(u.startswith("trn") for u in groups) and any("trn00.wav" in s for s in skipped)
+    dev00 = next(i for i in items if i.uri == "dev00")
+    assert dev00.uem and speakers_heard(dev00.ref) == 2
+    assert speakers_heard(next(i for i in items if i.uri == "speakers8").ref) == 8
+    bad = tmp_path / "bad.manifest"
+    bad.write_text("ami dev00.wav\n")
+    with pytest.raises(InputError, match="group media rttm"):
+        read_manifest(bad)

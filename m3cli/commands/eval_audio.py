@@ -16,6 +16,7 @@ Examples:
   m3 eval diarization tests/data/fixture.mp4 --rttm tests/data/fixture.rttm --json
   m3 eval diarization meeting.wav --rttm meeting.rttm --speakers 4 --collar 0
   m3 eval diarization dev00.wav --rttm debug.development.rttm --diarizer cluster --speaker-backend resemblyzer
+  m3 eval diarization --manifest tests/data/diarization_dev.manifest --media-root ../shared/media --turns-only
 """
 
 ASR_EPILOG = """\b
@@ -46,15 +47,27 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
 def diarization(
     ctx: typer.Context,
     media_files: list[Path] = typer.Argument(
-        ...,
-        help="Audio or video files; each is scored against the RTTM turns of its file stem.",
+        None,
+        help="Audio or video files or folders; each is scored against the RTTM turns of its file stem.",
     ),
-    rttm: Path = typer.Option(
-        ...,
+    rttm: Path | None = typer.Option(
+        None,
         "--rttm",
-        help="Reference RTTM (SPEAKER lines; file id = media file stem).",
+        help="Reference RTTM for the media arguments (SPEAKER lines; file id = media file stem).",
     ),
     uem: Path | None = typer.Option(None, "--uem", help="UEM file: only these regions are scored."),
+    group: str = typer.Option("all", "--group", help="Group name of the media arguments in the table."),
+    manifest: Path | None = typer.Option(
+        None,
+        "--manifest",
+        help="Recordings to score, one per line: `group media rttm [uem]` (see tests/data/*.manifest).",
+    ),
+    media_root: Path | None = typer.Option(
+        None, "--media-root", help="Folder that a manifest's `{media}/` paths start from."
+    ),
+    turns_only: bool = typer.Option(
+        False, "--turns-only", help="Score only speaker turns (no speech recognition: several times faster)."
+    ),
     collar: float = typer.Option(
         0.25,
         "--collar",
@@ -85,17 +98,33 @@ def diarization(
     device: str | None = typer.Option(None, "--device", help="cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Diarization error rate of `m3 diarize` (turns, and the final utterances) against RTTM.
+    """Diarization error rate of `m3 diarize` (turns, and the final utterances) against RTTM, per file,
+    per group and pooled over all files.
 
     Turns may overlap (two speakers at once), and overlapped reference speech is scored: a second
-    speaker missed there counts as missed speech. ``overlap`` in the JSON gives, per file, the seconds
-    of reference speech with two or more speakers and how much of it the turns also mark as overlap."""
+    speaker missed there counts as missed speech. ``ovl ref/flag`` gives the seconds of reference speech
+    with two or more speakers and how much of it the turns also mark as overlap; ``spk ref/hyp`` the
+    reference speakers with at least 3 s of speech and the speakers found."""
     from m3cli.stages.core.errors import InputError
-    from m3cli.stages.diarize import ClusterConfig, DiarizeConfig, diarize_file
-    from m3cli.stages.eval.audio import DerResult, diarization_error, overlap_agreement, read_rttm, read_uem
+    from m3cli.stages.diarize import ClusterConfig, DiarizeConfig, diarize_file, speaker_turns_file
+    from m3cli.stages.eval.audio import (
+        Tally,
+        collect_items,
+        diarization_error,
+        overlap_agreement,
+        read_manifest,
+        speakers_heard,
+    )
 
-    refs = read_rttm(rttm)
-    uems = read_uem(uem) if uem else {}
+    items, skipped = [], []
+    if manifest is not None:
+        items, skipped = read_manifest(manifest, media_root)
+    if media_files:
+        if rttm is None:
+            raise InputError("media files need --rttm (or list them in a --manifest)")
+        items.extend(collect_items(media_files, rttm, uem, group))
+    if not items:
+        raise InputError("nothing to score: give media files with --rttm, or a --manifest")
     config = DiarizeConfig(
         vad=vad,
         diarizer=diarizer,
@@ -105,58 +134,89 @@ def diarization(
         cluster=ClusterConfig(threshold=cluster_threshold),
     )
     run = _run_context(ctx, device)
+    sources = ("turns",) if turns_only else ("turns", "utterances")
     results = []
-    sums: dict[str, list[float]] = {"turns": [0.0] * 4, "utterances": [0.0] * 4}
-    for path in run.progress(media_files, desc="eval diarization", total=len(media_files)):
-        uri = path.stem
-        if uri not in refs:
-            raise InputError(f"{rttm}: no SPEAKER lines for file id {uri!r} (has: {', '.join(sorted(refs))})")
-        res = diarize_file(path, config, run)
-        hyps = {
-            "turns": [(t.start, t.end, t.speaker) for t in res.turns],
-            "utterances": [(u["start"], u["end"], u["speaker_local"]) for u in res.utterances],
-        }
+    tallies: dict[tuple[str, str], Tally] = {}
+    for item in run.progress(items, desc="eval diarization", total=len(items)):
+        if turns_only:
+            hyps = {
+                "turns": [(t.start, t.end, t.speaker) for t in speaker_turns_file(item.path, config, run)]
+            }
+        else:
+            res = diarize_file(item.path, config, run)
+            hyps = {
+                "turns": [(t.start, t.end, t.speaker) for t in res.turns],
+                "utterances": [(u["start"], u["end"], u["speaker_local"]) for u in res.utterances],
+            }
+        overlap = overlap_agreement(item.ref, hyps["turns"], item.uem)
         entry = {
-            "file": str(path),
-            "uri": uri,
-            "ref_speakers": len({t[2] for t in refs[uri]}),
-            "overlap": overlap_agreement(refs[uri], hyps["turns"], uems.get(uri)),
+            "file": str(item.path),
+            "uri": item.uri,
+            "group": item.group,
+            "ref_speakers": len({t[2] for t in item.ref}),
+            "ref_speakers_3s": speakers_heard(item.ref),
+            "overlap": overlap,
         }
-        for source, hyp in hyps.items():
-            d: DerResult = diarization_error(refs[uri], hyp, uems.get(uri), collar=collar)
-            entry[source] = {**d.as_dict(), "hyp_speakers": len({h[2] for h in hyp})}
-            for i, v in enumerate((d.missed, d.false_alarm, d.confusion, d.total)):
-                sums[source][i] += v
+        for source in sources:
+            d = diarization_error(item.ref, hyps[source], item.uem, collar=collar)
+            entry[source] = {**d.as_dict(), "hyp_speakers": len({h[2] for h in hyps[source]})}
+            for key in ((item.group, source), ("ALL", source)):
+                tallies.setdefault(key, Tally()).add(d, overlap)
         results.append(entry)
-    overall = {src: round(sum(v[:3]) / v[3], 6) if v[3] else 0.0 for src, v in sums.items()}
+    overall = {src: round(tallies[("ALL", src)].der, 6) for src in sources}
+    groups = list(dict.fromkeys(e["group"] for e in results))
     if as_json:
-        typer.echo(json.dumps({"collar": collar, "files": results, "overall_der": overall}, indent=2))
+        pooled = {g: {src: tallies[(g, src)].as_dict() for src in sources} for g in [*groups, "ALL"]}
+        out = {
+            "collar": collar,
+            "files": results,
+            "groups": pooled,
+            "overall_der": overall,
+            "skipped": skipped,
+        }
+        typer.echo(json.dumps(out, indent=2))
         return
     rows = []
     for e in results:
-        for src in ("turns", "utterances"):
+        for src in sources:
             d = e[src]
+            o = e["overlap"]
             rows.append(
                 [
                     safe(e["uri"]),
+                    safe(e["group"]),
                     src,
                     f"{100 * d['der']:.1f}%",
                     f"{d['missed']:.2f}",
                     f"{d['false_alarm']:.2f}",
                     f"{d['confusion']:.2f}",
                     f"{d['total']:.2f}",
-                    f"{e['ref_speakers']}/{d['hyp_speakers']}",
+                    f"{e['ref_speakers_3s']}/{d['hyp_speakers']}",
+                    f"{o['reference']:.1f}/{o['both']:.1f}",
                 ]
             )
-    for src in ("turns", "utterances"):
-        m, f, c, t = sums[src]
-        rows.append(
-            ["ALL", src, f"{100 * overall[src]:.1f}%", f"{m:.2f}", f"{f:.2f}", f"{c:.2f}", f"{t:.2f}", ""]
-        )
-    echo(
-        _table(["file", "from", "DER", "missed", "false_al", "confusion", "speech", "spk ref/hyp"], rows)
-    )
-    echo(f"(collar ±{collar} s; seconds of scored reference speech)")
+    for g in [*groups, "ALL"]:
+        for src in sources:
+            t = tallies[(g, src)]
+            rows.append(
+                [
+                    "ALL" if g == "ALL" else f"[{safe(g)}]",
+                    f"{t.files} files",
+                    src,
+                    f"{100 * t.der:.1f}%",
+                    f"{t.missed:.2f}",
+                    f"{t.false_alarm:.2f}",
+                    f"{t.confusion:.2f}",
+                    f"{t.total:.2f}",
+                    "",
+                    f"{t.overlap_ref:.1f}/{t.overlap_flagged:.1f}",
+                ]
+            )
+    header = ["file", "group", "from", "DER", "missed", "false_al", "confusion", "speech", "spk ref/hyp"]
+    echo(_table([*header, "ovl ref/flag"], rows))
+    echo(f"(collar ±{collar} s; seconds of scored reference speech; speakers of >= 3 s)")
+    for s in skipped:
+        echo(f"skipped: {safe(s)}")
 
 
 def asr(

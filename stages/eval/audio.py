@@ -301,3 +301,120 @@ def word_error(reference: str, hypothesis: str) -> WerResult:
     out = jiwer.process_words(ref, hyp if hyp else "")
     n = len(ref.split())
     return WerResult(out.wer, out.substitutions, out.deletions, out.insertions, n, hyp)
+
+
+# -- many recordings -----------------------------------------------------------------------------
+MEDIA_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3", ".m4a", ".mp4", ".mkv", ".mov", ".webm", ".avi")
+
+
+@dataclass(frozen=True)
+class EvalItem:
+    """One recording to score: its media file, its reference turns and scored regions, its group."""
+
+    path: Path
+    uri: str
+    group: str
+    ref: list[Turn]
+    uem: list[Region] | None
+
+
+def read_manifest(path: Path, media_root: Path | None = None) -> tuple[list[EvalItem], list[str]]:
+    """Recordings listed in a manifest: one per line, ``group media rttm [uem]`` (whitespace separated,
+    ``#`` comments). Relative paths are taken from the manifest's folder, or from ``media_root`` when a
+    path starts with ``{media}/``. A media entry may be a folder (every media file in it whose stem the
+    RTTM has). Entries whose files are missing are skipped and named in the second return value, so a
+    fresh clone without the local-only recordings still scores what it has."""
+    base = Path(path).parent
+    items: list[EvalItem] = []
+    skipped: list[str] = []
+
+    def resolve(p: str) -> Path:
+        if p.startswith("{media}/"):
+            if media_root is None:
+                return Path("/nonexistent") / p
+            return Path(media_root) / p[len("{media}/") :]
+        q = Path(p)
+        return q if q.is_absolute() else base / q
+
+    for lineno, fields in _lines(path):
+        if len(fields) not in (3, 4):
+            raise InputError(
+                f"{path}:{lineno}: manifest line needs `group media rttm [uem]`, got {len(fields)} fields"
+            )
+        group, media_p, rttm_p = fields[0], resolve(fields[1]), resolve(fields[2])
+        uem_p = resolve(fields[3]) if len(fields) == 4 else None
+        missing = [str(p) for p in (media_p, rttm_p, uem_p) if p is not None and not p.exists()]
+        if missing:
+            skipped.append(f"{fields[1]} ({', '.join(missing)} missing)")
+            continue
+        items.extend(collect_items([media_p], rttm_p, uem_p, group))
+    return items, skipped
+
+
+def collect_items(
+    media: Sequence[Path], rttm: Path, uem: Path | None = None, group: str = "all"
+) -> list[EvalItem]:
+    """Items for media files or folders scored against one RTTM (file id = media stem); a folder
+    contributes its media files whose stem the RTTM has, a file without turns in it is an error."""
+    refs = read_rttm(rttm)
+    uems = read_uem(uem) if uem else {}
+    out: list[EvalItem] = []
+    for m in media:
+        m = Path(m)
+        if m.is_dir():
+            files = [p for p in sorted(m.iterdir()) if p.suffix.lower() in MEDIA_SUFFIXES and p.stem in refs]
+            if not files:
+                raise InputError(f"{m}: no media file whose name the RTTM {rttm} has turns for")
+        else:
+            if m.stem not in refs:
+                has = ", ".join(sorted(refs))
+                raise InputError(f"{rttm}: no SPEAKER lines for file id {m.stem!r} (has: {has})")
+            files = [m]
+        out.extend(EvalItem(p, p.stem, group, refs[p.stem], uems.get(p.stem)) for p in files)
+    return out
+
+
+def speakers_heard(ref: Sequence[Turn], min_seconds: float = 3.0) -> int:
+    """Reference speakers with at least ``min_seconds`` of speech (the ones a count target is about)."""
+    seconds: dict[str, float] = defaultdict(float)
+    for s, e, spk in ref:
+        seconds[spk] += e - s
+    return sum(1 for v in seconds.values() if v >= min_seconds)
+
+
+@dataclass
+class Tally:
+    """Pooled DER components and overlap seconds over several files."""
+
+    missed: float = 0.0
+    false_alarm: float = 0.0
+    confusion: float = 0.0
+    total: float = 0.0
+    overlap_ref: float = 0.0
+    overlap_flagged: float = 0.0
+    files: int = 0
+
+    def add(self, d: DerResult, overlap: dict) -> None:
+        self.missed += d.missed
+        self.false_alarm += d.false_alarm
+        self.confusion += d.confusion
+        self.total += d.total
+        self.overlap_ref += overlap["reference"]
+        self.overlap_flagged += overlap["both"]
+        self.files += 1
+
+    @property
+    def der(self) -> float:
+        return (self.missed + self.false_alarm + self.confusion) / self.total if self.total > 0 else 0.0
+
+    def as_dict(self) -> dict:
+        return {
+            "files": self.files,
+            "der": round(self.der, 6),
+            "missed": round(self.missed, 3),
+            "false_alarm": round(self.false_alarm, 3),
+            "confusion": round(self.confusion, 3),
+            "total": round(self.total, 3),
+            "overlap_reference": round(self.overlap_ref, 3),
+            "overlap_flagged": round(self.overlap_flagged, 3),
+        }
