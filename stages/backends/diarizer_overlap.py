@@ -58,6 +58,8 @@ class OverlapConfig:
     context: float = 3.0  # s around an overlap searched for its second speaker
     min_turn: float = 0.1  # shorter turns are dropped
     max_gap: float = 0.3  # pauses shorter than this inside one speaker's turn are filled
+    overlap_mean: float = 1.5  # mean speaker count over the windows at which a frame is overlapped
+    join_cosine: float | None = None  # None: eigengap / few-window linkage; else average linkage cut here
 
 
 class OverlapDiarizer:
@@ -82,7 +84,7 @@ class OverlapDiarizer:
         audio = np.asarray(audio, dtype=np.float32)
         duration = len(audio) / RATE
         act = self.segmentation.activity(audio, cfg.step)
-        count = speaker_count(act, duration)
+        count = speaker_count(act, duration, cfg.overlap_mean)
         step = act.frame_step
         offset = act.frame_duration / 2 - step / 2
         found = [
@@ -101,15 +103,16 @@ class OverlapDiarizer:
         emb = self.embedding.embed(audio, wins)
         weights = np.asarray([min(e - s, cfg.hop) for s, e in wins])
         apart = None
-        if _few(len(wins), cfg, num_speakers):
+        if _few(len(wins), cfg, num_speakers) or (cfg.join_cosine is not None and num_speakers is None):
             apart = cannot_link(act, wins, cfg.local_share, cfg.local_other)
         labels = cluster(emb, weights, cfg, max_speakers, num_speakers, apart)
         frame_labels = _frame_labels(count, speech, wins, labels, step, offset)
         return _turns(frame_labels, count, step, offset, duration, cfg)
 
 
-def speaker_count(act: ChunkActivity, duration: float) -> np.ndarray:
-    """Number of simultaneous speakers per output frame (Hamming-weighted mean over windows, rounded)."""
+def speaker_count(act: ChunkActivity, duration: float, overlap_mean: float = 1.5) -> np.ndarray:
+    """Number of simultaneous speakers per output frame (Hamming-weighted mean over windows, rounded);
+    a frame heard as one speaker becomes two where the mean reaches ``overlap_mean``."""
     step = act.frame_step
     n_out = max(1, int(np.ceil(duration / step)))
     total = np.zeros(n_out)
@@ -121,7 +124,10 @@ def speaker_count(act: ChunkActivity, duration: float) -> np.ndarray:
         keep = (idx < n_out) & (np.arange(n_frames) * step < min(CHUNK, duration - start))
         weight[idx[keep]] += hamming[keep]
         total[idx[keep]] += hamming[keep] * act.active[c][keep].sum(axis=1)
-    return np.rint(total / np.maximum(weight, 1e-9)).astype(np.int64)
+    mean = total / np.maximum(weight, 1e-9)
+    count = np.rint(mean).astype(np.int64)
+    count[(count == 1) & (mean >= overlap_mean)] = 2
+    return count
 
 
 def cluster(
@@ -149,6 +155,11 @@ def cluster(
     n = len(emb)
     if n < 2:
         return np.zeros(n, dtype=np.int64)
+    if cfg.join_cosine is not None and num_speakers is None:
+        labels = _few_windows(emb, 1.0 - cfg.join_cosine, max_speakers, apart)
+        labels = fold_small_clusters(emb, labels, weights, cfg.min_cluster_seconds)
+        _, labels = np.unique(labels, return_inverse=True)
+        return labels.astype(np.int64)
     if _few(n, cfg, num_speakers):
         return _few_windows(emb, cfg.few_threshold, max_speakers, apart)
     sim = emb @ emb.T
