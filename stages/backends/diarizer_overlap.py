@@ -34,6 +34,7 @@ from m3cli.stages.backends.asr import RATE, SpeakerTurn, merge_spans
 from m3cli.stages.backends.segmentation import CHUNK, ChunkActivity, SegmentationModel
 from m3cli.stages.backends.speaker import fold_small_clusters, windows_over
 from m3cli.stages.backends.speaker_campplus import CamppModel
+from m3cli.stages.backends.speaker_join import join_clusters
 from m3cli.stages.core.imports import heavy_import
 
 #: Changes with any change of what this diarizer computes (2: few windows by linkage below 14;
@@ -60,6 +61,7 @@ class OverlapConfig:
     max_gap: float = 0.3  # pauses shorter than this inside one speaker's turn are filled
     overlap_mean: float = 1.5  # mean speaker count over the windows at which a frame is overlapped
     join_cosine: float | None = None  # None: eigengap / few-window linkage; else average linkage cut here
+    pooled_join: float | None = None  # then join clusters whose pooled speech reaches this CAM++ cosine
 
 
 class OverlapDiarizer:
@@ -106,6 +108,8 @@ class OverlapDiarizer:
         if _few(len(wins), cfg, num_speakers) or (cfg.join_cosine is not None and num_speakers is None):
             apart = cannot_link(act, wins, cfg.local_share, cfg.local_other)
         labels = cluster(emb, weights, cfg, max_speakers, num_speakers, apart)
+        if cfg.pooled_join is not None and num_speakers is None:
+            labels = join_clusters(audio, wins, labels, self.embedding, cfg.pooled_join, emb)
         frame_labels = _frame_labels(count, speech, wins, labels, step, offset)
         return _turns(frame_labels, count, step, offset, duration, cfg)
 

@@ -1,0 +1,54 @@
+"""Joining over-split local speakers by the pooled CAM++ rule (stages/backends/speaker_join.py), on real
+speech: speakers3.mp4's three LibriSpeech/LatentSync voices, each cut into two clusters on purpose."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from m3cli.stages.backends.speaker import windows_over
+from m3cli.stages.backends.speaker_join import JOIN_COSINE, join_clusters, pooled_spans
+from m3cli.stages.eval.audio import read_rttm
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_split_clusters_of_three_voices_join_back_to_three():
+    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.diarize import read_audio_file
+
+    _, audio = read_audio_file(DATA / "speakers3.mp4")
+    ref = read_rttm(DATA / "speakers3.rttm")["speakers3"]
+    speakers = sorted({t[2] for t in ref})
+    wins, truth = [], []
+    for k, spk in enumerate(speakers):
+        w = windows_over([(s, e) for s, e, who in ref if who == spk], 2.0, 1.0)
+        wins += w
+        truth += [k] * len(w)
+    truth = np.asarray(truth)
+    # over-split: every speaker's first and second half of windows are two clusters (6 in all)
+    split = np.zeros(len(wins), dtype=np.int64)
+    for k in range(len(speakers)):
+        idx = np.flatnonzero(truth == k)
+        split[idx[: len(idx) // 2]] = 2 * k
+        split[idx[len(idx) // 2 :]] = 2 * k + 1
+    model = CamppModel()
+    emb = model.embed(audio, wins)
+    joined = join_clusters(audio, wins, split, model, JOIN_COSINE, emb)
+    assert len(np.unique(joined)) == len(speakers) == 3
+    # one cluster per voice: the joined labels equal the truth up to renaming
+    assert all(len(np.unique(joined[truth == k])) == 1 for k in range(3))
+    assert len({int(joined[truth == k][0]) for k in range(3)}) == 3
+    # a threshold above every same-voice cosine joins nothing
+    assert len(np.unique(join_clusters(audio, wins, split, model, 0.99, emb))) == 6
+
+
+def test_pooled_spans_take_the_most_typical_windows_up_to_the_limit():
+    wins = [(0.0, 2.0), (1.0, 3.0), (10.0, 12.0), (20.0, 22.0)]
+    emb = np.asarray([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.8, 0.6]])
+    labels = np.zeros(4, dtype=np.int64)
+    assert pooled_spans(wins, labels, 0) == [(0.0, 3.0), (10.0, 12.0), (20.0, 22.0)]
+    # the mean is (0.7, 0.4): window 3 is most like it (0.80), then window 0 (0.70): 4 s, enough
+    assert pooled_spans(wins, labels, 0, emb, seconds=4.0) == [(0.0, 2.0), (20.0, 22.0)]
+    assert pooled_spans(wins, labels, 0, emb, seconds=5.0) == [(0.0, 3.0), (20.0, 22.0)]
