@@ -34,12 +34,13 @@ from m3cli.stages.backends.asr import RATE, SpeakerTurn, merge_spans
 from m3cli.stages.backends.segmentation import CHUNK, ChunkActivity, SegmentationModel
 from m3cli.stages.backends.speaker import fold_small_clusters, windows_over
 from m3cli.stages.backends.speaker_campplus import CamppModel
-from m3cli.stages.backends.speaker_join import join_clusters
+from m3cli.stages.backends.speaker_join import JOIN_COSINE, join_clusters
 from m3cli.stages.core.imports import heavy_import
 
 #: Changes with any change of what this diarizer computes (2: few windows by linkage below 14;
-#: 3: the segmentation's local speakers keep apart windows it hears as two people).
-VERSION = "overlap/3"
+#: 3: the segmentation's local speakers keep apart windows it hears as two people; 4: split locally,
+#: join by the calibrated pooled CAM++ rule: linkage below 30 windows, then speaker_join).
+VERSION = "overlap/4"
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class OverlapConfig:
     hop: float = 1.0
     pval: float = 0.012  # share of each row of the affinity kept (spectral clustering)
     min_pnum: int = 6  # ... but at least this many neighbours
-    few_windows: int = 14  # fewer windows than this: average linkage instead of the eigengap
+    few_windows: int = 30  # fewer windows than this (a <= 30-s clip): average linkage, then the join
     max_speakers: int = 10  # most speakers the eigengap may pick
     merge_cosine: float = 0.8  # clusters whose centroids are closer than this are joined
     few_threshold: float = 0.5  # cosine distance cutting average linkage when there are few windows
@@ -61,7 +62,8 @@ class OverlapConfig:
     max_gap: float = 0.3  # pauses shorter than this inside one speaker's turn are filled
     overlap_mean: float = 1.5  # mean speaker count over the windows at which a frame is overlapped
     join_cosine: float | None = None  # None: eigengap / few-window linkage; else average linkage cut here
-    pooled_join: float | None = None  # then join clusters whose pooled speech reaches this CAM++ cosine
+    pooled_join: float | None = JOIN_COSINE  # join clusters whose pooled speech reaches this CAM++ cosine
+    apart_share: float | None = 0.0  # ... unless more of their window pairs than this are heard apart
 
 
 class OverlapDiarizer:
@@ -109,7 +111,16 @@ class OverlapDiarizer:
             apart = cannot_link(act, wins, cfg.local_share, cfg.local_other)
         labels = cluster(emb, weights, cfg, max_speakers, num_speakers, apart)
         if cfg.pooled_join is not None and num_speakers is None:
-            labels = join_clusters(audio, wins, labels, self.embedding, cfg.pooled_join, emb)
+            labels = join_clusters(
+                audio,
+                wins,
+                labels,
+                self.embedding,
+                cfg.pooled_join,
+                emb,
+                apart if cfg.apart_share is not None else None,
+                cfg.apart_share or 0.0,
+            )
         frame_labels = _frame_labels(count, speech, wins, labels, step, offset)
         return _turns(frame_labels, count, step, offset, duration, cfg)
 

@@ -52,10 +52,14 @@ def join_clusters(
     model,  # noqa: ANN001 - any embedder with ``embed_pooled(audio, groups)`` (CAM++)
     threshold: float = JOIN_COSINE,
     emb: np.ndarray | None = None,
+    apart: np.ndarray | None = None,
+    apart_share: float = 0.0,
 ) -> np.ndarray:
     """Labels after joining, greedily and most similar first, every two clusters whose pooled speech
     reaches ``threshold``; a joined cluster is embedded again from its pooled speech before the next
-    comparison (average linkage on pooled embeddings)."""
+    comparison (average linkage on pooled embeddings). With ``apart`` (window pairs another witness
+    heard as two people: the segmentation model's local speakers of one chunk), two clusters with more
+    than ``apart_share`` of their window pairs apart are never joined."""
     labels = np.asarray(labels, dtype=np.int64).copy()
     ids = [int(k) for k in np.unique(labels)]
     if len(ids) < 2:
@@ -67,6 +71,11 @@ def join_clusters(
         mat = np.stack([vecs[k] for k in keys])
         sim = mat @ mat.T
         np.fill_diagonal(sim, -2.0)
+        if apart is not None:
+            for x, a in enumerate(keys):
+                for y, b in enumerate(keys):
+                    if x < y and apart[np.ix_(labels == a, labels == b)].mean() > apart_share:
+                        sim[x, y] = sim[y, x] = -2.0
         i, j = np.unravel_index(int(np.argmax(sim)), sim.shape)
         if sim[i, j] < threshold:
             break
