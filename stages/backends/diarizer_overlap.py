@@ -34,13 +34,12 @@ from m3cli.stages.backends.asr import RATE, SpeakerTurn, merge_spans
 from m3cli.stages.backends.segmentation import CHUNK, ChunkActivity, SegmentationModel
 from m3cli.stages.backends.speaker import fold_small_clusters, windows_over
 from m3cli.stages.backends.speaker_campplus import CamppModel
-from m3cli.stages.backends.speaker_join import JOIN_COSINE, join_clusters
+from m3cli.stages.backends.speaker_join import join_clusters
 from m3cli.stages.core.imports import heavy_import
 
 #: Changes with any change of what this diarizer computes (2: few windows by linkage below 14;
-#: 3: the segmentation's local speakers keep apart windows it hears as two people; 4: split locally,
-#: join by the calibrated pooled CAM++ rule: linkage below 30 windows, then speaker_join).
-VERSION = "overlap/4"
+#: 3: the segmentation's local speakers keep apart windows it hears as two people).
+VERSION = "overlap/3"
 
 
 @dataclass(frozen=True)
@@ -50,7 +49,7 @@ class OverlapConfig:
     hop: float = 1.0
     pval: float = 0.012  # share of each row of the affinity kept (spectral clustering)
     min_pnum: int = 6  # ... but at least this many neighbours
-    few_windows: int = 30  # fewer windows than this (a <= 30-s clip): average linkage, then the join
+    few_windows: int = 14  # fewer windows than this: average linkage instead of the eigengap
     max_speakers: int = 10  # most speakers the eigengap may pick
     merge_cosine: float = 0.8  # clusters whose centroids are closer than this are joined
     few_threshold: float = 0.5  # cosine distance cutting average linkage when there are few windows
@@ -62,8 +61,11 @@ class OverlapConfig:
     max_gap: float = 0.3  # pauses shorter than this inside one speaker's turn are filled
     overlap_mean: float = 1.5  # mean speaker count over the windows at which a frame is overlapped
     join_cosine: float | None = None  # None: eigengap / few-window linkage; else average linkage cut here
-    pooled_join: float | None = JOIN_COSINE  # join clusters whose pooled speech reaches this CAM++ cosine
-    apart_share: float | None = 0.0  # ... unless more of their window pairs than this are heard apart
+    # Split locally, join by the calibrated rule (off by default; README "speaker stack"): with
+    # few_windows=30, pooled_join=JOIN_COSINE, apart_share=0.0 every reader of speakers3/6/8 gets one
+    # voice through 30-s clips (now 5/6 and 6/8), but dev01 is split into 4 and libri5 into 6.
+    pooled_join: float | None = None  # join clusters whose pooled speech reaches this CAM++ cosine
+    apart_share: float | None = None  # ... unless more of their window pairs than this are heard apart
 
 
 class OverlapDiarizer:
