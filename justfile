@@ -25,4 +25,4 @@ demo:
 
 # the diarization dev table: every dev recording, per file, per group and pooled (speaker turns)
 eval media="../shared/media" *args:
-    {{venv}}/bin/m3 eval diarization --manifest tests/data/diarization_dev.manifest --media-root {{media}} --turns-only {{args}}
+    {{py}} -m m3cli eval diarization --manifest tests/data/diarization_dev.manifest --media-root {{media}} --turns-only {{args}}

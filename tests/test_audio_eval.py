@@ -148,3 +148,28 @@ def test_dev_manifest_lists_groups_and_skips_missing_local_media(tmp_path):
     bad.write_text("ami dev00.wav\n")
     with pytest.raises(InputError, match="group media rttm"):
         read_manifest(bad)
+
+
+@pytest.mark.slow
+def test_eval_diarization_prints_files_groups_and_pooled_rows(cache_dir, tmp_path):
+    from conftest import run_m3
+
+    manifest = tmp_path / "dev.manifest"
+    manifest.write_text(
+        f"ami {DATA / 'dev00.wav'} {DATA / 'debug.development.rttm'} {DATA / 'debug.development.uem'}\n"
+        f"synthetic {DATA / 'fixture.mp4'} {DATA / 'fixture.rttm'}\n"
+        "local {media}/absent.wav {media}/absent.rttm\n"
+    )
+    args = ("eval", "diarization", "--manifest", manifest, "--media-root", tmp_path, "--turns-only")
+    table = run_m3(*args, check=True).stdout.decode()
+    lines = table.splitlines()
+    assert lines[0].split()[:4] == ["file", "group", "from", "DER"]
+    assert any(x.startswith("[ami]") for x in lines) and any(x.startswith("[synthetic]") for x in lines)
+    assert any(x.startswith("ALL") and "2 files" in x for x in lines)
+    assert any(x.startswith("skipped: {media}/absent.wav") for x in lines)
+    data = json.loads(run_m3(*args, "--json", check=True).stdout)
+    assert [f["uri"] for f in data["files"]] == ["dev00", "fixture"]
+    assert {f["uri"]: f["turns"]["hyp_speakers"] for f in data["files"]} == {"dev00": 2, "fixture": 2}
+    pooled = data["groups"]["ALL"]["turns"]
+    assert pooled["files"] == 2 and pooled["der"] < 0.10  # dev00 4.8 %, fixture 3.9 %
+    assert data["groups"]["ami"]["turns"]["overlap_reference"] > 1.0  # dev00: 1.4 s of overlap
