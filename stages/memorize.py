@@ -253,6 +253,9 @@ def offline_memory(record: ClipRecord) -> MemorySection:
                     entities=[a, b],
                 )
             )
+    from m3cli.stages.sight import memory_lines  # what is seen: "on screen" / "seen" lines
+
+    episodic.extend(MemoryItem(**line) for line in memory_lines(record))
     return MemorySection(
         source="offline",
         model=None,
@@ -772,7 +775,7 @@ def memorize_records(
         client.force(images=config.images, audio=config.audio)
         client.use_cache(ctx.cache)
     for r in records:
-        if r.faces is None and r.utterances is None:
+        if r.faces is None and r.utterances is None and r.sight is None:
             raise M3Error(
                 f"clip {r.clip.index} of {r.video.path} has neither faces nor utterances: run "
                 "`m3 faces` and/or `m3 diarize | m3 voices` before `m3 memorize`"
