@@ -23,8 +23,9 @@ def _pct(x: float | None) -> str:
 
 def sight(
     ctx: typer.Context,
-    source: Path = typer.Argument(..., help="A folder with ocr/ and/or tags/ (each with truth.json).",
-                                  show_default=False),
+    source: Path = typer.Argument(
+        ..., help="A folder with ocr/ and/or tags/ (each with truth.json).", show_default=False
+    ),
     det_side: int = typer.Option(960, "--det-side", help="Longer side (px) the text detector sees."),
     max_tags: int = typer.Option(3, "--max-tags", help="Tags considered per image."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
@@ -40,16 +41,20 @@ def sight(
         return
     if "ocr" in report:
         o = report["ocr"]
-        echo(f"ocr   images={o['images']} words={o['truth_words']} recall={_pct(o['recall'])} "
-             f"precision={_pct(o['precision'])} no-text images={o['notext_images']} "
-             f"false lines={o['notext_lines']} ({o['seconds_per_image']:.2f} s/image)")
+        echo(
+            f"ocr   images={o['images']} words={o['truth_words']} recall={_pct(o['recall'])} "
+            f"precision={_pct(o['precision'])} no-text images={o['notext_images']} "
+            f"false lines={o['notext_lines']} ({o['seconds_per_image']:.2f} s/image)"
+        )
     if "tags" in report:
         t = report["tags"]
         echo(f"tags  images={t['images']} top-1={_pct(t['top1'])} ({t['seconds_per_image']:.3f} s/image)")
         for f in t["folds"]:
-            echo(f"      threshold {f['threshold']:.2f} chosen on half {f['chosen_on']}, scored on half "
-                 f"{f['scored_on']}: kept={f['kept']} precision={_pct(f['precision'])} "
-                 f"recall={_pct(f['recall'])}")
+            echo(
+                f"      threshold {f['threshold']:.2f} chosen on half {f['chosen_on']}, scored on half "
+                f"{f['scored_on']}: kept={f['kept']} precision={_pct(f['precision'])} "
+                f"recall={_pct(f['recall'])}"
+            )
 
 
 def register_eval(app: typer.Typer) -> None:

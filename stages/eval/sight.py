@@ -40,7 +40,9 @@ def _load(path: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise InputError(f"{path}: no such file (a sight set has ocr/truth.json and tags/truth.json)") from None
+        raise InputError(
+            f"{path}: no such file (a sight set has ocr/truth.json and tags/truth.json)"
+        ) from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: not valid JSON ({exc})") from None
 
