@@ -66,6 +66,7 @@ class SightConfig:
     drift: float = 0.5  # difference (0..1) from the segment's first sample that starts a new one
     frame_side: int = 960  # longer side of the decoded frames (and of the stored keyframes)
     det_side: int = 960  # longer side the text detector sees
+    gate_side: int = 480  # a first, cheaper detection at this side; 0: none (see ocr_rapid)
     text: bool = True
     min_text_score: float = 0.8
     min_chars: int = 3
@@ -102,7 +103,7 @@ class SightModels:
     def __init__(self, config: SightConfig) -> None:
         from m3cli.stages.backends.ocr_rapid import RapidOcr
 
-        self.ocr = RapidOcr(det_side=config.det_side) if config.text else None
+        self.ocr = RapidOcr(det_side=config.det_side, gate_side=config.gate_side) if config.text else None
         self.tagger = None
         if config.tags:
             from m3cli.stages.backends.tagger_effnet import ImageNetTagger

@@ -27,6 +27,9 @@ def sight(
         ..., help="A folder with ocr/ and/or tags/ (each with truth.json).", show_default=False
     ),
     det_side: int = typer.Option(960, "--det-side", help="Longer side (px) the text detector sees."),
+    gate_side: int = typer.Option(
+        480, "--gate-side", help="Side (px) of the first, cheap text detection; 0: none."
+    ),
     max_tags: int = typer.Option(3, "--max-tags", help="Tags considered per image."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a table."),
 ) -> None:
@@ -35,7 +38,7 @@ def sight(
 
     settings = context.settings(ctx)
     context.run_context(ctx, settings)
-    report = evaluate_sight(source, det_side=det_side, max_tags=max_tags)
+    report = evaluate_sight(source, det_side=det_side, max_tags=max_tags, gate_side=gate_side)
     if as_json:
         typer.echo(orjson.dumps(report, option=orjson.OPT_SORT_KEYS).decode())
         return

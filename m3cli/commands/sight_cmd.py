@@ -26,6 +26,9 @@ def sight(
         0.5, "--drift", help="Difference (0..1) from a segment's first sample that starts a new one."
     ),
     det_side: int = typer.Option(960, "--det-side", help="Longer side (px) the text detector sees."),
+    gate_side: int = typer.Option(
+        480, "--gate-side", help="Side (px) of the first, cheap text detection on every keyframe; 0: none."
+    ),
     min_text_score: float = typer.Option(
         0.8, "--min-text-score", help="Drop text lines recognised with less confidence than this."
     ),
@@ -46,6 +49,7 @@ def sight(
         change=change,
         drift=drift,
         det_side=det_side,
+        gate_side=gate_side,
         min_text_score=min_text_score,
         text=text,
         tags=tags,

@@ -9,6 +9,10 @@ scene text in video is upright, and it costs a pass per box.
 ``det_side`` bounds the detector's input: the longer side of the frame is scaled to at most this many
 pixels (the library's own default instead scales the *shorter* side up to 736, about 1.4x the pixels
 of a 720p frame). Text a reader can see in a video frame survives 960 px.
+
+``gate_side``: most keyframes of most videos show no text, so detection first runs on the frame scaled
+to this smaller side (about a fifth of the cost at 960 px); only a frame where it finds a box is
+detected again at ``det_side`` and recognised. 0 turns the gate off.
 """
 
 from __future__ import annotations
@@ -43,7 +47,7 @@ class RapidOcr:
 
     name = NAME
 
-    def __init__(self, det_side: int = 960, threads: int | None = None) -> None:
+    def __init__(self, det_side: int = 960, gate_side: int = 480, threads: int | None = None) -> None:
         try:
             from rapidocr import RapidOCR
         except ImportError:
@@ -61,14 +65,22 @@ class RapidOcr:
             "EngineConfig.onnxruntime.inter_op_num_threads": 1,
         }
         self.det_side = int(det_side)
+        self.gate_side = int(gate_side) if 0 < gate_side < det_side else 0
         self.version = f"{NAME}-{_installed_version()}"
         self.model = "PP-OCRv6 det/rec small"
         self._engine = RapidOCR(params=params)
+        self._gate = (
+            RapidOCR(params={**params, "Det.limit_side_len": self.gate_side}) if self.gate_side else None
+        )
         logging.getLogger("RapidOCR").setLevel(logging.ERROR)
 
     def read(self, image: np.ndarray) -> list[TextBox]:
         """Every text line found in one RGB frame (detection, then recognition on the found boxes)."""
         bgr = np.ascontiguousarray(np.asarray(image, dtype=np.uint8)[:, :, ::-1])
+        if self._gate is not None:
+            found = self._gate(bgr, use_det=True, use_cls=False, use_rec=False)
+            if found is None or found.boxes is None or len(found.boxes) == 0:
+                return []
         result = self._engine(bgr, use_det=True, use_cls=False, use_rec=True)
         if result is None or result.txts is None or result.boxes is None:
             return []

@@ -159,17 +159,19 @@ def score_tags(folder: Path, tagger: Any, max_tags: int) -> dict[str, Any]:
     return {"images": len(items), "top1": top1, "folds": folds, "seconds_per_image": seconds}
 
 
-def evaluate_sight(root: Path, det_side: int = 960, max_tags: int = 3) -> dict[str, Any]:
+def evaluate_sight(
+    root: Path, det_side: int = 960, max_tags: int = 3, gate_side: int = 480
+) -> dict[str, Any]:
     from m3cli.stages.backends.ocr_rapid import RapidOcr
     from m3cli.stages.backends.tagger_effnet import ImageNetTagger
     from m3cli.stages.sight import SightConfig
 
     if not root.is_dir():
         raise InputError(f"{root}: not a folder (a sight set has ocr/ and tags/)")
-    config = SightConfig(det_side=det_side, max_tags=max_tags)
+    config = SightConfig(det_side=det_side, gate_side=gate_side, max_tags=max_tags)
     report: dict[str, Any] = {"set": str(root)}
     if (root / "ocr").is_dir():
-        report["ocr"] = score_ocr(root / "ocr", RapidOcr(det_side=det_side), config)
+        report["ocr"] = score_ocr(root / "ocr", RapidOcr(det_side=det_side, gate_side=gate_side), config)
     if (root / "tags").is_dir():
         report["tags"] = score_tags(root / "tags", ImageNetTagger(), max_tags)
     if len(report) == 1:
