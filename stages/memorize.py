@@ -321,6 +321,11 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
 
     if config.frames == 0:
         return []
+    from m3cli.stages.sight import keyframe_parts  # the sight stage's keyframes, where it ran
+
+    keyframes = keyframe_parts(record, config.frames, config.max_side, config.jpeg_quality, cache)
+    if keyframes:
+        return keyframes
     duration = max(record.clip.end - record.clip.start, 1e-3)
     path = media.source_path(record.video, cache)
     frames = media.sample_frames(

@@ -423,6 +423,40 @@ def keyframe_times(record: ClipRecord) -> list[tuple[float, str]]:
     return [(k.t, k.path) for k in record.sight.keyframes if k.path]
 
 
+def keyframe_parts(
+    record: ClipRecord, limit: int, max_side: int, quality: int, cache: Cache | None
+) -> list[dict[str, Any]]:
+    """The clip's keyframes as chat message parts for an LLM memorizer (at most ``limit``, spread over
+    the clip, each scaled to ``max_side``), or [] when the record has none: a cut, a title or a new
+    scene is then what the model sees, rather than frames at uniform times that may all show one shot.
+    Each path is checked to be a JPEG inside the cache before it is read."""
+    from PIL import Image
+
+    from m3cli.stages.backends.llm import image_part
+    from m3cli.stages.core.record_paths import JPEG, cache_file
+
+    if record.sight is None or cache is None or limit <= 0:
+        return []
+    frames = [(i, k) for i, k in enumerate(record.sight.keyframes) if k.path]
+    if not frames:
+        return []
+    picks = np.unique(np.linspace(0, len(frames) - 1, min(limit, len(frames))).round().astype(int))
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "Keyframes, in time order:"}]
+    for p in picks:
+        i, frame = frames[int(p)]
+        path = cache_file(record, f"sight.keyframes[{i}].path", frame.path, cache, JPEG)
+        if path is None:
+            continue
+        image = media.decode_jpeg(path.read_bytes())
+        scale = max_side / max(image.shape[:2])
+        if scale < 1:
+            size = (max(1, round(image.shape[1] * scale)), max(1, round(image.shape[0] * scale)))
+            image = np.asarray(Image.fromarray(image).resize(size, Image.Resampling.BILINEAR))
+        parts.append({"type": "text", "text": f"t={frame.t:.1f} s"})
+        parts.append(image_part(media.encode_jpeg(image, quality=quality)))
+    return parts if len(parts) > 1 else []
+
+
 def summary(records: Iterable[ClipRecord]) -> str:
     n = text = tags = 0
     for r in records:

@@ -128,3 +128,42 @@ def test_offline_memorizer_writes_sight_lines(models, tmp_path):
         ("on_screen", "0:12–0:30 on screen: 'EXIT 12 GATE B'", 12.0, 30.0),
         ("seen", "0:05 seen: desk, laptop", 5.0, 12.0),
     ]
+
+
+def test_llm_memorizer_is_sent_the_keyframes(models, tmp_path):
+    from m3cli.stages.backends.llm import LlmClient
+    from m3cli.stages.memorize import MemorizeConfig, memorize_records
+    from support.fake_openai import FakeOpenAI
+
+    cache = Cache(tmp_path / "cache")
+    [record] = _sight(COFFEE, models, cache)
+    record = record.model_copy(update={"utterances": []})
+    reply = {
+        "episodic": [{"text": "Coffee is poured into a blue mug", "start": 1.0, "end": 9.0}],
+        "semantic": [],
+    }
+    with FakeOpenAI() as server:
+        server.script(json.dumps(reply))
+        client = LlmClient(server.url, "fake-vlm", backoff=0.01, timeout=5.0, max_retries=2)
+        [out] = memorize_records([record], MemorizeConfig(frames=8, jobs=1), client, RunContext(cache=cache))
+        parts = server.chat_requests[0]["messages"][1]["content"]
+    assert out.memory.source == "llm"
+    texts = [p.get("text", "") for p in parts]
+    assert "Keyframes, in time order:" in texts
+    images = [p for p in parts if p["type"] == "image_url"]
+    assert len(images) == min(8, len(record.sight.keyframes))
+    stamps = [t for t in texts if t.startswith("t=")]
+    assert stamps == [f"t={k.t:.1f} s" for k in record.sight.keyframes][: len(stamps)]
+
+
+def test_a_keyframe_path_outside_the_cache_is_refused(models, tmp_path):
+    from m3cli.stages.core.errors import InputError
+    from m3cli.stages.sight import keyframe_parts
+
+    cache = Cache(tmp_path / "cache")
+    [record] = _sight(COFFEE, models, cache)
+    outside = tmp_path / "secret.jpg"
+    outside.write_bytes(Path(record.sight.keyframes[0].path).read_bytes())
+    record.sight.keyframes[0].path = str(outside)
+    with pytest.raises(InputError, match="outside the cache"):
+        keyframe_parts(record, 8, 512, 85, cache)
