@@ -60,7 +60,6 @@ def main() -> None:
                     "wall_s": round(s_wall, 2),
                     "cpu_s_per_keyframe": round(s_cpu / max(1, keyframes), 3),
                     "cpu_s_per_video_second": round(s_cpu / seconds, 3),
-                    "parts_wall_s": section["seconds"],
                 },
                 "ratio_cpu": round(s_cpu / a_cpu, 2),
                 "ratio_wall": round(s_wall / a_wall, 2),

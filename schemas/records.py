@@ -128,7 +128,6 @@ class SightSection(_Open):
     tags: list[SightTag]
     tag_threshold: float | None = None
     frames: int | None = Field(default=None, ge=0)
-    seconds: dict[str, float] | None = None
 
 
 class AsrSection(_Open):

@@ -6,12 +6,12 @@ into "on screen" and "seen" lines with their times, and whose keyframes an LLM m
 
 Per clip:
 
-1. **Keyframes.** Frames are sampled at ``fps`` (small, grey thumbnails compared); a sample becomes a
-   keyframe when it differs from the last keyframe by more than ``change`` (a cut, a fade, a title
-   appearing) or when ``every`` seconds have passed since it. Comparing with the last *keyframe*
-   rather than the previous sample catches slow fades that no two neighbouring samples show. Each
-   keyframe stands for the time until the next one (or the clip's end); keyframes are stored in the
-   cache as JPEG and their paths go into the record.
+1. **Keyframes.** Frames are sampled at ``fps`` and compared as small grey thumbnails. A new segment
+   starts at a cut or sudden change (``change`` between neighbouring samples), after a slow drift
+   (``drift`` from the segment's first sample: a pan, a fade that no two neighbours show), or after
+   ``every`` seconds. Each segment's middle sample is its keyframe (past the mid-way frames of a
+   transition) and stands for the whole segment; keyframes are stored in the cache as JPEG and
+   their paths go into the record.
 2. **Text.** Text detection runs on every keyframe, recognition only on the boxes detection found.
    A line is kept when its recognition confidence clears ``min_text_score`` and it has at least
    ``min_chars`` letters or digits (single glyphs and "Au"-like fragments are what the reader hallucinates
@@ -326,13 +326,17 @@ def analyse_clip(record: ClipRecord, models: SightModels, config: SightConfig, c
         ],
         "tag_threshold": config.tag_threshold,
         "frames": len(frames),
-        "seconds": {
-            "decode": round(t_decode, 3),
-            "ocr": round(t_ocr, 3),
-            "tags": round(t_tags, 3),
-            "total": round(time.perf_counter() - started, 3),
-        },
     }
+    # timings go to the log, not the record: outputs stay byte-identical between runs
+    log.debug(
+        "sight clip %d: %d keyframes; decode %.2f s, text %.2f s, tags %.2f s, total %.2f s",
+        record.clip.index,
+        len(keyframes),
+        t_decode,
+        t_ocr,
+        t_tags,
+        time.perf_counter() - started,
+    )
     if cache is not None:
         cache.put_json(key, "sight.json", section)
     return section
