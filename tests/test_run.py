@@ -83,7 +83,8 @@ def test_run_records_and_memory_equal_the_shell_pipe(tmp_path):
     (tmp_path / "faces.jsonl").write_bytes(
         _sh(f"{M3} run -l 4 --set faces.fps=2 --until faces {HAMILTON}", cache_pipe)
     )
-    mixed = _sh(f"{M3} sight {tmp_path / 'faces.jsonl'} | {M3} memorize | {M3} link | {M3} abstract", cache_pipe)
+    finish = f"{M3} memorize | {M3} link | {M3} abstract"
+    mixed = _sh(f"{M3} sight {tmp_path / 'faces.jsonl'} | {finish}", cache_pipe)
     assert mixed == pipe
     # faces in a second thread beside diarize and voices (the default) = faces after voices
     sequential = _sh(f"{M3} run -l 4 --set faces.fps=2 --until faces --sequential {HAMILTON}", cache_pipe)
