@@ -1,4 +1,5 @@
-"""The whole pipeline in one process: segment, diarize, voices, faces, memorize, link, abstract, index.
+"""The whole pipeline in one process: segment, diarize, voices, faces, sight, memorize, link, abstract,
+index.
 
 Why it exists: a shell pipe of eight stages pays eight interpreter start-ups and loads torch and the
 text embedder three times per video. Here every model is loaded once (the first time a stage needs
