@@ -70,6 +70,18 @@ def test_title_text_found_with_its_time_span(models, tmp_path):
     memory = [m["text"] for r in out for m in memory_lines(r)]
     assert "0:20–0:23 on screen: 'THE PEACH OPEN MOVIE PROJECT / PRESENTS'" in memory
 
+    # a memory of footage without people, built offline, opens and answers from what was on screen
+    records = tmp_path / "sight.jsonl"
+    records.write_text("".join(json.dumps(r.to_json()) + "\n" for r in out))
+    env = {"M3_CACHE": str(tmp_path / "cache"), "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
+    memorized = run_m3("memorize", records, env=env, check=True).stdout
+    run_m3("index", "-o", tmp_path / "mem.lance", input=memorized, env=env, check=True)
+    answer = run_m3(
+        "ask", tmp_path / "mem.lance", "What was written on the screen?", "--format", "text", env=env
+    )
+    assert answer.returncode == 0, answer.stderr.decode()
+    assert "on screen: '" in answer.stdout.decode()
+
 
 def test_tags_on_real_photos_are_right_at_the_default_threshold(models):
     from m3cli.stages.eval.sight import _right
