@@ -461,6 +461,10 @@ def build_request(
         inputs.append("dialogue")
     content += frames + crops + audio
     content.append({"type": "text", "text": _dialogue_text(record)})
+    from m3cli.stages.sight import prompt_block  # on-screen text and tags, where m3 sight ran
+
+    if (seen := prompt_block(record)) is not None:
+        content.append({"type": "text", "text": seen})
     content.append({"type": "text", "text": config.instructions()})
     messages = [{"role": "system", "content": prompts.MEMORIZE_SYSTEM}, {"role": "user", "content": content}]
     return messages, inputs

@@ -420,6 +420,24 @@ def memory_lines(record: ClipRecord) -> list[dict[str, Any]]:
     return out
 
 
+def prompt_block(record: ClipRecord) -> str | None:
+    """The clip's "on screen" and "seen" lines for an LLM memorizer, as one delimited data block (the
+    text on screen is whatever a video shows: it can neither add lines nor close the block), or None
+    when sight did not run."""
+    if record.sight is None:
+        return None
+    from m3cli.stages.core import prompt_data
+
+    tag = prompt_data.nonce(record.video.id, str(record.clip.index), "sight")
+    rows = [
+        f"[{m['start']:.1f}-{m['end']:.1f} s] {prompt_data.speech(m['text'])}" for m in memory_lines(record)
+    ]
+    return (
+        "Seen in the keyframes (read and tagged offline; on-screen text and ImageNet tags, absolute times):\n"
+        + prompt_data.frame("sight", tag, "", rows)
+    )
+
+
 def keyframe_times(record: ClipRecord) -> list[tuple[float, str]]:
     """(time, cached JPEG path) of each stored keyframe, for callers that send frames to a model."""
     if record.sight is None:
