@@ -151,7 +151,9 @@ def _head(source: str, first_line: bytes) -> bytes:
         return first_line[:512]
 
 
-_RECORD_COMMANDS = ("diarize", "voices", "faces", "memorize", "link", "abstract", "index", "validate")
+_RECORD_COMMANDS = (
+    "diarize", "voices", "faces", "sight", "memorize", "link", "abstract", "index", "validate"
+)
 _VALUED_GLOBALS = ("--config", "--cache-dir", "--device")
 
 

@@ -88,6 +88,48 @@ class FacesSection(_Open):
     shots: list[float] | None = None  # shot-change (cut) times, s, absolute
 
 
+class Keyframe(_Open):
+    """A frame that stands for [t, end) of the clip (added by `m3 sight`)."""
+
+    t: float
+    start: float | None = None  # the segment it stands for: [start, end)
+    end: float | None = None
+    why: str | None = None  # why its segment starts: first, change, drift or interval
+    path: str | None = None  # cached JPEG
+    text: list[str] | None = None
+    tags: list[str] | None = None
+
+
+class SightText(_Open):
+    """One line of on-screen text over the keyframes that show it."""
+
+    text: str = Field(min_length=1)
+    start: float
+    end: float
+    score: float | None = None
+    box: tuple[float, float, float, float] | None = None  # x0, y0, x1, y1 in source pixels
+    keyframes: int | None = Field(default=None, ge=1)
+
+
+class SightTag(_Open):
+    """An object/scene tag kept above the calibrated threshold, over consecutive keyframes."""
+
+    tag: str = Field(min_length=1)
+    start: float
+    end: float
+    score: float | None = None
+    keyframes: int | None = Field(default=None, ge=1)
+
+
+class SightSection(_Open):
+    backend: str
+    keyframes: list[Keyframe]
+    text: list[SightText]
+    tags: list[SightTag]
+    tag_threshold: float | None = None
+    frames: int | None = Field(default=None, ge=0)
+
+
 class AsrSection(_Open):
     backend: str | None = None
     model: str | None = None
@@ -225,6 +267,7 @@ class ClipRecord(_Open):
     video: VideoInfo
     clip: ClipInfo
     faces: FacesSection | None = None
+    sight: SightSection | None = None
     asr: AsrSection | None = None
     utterances: list[Utterance] | None = None
     turns: list[Turn] | None = None

@@ -271,6 +271,12 @@ class Indexer:
         stats.edges_written = self._write("edges", EDGES_SCHEMA, edges, stats)
         stats.entities_written = self._write("entities", ENTITIES_SCHEMA, entity_rows, stats)
         stats.clips_written = self._write("clips", clips_schema(self.dim), clip_rows, stats)
+        if node_rows:  # a video without people (only on-screen text, say) still gets every table
+            for name, schema in (("edges", EDGES_SCHEMA), ("entities", ENTITIES_SCHEMA)):
+                if name not in self.tables:
+                    self.writer.create(name, schema.empty_table(), schema)
+                    self.tables.add(name)
+                    stats.tables_committed.append(name)
         if "meta" not in self.tables:
             import m3cli
 

@@ -253,6 +253,9 @@ def offline_memory(record: ClipRecord) -> MemorySection:
                     entities=[a, b],
                 )
             )
+    from m3cli.stages.sight import memory_lines  # what is seen: "on screen" / "seen" lines
+
+    episodic.extend(MemoryItem(**line) for line in memory_lines(record))
     return MemorySection(
         source="offline",
         model=None,
@@ -318,6 +321,11 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
 
     if config.frames == 0:
         return []
+    from m3cli.stages.sight import keyframe_parts  # the sight stage's keyframes, where it ran
+
+    keyframes = keyframe_parts(record, config.frames, config.max_side, config.jpeg_quality, cache)
+    if keyframes:
+        return keyframes
     duration = max(record.clip.end - record.clip.start, 1e-3)
     path = media.source_path(record.video, cache)
     frames = media.sample_frames(
@@ -453,6 +461,10 @@ def build_request(
         inputs.append("dialogue")
     content += frames + crops + audio
     content.append({"type": "text", "text": _dialogue_text(record)})
+    from m3cli.stages.sight import prompt_block  # on-screen text and tags, where m3 sight ran
+
+    if (seen := prompt_block(record)) is not None:
+        content.append({"type": "text", "text": seen})
     content.append({"type": "text", "text": config.instructions()})
     messages = [{"role": "system", "content": prompts.MEMORIZE_SYSTEM}, {"role": "user", "content": content}]
     return messages, inputs
@@ -772,7 +784,7 @@ def memorize_records(
         client.force(images=config.images, audio=config.audio)
         client.use_cache(ctx.cache)
     for r in records:
-        if r.faces is None and r.utterances is None:
+        if r.faces is None and r.utterances is None and r.sight is None:
             raise M3Error(
                 f"clip {r.clip.index} of {r.video.path} has neither faces nor utterances: run "
                 "`m3 faces` and/or `m3 diarize | m3 voices` before `m3 memorize`"

@@ -1,4 +1,5 @@
-"""The whole pipeline in one process: segment, diarize, voices, faces, memorize, link, abstract, index.
+"""The whole pipeline in one process: segment, diarize, voices, faces, sight, memorize, link, abstract,
+index.
 
 Why it exists: a shell pipe of eight stages pays eight interpreter start-ups and loads torch and the
 text embedder three times per video. Here every model is loaded once (the first time a stage needs
@@ -42,18 +43,20 @@ from m3cli.stages.index import IndexConfig, IndexStats
 from m3cli.stages.link import LinkConfig
 from m3cli.stages.memorize import MemorizeConfig
 from m3cli.stages.segment import SegmentConfig
+from m3cli.stages.sight import SightConfig
 from m3cli.stages.voices import VoicesConfig
 
 log = logging.getLogger(__name__)
 
 #: Pipeline order. `--until STAGE` runs a prefix of it.
-STAGES = ("segment", "diarize", "voices", "faces", "memorize", "link", "abstract", "index")
+STAGES = ("segment", "diarize", "voices", "faces", "sight", "memorize", "link", "abstract", "index")
 
 _CONFIG_TYPES: dict[str, type] = {
     "segment": SegmentConfig,
     "diarize": DiarizeConfig,
     "voices": VoicesConfig,
     "faces": FacesConfig,
+    "sight": SightConfig,
     "memorize": MemorizeConfig,
     "link": LinkConfig,
     "abstract": AbstractConfig,
@@ -69,6 +72,7 @@ class PipelineConfig:
     diarize: DiarizeConfig = field(default_factory=DiarizeConfig)
     voices: VoicesConfig = field(default_factory=VoicesConfig)
     faces: FacesConfig = field(default_factory=FacesConfig)
+    sight: SightConfig = field(default_factory=SightConfig)
     memorize: MemorizeConfig = field(default_factory=MemorizeConfig)
     link: LinkConfig = field(default_factory=LinkConfig)
     abstract: AbstractConfig = field(default_factory=AbstractConfig)
@@ -304,6 +308,13 @@ def _faces(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[C
     return run_faces(records, models.faces, models.config.faces, ctx)
 
 
+def _sight(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+    from m3cli.stages.sight import SightModels, run_sight
+
+    config = models.config.sight
+    return run_sight(records, models._get("sight", lambda: SightModels(config)), config, ctx)
+
+
 def _memorize(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
     from m3cli.stages.memorize import memorize_records
 
@@ -337,6 +348,7 @@ _STEPS: dict[str, Callable[[list[ClipRecord], Models, RunContext], list[ClipReco
     "diarize": _diarize,
     "voices": _voices,
     "faces": _faces,
+    "sight": _sight,
     "memorize": _memorize,
     "link": _link,
     "abstract": _abstract,

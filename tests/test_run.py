@@ -72,6 +72,7 @@ def test_run_reports_bad_input_in_one_line(m3, tmp_path, cache_dir):
 def test_run_records_and_memory_equal_the_shell_pipe(tmp_path):
     cache_run, cache_pipe = tmp_path / "cache-run", tmp_path / "cache-pipe"
     perceive = f"{M3} segment -l 4 {HAMILTON} | {M3} diarize | {M3} voices | {M3} faces --fps 2"
+    perceive += f" | {M3} sight"
     pipe = _sh(f"{perceive} | {M3} memorize | {M3} link | {M3} abstract", cache_pipe)
     ran = _sh(f"{M3} run -l 4 --faces-fps 2 --until abstract {HAMILTON}", cache_run)
     assert len(pipe.splitlines()) == 3  # three 4-second clips, folded per video
@@ -82,7 +83,8 @@ def test_run_records_and_memory_equal_the_shell_pipe(tmp_path):
     (tmp_path / "faces.jsonl").write_bytes(
         _sh(f"{M3} run -l 4 --set faces.fps=2 --until faces {HAMILTON}", cache_pipe)
     )
-    mixed = _sh(f"{M3} memorize {tmp_path / 'faces.jsonl'} | {M3} link | {M3} abstract", cache_pipe)
+    finish = f"{M3} memorize | {M3} link | {M3} abstract"
+    mixed = _sh(f"{M3} sight {tmp_path / 'faces.jsonl'} | {finish}", cache_pipe)
     assert mixed == pipe
     # faces in a second thread beside diarize and voices (the default) = faces after voices
     sequential = _sh(f"{M3} run -l 4 --set faces.fps=2 --until faces --sequential {HAMILTON}", cache_pipe)

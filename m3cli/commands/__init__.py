@@ -24,6 +24,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "faces_cmd",
         "Detect, cluster and identify faces: add global <face_N> tracks to each clip record.",
     ),
+    "sight": (
+        "sight_cmd",
+        "Keyframes, on-screen text and object/scene tags per clip (offline OCR and ImageNet tags).",
+    ),
     "memorize": (
         "memorize_cmd",
         "Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer).",

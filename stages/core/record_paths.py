@@ -93,6 +93,10 @@ def record_files(record: Any) -> list[tuple[str, str, FileKind]]:
             out.append(("faces.embeddings", record.faces.embeddings, NPZ))
     if record.voices is not None and record.voices.embeddings:
         out.append(("voices.embeddings", record.voices.embeddings, NPZ))
+    if getattr(record, "sight", None) is not None:
+        for i, frame in enumerate(record.sight.keyframes):
+            if frame.path:
+                out.append((f"sight.keyframes[{i}].path", frame.path, JPEG))
     return out
 
 

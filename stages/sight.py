@@ -1,0 +1,489 @@
+"""`m3 sight`: what is seen, offline: keyframes, on-screen text and object/scene tags per clip.
+
+Why: without an LLM the memory knew who is visible and who says what, and nothing of a sign, a slide,
+a caption or a cup on the table. This stage adds a ``sight`` section that the offline memorizer turns
+into "on screen" and "seen" lines with their times, and whose keyframes an LLM memorizer can be sent.
+
+Per clip:
+
+1. **Keyframes.** Frames are sampled at ``fps`` and compared as small grey thumbnails. A new segment
+   starts at a cut or sudden change (``change`` between neighbouring samples), after a slow drift
+   (``drift`` from the segment's first sample: a pan, a fade that no two neighbours show), or after
+   ``every`` seconds. Each segment's middle sample is its keyframe (past the mid-way frames of a
+   transition) and stands for the whole segment; keyframes are stored in the cache as JPEG and
+   their paths go into the record.
+2. **Text.** Text detection runs on every keyframe, recognition only on the boxes detection found.
+   A line is kept when its recognition confidence clears ``min_text_score`` and it has at least
+   ``min_chars`` letters or digits (single glyphs and "Au"-like fragments are what the reader hallucinates
+   on textured backgrounds). The same text in consecutive keyframes becomes one line with the time
+   span of all of them.
+3. **Tags.** An ImageNet classifier scores each keyframe; the dog breeds and the domestic cats are
+   pooled into "dog" and "cat" (ImageNet splits their mass over 118 and 5 classes). A tag is kept when
+   its probability clears ``tag_threshold``, a value chosen on one half of a labelled set of real
+   photos and frames for >= 80% precision and checked on the other half (``m3 eval sight``). Consecutive
+   keyframes with the same tag are merged like text.
+
+The per-clip result is cached (keyed by the video, clip bounds, this config and the backends'
+versions), so reruns decode nothing.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from m3cli.schemas.records import ClipRecord, Problem, SightSection
+from m3cli.stages.core import media
+from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.errors import InputError
+
+log = logging.getLogger(__name__)
+
+STAGE = "sight"
+STAGE_VERSION = "sight/1"
+THUMB = (64, 36)
+DOG_RANGE = (151, 268)  # ImageNet-1k indices of the dog breeds
+CAT_RANGE = (281, 285)  # tabby, tiger cat, Persian, Siamese, Egyptian cat
+#: chosen by `m3 eval sight` on the labelled tag set (two-fold: each half chose, the other half scored)
+DEFAULT_TAG_THRESHOLD = 0.3
+
+
+@dataclass(frozen=True)
+class SightConfig:
+    """Everything that changes the sight section."""
+
+    fps: float = 2.0  # samples per second compared for keyframes
+    every: float = 10.0  # at least one keyframe per this many seconds
+    change: float = 0.3  # difference (0..1) between neighbouring samples that starts a new segment
+    drift: float = 0.5  # difference (0..1) from the segment's first sample that starts a new one
+    frame_side: int = 960  # longer side of the decoded frames (and of the stored keyframes)
+    det_side: int = 960  # longer side the text detector sees
+    gate_side: int = 480  # a first, cheaper detection at this side; 0: none (see ocr_rapid)
+    text: bool = True
+    min_text_score: float = 0.8
+    min_chars: int = 3
+    tags: bool = True
+    tag_threshold: float = DEFAULT_TAG_THRESHOLD
+    max_tags: int = 3  # per keyframe
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.fps > 0, f"sight.fps must be positive, got {self.fps}"),
+            (self.every > 0, f"sight.every must be positive, got {self.every}"),
+            (0 < self.change <= 1, f"sight.change must be within (0, 1], got {self.change}"),
+            (0 < self.drift <= 1, f"sight.drift must be within (0, 1], got {self.drift}"),
+            (self.frame_side >= 64, f"sight.frame_side must be >= 64, got {self.frame_side}"),
+            (self.det_side >= 64, f"sight.det_side must be >= 64, got {self.det_side}"),
+            (
+                0 <= self.min_text_score <= 1,
+                f"sight.min_text_score must be within 0..1, got {self.min_text_score}",
+            ),
+            (
+                0 <= self.tag_threshold <= 1,
+                f"sight.tag_threshold must be within 0..1, got {self.tag_threshold}",
+            ),
+            (self.max_tags >= 1, f"sight.max_tags must be >= 1, got {self.max_tags}"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise InputError(message)
+
+
+class SightModels:
+    """The text reader and the tagger, loaded once (the tagger only when tags are wanted)."""
+
+    def __init__(self, config: SightConfig) -> None:
+        from m3cli.stages.backends.ocr_rapid import RapidOcr
+
+        self.ocr = RapidOcr(det_side=config.det_side, gate_side=config.gate_side) if config.text else None
+        self.tagger = None
+        if config.tags:
+            from m3cli.stages.backends.tagger_effnet import ImageNetTagger
+
+            self.tagger = ImageNetTagger()
+
+    @property
+    def version(self) -> str:
+        parts = [STAGE_VERSION]
+        if self.ocr is not None:
+            parts.append(self.ocr.version)
+        if self.tagger is not None:
+            parts.append(self.tagger.version)
+        return "+".join(parts)
+
+
+# ------------------------------------------------------------------------------------- keyframes
+def _thumb(image: np.ndarray) -> np.ndarray:
+    from PIL import Image
+
+    grey = (
+        Image.fromarray(np.asarray(image))
+        .convert("L")
+        .resize(THUMB, Image.Resampling.BILINEAR, reducing_gap=2.0)
+    )
+    return np.asarray(grey, dtype=np.float32) / 255.0
+
+
+def difference(a: np.ndarray, b: np.ndarray) -> float:
+    """How different two thumbnails are, 0..1: the larger of mean pixel change (x4) and grey-histogram
+    distance, so both a new picture and new bright text on the same background count."""
+    pixel = float(np.abs(a - b).mean()) * 4.0
+    ha = np.histogram(a, bins=32, range=(0.0, 1.0))[0] / a.size
+    hb = np.histogram(b, bins=32, range=(0.0, 1.0))[0] / b.size
+    return float(min(1.0, max(pixel, float(np.abs(ha - hb).sum()) / 2)))
+
+
+def pick_keyframes(
+    times: np.ndarray, images: list[np.ndarray], config: SightConfig
+) -> list[tuple[int, int, str]]:
+    """Segments of the samples and one keyframe each: (first sample, keyframe sample, why).
+
+    A segment starts at the first sample, where a sample differs from the previous one by more than
+    ``change`` (a cut, a title appearing), where it has drifted from the segment's first sample by more
+    than ``drift`` (a pan, a slow fade), or after ``every`` seconds. Its keyframe is its middle sample,
+    past a transition's mid-way frames (a bird flying over a title, a fade half done)."""
+    starts: list[tuple[int, str]] = []
+    first_thumb: np.ndarray | None = None
+    previous: np.ndarray | None = None
+    first_t = -np.inf
+    for i, image in enumerate(images):
+        thumb = _thumb(image)
+        if first_thumb is None or previous is None:
+            why = "first"
+        elif difference(thumb, previous) > config.change:
+            why = "change"
+        elif difference(thumb, first_thumb) > config.drift:
+            why = "drift"
+        elif float(times[i]) - first_t >= config.every - 1e-6:
+            why = "interval"
+        else:
+            previous = thumb
+            continue
+        starts.append((i, why))
+        first_thumb, first_t, previous = thumb, float(times[i]), thumb
+    bounds = [i for i, _ in starts] + [len(images)]
+    return [(i, (i + bounds[k + 1] - 1) // 2, why) for k, (i, why) in enumerate(starts)]
+
+
+# ------------------------------------------------------------------------------------------ text
+def norm_text(text: str) -> str:
+    """Lower-cased letters and digits, single spaces: what makes two readings the same text."""
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def same_text(a: str, b: str) -> bool:
+    """Two readings of one line (OCR varies by a letter between frames)."""
+    na, nb = norm_text(a), norm_text(b)
+    if not na or not nb:
+        return False
+    return na == nb or difflib.SequenceMatcher(None, na.replace(" ", ""), nb.replace(" ", "")).ratio() >= 0.8
+
+
+def keep_line(text: str, score: float, config: SightConfig) -> bool:
+    alnum = sum(ch.isalnum() for ch in text)
+    return score >= config.min_text_score and alnum >= config.min_chars
+
+
+# ------------------------------------------------------------------------------------------ tags
+def pooled_tags(probs: np.ndarray) -> list[tuple[str, float]]:
+    """(tag, probability) for every class, dog breeds and cats pooled, highest first."""
+    from m3cli.stages.backends.tagger_effnet import class_names
+
+    names = class_names()
+    p = np.asarray(probs, dtype=np.float64)
+    out: dict[str, float] = {}
+    for i, name in enumerate(names):
+        if DOG_RANGE[0] <= i <= DOG_RANGE[1]:
+            name = "dog"
+        elif CAT_RANGE[0] <= i <= CAT_RANGE[1]:
+            name = "cat"
+        out[name] = out.get(name, 0.0) + float(p[i])
+    return sorted(out.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def kept_tags(probs: np.ndarray, threshold: float, max_tags: int) -> list[tuple[str, float]]:
+    return [(tag, p) for tag, p in pooled_tags(probs)[:max_tags] if p >= threshold]
+
+
+# ------------------------------------------------------------------------------------ per clip
+def _merge(events: list[tuple[int, str, float, dict]], same: Any) -> list[dict]:
+    """Events (keyframe number, label, score, extra) -> runs over consecutive keyframes with the same
+    label: {label, first, last, score (max), extra of the best}."""
+    runs: list[dict] = []
+    open_runs: list[dict] = []
+    for k, label, score, extra in sorted(events, key=lambda e: (e[0], -e[2])):
+        match = next((r for r in open_runs if r["last"] in (k - 1, k) and same(r["label"], label)), None)
+        if match is not None and match["last"] == k:
+            match["score"] = max(match["score"], score)  # the same text twice in one frame: one line
+            continue
+        if match is not None:
+            match["last"] = k
+            if score > match["score"]:
+                match.update(label=label, score=score, extra=extra)
+            continue
+        run = {"label": label, "first": k, "last": k, "score": score, "extra": extra}
+        runs.append(run)
+        open_runs.append(run)
+        open_runs = [r for r in open_runs if r["last"] >= k - 1]
+    return runs
+
+
+def sight_key(record: ClipRecord, config: SightConfig, version: str) -> CacheKey:
+    payload = {"start": record.clip.start, "end": record.clip.end, **asdict(config)}
+    return CacheKey.of(record.video.id, record.clip.index, STAGE, payload, version)
+
+
+def analyse_clip(record: ClipRecord, models: SightModels, config: SightConfig, cache: Cache | None) -> dict:
+    """The sight section of one clip as plain data (from the cache, or computed and cached)."""
+    key = sight_key(record, config, models.version)
+    if cache is not None:
+        stored = cache.get_json(key, "sight.json")
+        if stored is not None:
+            return stored
+    started = time.perf_counter()
+    path = media.source_path(record.video, cache)
+    frames = media.decode_frames(path, record.clip.start, record.clip.end, config.fps, config.frame_side)
+    t_decode = time.perf_counter() - started
+    picks = pick_keyframes(frames.times, frames.images, config)
+    # each keyframe stands for its segment: from its first sample (the clip's start for the first)
+    times = [
+        float(record.clip.start) if k == 0 else float(frames.times[i]) for k, (i, _, _) in enumerate(picks)
+    ]
+    ends = times[1:] + [float(record.clip.end)]
+    scale = 1.0
+    if len(frames) and record.video.width:
+        scale = max(record.video.width, record.video.height or 0) / max(frames.images[0].shape[:2])
+    keyframes, texts, tag_events = [], [], []
+    t_ocr = t_tags = 0.0
+    images = [frames.images[j] for _, j, _ in picks]
+    probs = None
+    if models.tagger is not None and images:
+        t0 = time.perf_counter()
+        probs = models.tagger.probabilities(images)
+        t_tags = time.perf_counter() - t0
+    for k, ((_i, j, why), image) in enumerate(zip(picks, images, strict=True)):
+        frame_path = None
+        if cache is not None:
+            frame_path = str(
+                cache.put_bytes(key, f"keyframe_{k:03d}.jpg", media.encode_jpeg(image, quality=85))
+            )
+        lines = []
+        if models.ocr is not None:
+            t0 = time.perf_counter()
+            for box in models.ocr.read(image):
+                if keep_line(box.text, box.score, config):
+                    lines.append(box)
+                    scaled = [round(v * scale, 1) for v in box.box]
+                    texts.append((k, box.text, box.score, {"box": scaled}))
+            t_ocr += time.perf_counter() - t0
+        tags = kept_tags(probs[k], config.tag_threshold, config.max_tags) if probs is not None else []
+        for tag, p in tags:
+            tag_events.append((k, tag, p, {}))
+        keyframes.append(
+            {
+                "t": round(float(frames.times[j]), 3),
+                "start": round(times[k], 3),
+                "end": round(ends[k], 3),
+                "why": why,
+                "path": frame_path,
+                "text": [b.text for b in lines],
+                "tags": [t for t, _ in tags],
+            }
+        )
+    text_runs = _merge(texts, same_text)
+    tag_runs = _merge(tag_events, lambda a, b: a == b)
+    section = {
+        "backend": models.version,
+        "keyframes": keyframes,
+        "text": [
+            {
+                "text": r["label"],
+                "start": round(times[r["first"]], 3),
+                "end": round(ends[r["last"]], 3),
+                "score": round(r["score"], 4),
+                "box": r["extra"]["box"],
+                "keyframes": r["last"] - r["first"] + 1,
+            }
+            for r in sorted(text_runs, key=lambda r: (r["first"], r["extra"]["box"][1], r["extra"]["box"][0]))
+        ],
+        "tags": [
+            {
+                "tag": r["label"],
+                "start": round(times[r["first"]], 3),
+                "end": round(ends[r["last"]], 3),
+                "score": round(r["score"], 4),
+                "keyframes": r["last"] - r["first"] + 1,
+            }
+            for r in sorted(tag_runs, key=lambda r: (r["first"], -r["score"]))
+        ],
+        "tag_threshold": config.tag_threshold,
+        "frames": len(frames),
+    }
+    # timings go to the log, not the record: outputs stay byte-identical between runs
+    log.debug(
+        "sight clip %d: %d keyframes; decode %.2f s, text %.2f s, tags %.2f s, total %.2f s",
+        record.clip.index,
+        len(keyframes),
+        t_decode,
+        t_ocr,
+        t_tags,
+        time.perf_counter() - started,
+    )
+    if cache is not None:
+        cache.put_json(key, "sight.json", section)
+    return section
+
+
+def sight_video(
+    clips: list[ClipRecord], models: SightModels, config: SightConfig, ctx: RunContext
+) -> list[ClipRecord]:
+    out = []
+    for record in ctx.progress(clips, desc="sight", total=len(clips)):
+        new = record.model_copy(deep=True)
+        section = analyse_clip(record, models, config, ctx.cache)
+        new.sight = SightSection.model_validate(section)
+        if not section["keyframes"] and (record.clip.frames or 0) > 0:
+            message = (
+                f"no frame of clip {record.clip.index} could be decoded; nothing is known of what is seen"
+            )
+            log.warning(message)
+            new.errors = [
+                *(new.errors or []),
+                Problem(stage=STAGE, error="undecodable_frames", message=message),
+            ]
+        out.append(new)
+    return out
+
+
+def run_sight(
+    records: list[ClipRecord], models: SightModels, config: SightConfig, ctx: RunContext
+) -> list[ClipRecord]:
+    """The stage over a stream: records returned in input order, each with a ``sight`` section."""
+    done: dict[tuple[str, int], ClipRecord] = {}
+    for clips in by_video(records):
+        for record in sight_video(clips, models, config, ctx):
+            done[record.key] = record
+    return [done[r.key] for r in records]
+
+
+# ------------------------------------------------------------------------------------- memory
+def clock(t: float) -> str:
+    """Seconds as m:ss (h:mm:ss past an hour)."""
+    s = int(max(0.0, t))
+    h, m, sec = s // 3600, (s % 3600) // 60, s % 60
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def memory_lines(record: ClipRecord) -> list[dict[str, Any]]:
+    """The offline memorizer's "on screen" and "seen" episodic lines of a clip, deduplicated.
+
+    One "on screen" line per text run ("0:20–0:23 on screen: 'THE PEACH OPEN MOVIE PROJECT'"), with
+    the lines shown at the same time joined; one "seen" line per keyframe span whose tags differ from
+    the previous one ("0:05 seen: laptop, desk")."""
+    sight = record.sight
+    if sight is None:
+        return []
+    out: list[dict[str, Any]] = []
+    seen_text: set[str] = set()
+    groups: dict[tuple[float, float], list[str]] = {}
+    for line in sight.text:
+        n = norm_text(line.text)
+        if not n or n in seen_text:
+            continue
+        seen_text.add(n)
+        groups.setdefault((line.start, line.end), []).append(line.text)
+    for (start, end), lines in sorted(groups.items()):
+        quoted = " / ".join(lines).replace("'", "’")
+        span = clock(start) if clock(start) == clock(end) else f"{clock(start)}–{clock(end)}"
+        out.append({"text": f"{span} on screen: '{quoted}'", "kind": "on_screen", "start": start, "end": end})
+    said: set[tuple[str, ...]] = set()
+    by_start: dict[float, list[Any]] = {}
+    for tag in sight.tags:
+        by_start.setdefault(tag.start, []).append(tag)
+    for start, tags in sorted(by_start.items()):
+        names = tuple(sorted({t.tag for t in tags}))
+        if names in said:
+            continue
+        said.add(names)
+        end = max(t.end for t in tags)
+        out.append(
+            {"text": f"{clock(start)} seen: {', '.join(names)}", "kind": "seen", "start": start, "end": end}
+        )
+    return out
+
+
+def prompt_block(record: ClipRecord) -> str | None:
+    """The clip's "on screen" and "seen" lines for an LLM memorizer, as one delimited data block (the
+    text on screen is whatever a video shows: it can neither add lines nor close the block), or None
+    when sight did not run."""
+    if record.sight is None:
+        return None
+    from m3cli.stages.core import prompt_data
+
+    tag = prompt_data.nonce(record.video.id, str(record.clip.index), "sight")
+    rows = [
+        f"[{m['start']:.1f}-{m['end']:.1f} s] {prompt_data.speech(m['text'])}" for m in memory_lines(record)
+    ]
+    return (
+        "Seen in the keyframes (read and tagged offline; on-screen text and ImageNet tags, absolute times):\n"
+        + prompt_data.frame("sight", tag, "", rows)
+    )
+
+
+def keyframe_times(record: ClipRecord) -> list[tuple[float, str]]:
+    """(time, cached JPEG path) of each stored keyframe, for callers that send frames to a model."""
+    if record.sight is None:
+        return []
+    return [(k.t, k.path) for k in record.sight.keyframes if k.path]
+
+
+def keyframe_parts(
+    record: ClipRecord, limit: int, max_side: int, quality: int, cache: Cache | None
+) -> list[dict[str, Any]]:
+    """The clip's keyframes as chat message parts for an LLM memorizer (at most ``limit``, spread over
+    the clip, each scaled to ``max_side``), or [] when the record has none: a cut, a title or a new
+    scene is then what the model sees, rather than frames at uniform times that may all show one shot.
+    Each path is checked to be a JPEG inside the cache before it is read."""
+    from PIL import Image
+
+    from m3cli.stages.backends.llm import image_part
+    from m3cli.stages.core.record_paths import JPEG, cache_file
+
+    if record.sight is None or cache is None or limit <= 0:
+        return []
+    frames = [(i, k) for i, k in enumerate(record.sight.keyframes) if k.path]
+    if not frames:
+        return []
+    picks = np.unique(np.linspace(0, len(frames) - 1, min(limit, len(frames))).round().astype(int))
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "Keyframes, in time order:"}]
+    for p in picks:
+        i, frame = frames[int(p)]
+        path = cache_file(record, f"sight.keyframes[{i}].path", frame.path, cache, JPEG)
+        if path is None:
+            continue
+        image = media.decode_jpeg(path.read_bytes())
+        scale = max_side / max(image.shape[:2])
+        if scale < 1:
+            size = (max(1, round(image.shape[1] * scale)), max(1, round(image.shape[0] * scale)))
+            image = np.asarray(Image.fromarray(image).resize(size, Image.Resampling.BILINEAR))
+        parts.append({"type": "text", "text": f"t={frame.t:.1f} s"})
+        parts.append(image_part(media.encode_jpeg(image, quality=quality)))
+    return parts if len(parts) > 1 else []
+
+
+def summary(records: Iterable[ClipRecord]) -> str:
+    n = text = tags = 0
+    for r in records:
+        if r.sight is not None:
+            n += len(r.sight.keyframes)
+            text += len(r.sight.text)
+            tags += len(r.sight.tags)
+    return f"{n} keyframes, {text} text lines, {tags} tags"
