@@ -20,6 +20,8 @@ import pytest
 
 from conftest import DATA, FIXTURE
 from m3cli.commands import COMMANDS
+from m3cli.stages.core.memory_store import open_memory
+from m3cli.stages.report.gather import gather
 
 NEEDED = ("segment", "diarize", "voices", "faces", "memorize", "link", "abstract", "index")
 
@@ -142,3 +144,17 @@ def test_grid_every_turn_is_in_the_memory_at_its_own_time(m3, tmp_path, cache_di
     [present] = [n for n in episodic if n["subkind"] == "present"]
     assert present["raw_text"].startswith("4 faces are seen in this clip: ") and len(present["entities"]) == 4
     assert not any("together" in n["raw_text"] or "both speak" in n["raw_text"] for n in episodic)
+    # the report's timeline: speaking bars are the turns (voice_4's untranscribed 10.4-11.6 s included),
+    # and the transcript lists the untranscribed stretch at its time
+    data = gather(open_memory(out))
+    [video] = data.videos
+    characters = {c.id: c for c in video.characters}
+    for person, s, e in truth:
+        voice = next(iter(voice_of[person]))
+        [c] = [c for c in characters.values() if voice in c.members]
+        assert _overlap(c.speaking, s, e) >= 0.5 * (e - s), (person, s, e, c.speaking)
+    untranscribed = [n for n in said if n["subkind"] == "untranscribed"]
+    listed = {u.node: u for clip in video.clips for u in clip.utterances}
+    for n in untranscribed:
+        u = listed[n["id"]]
+        assert (u.start, u.end, u.text) == (n["t_start"], n["t_end"], "(speaks, not transcribed)")
