@@ -369,6 +369,13 @@ def present_lines(record: ClipRecord) -> list[MemoryItem]:
     ]
 
 
+def turn_lines(record: ClipRecord) -> list[MemoryItem]:
+    """Who speaks when, from the diarization turns alone (untranscribed stretches, speaking spans,
+    overlapping speech): every memory gets them, whoever writes the rest, since an LLM reads only the
+    transcript and cannot know what the ASR missed."""
+    return untranscribed_lines(record) + speaking_lines(record) + overlap_lines(record)
+
+
 def offline_memory(record: ClipRecord) -> MemorySection:
     """Deterministic memory from perception alone; no invented semantics.
 
@@ -377,14 +384,7 @@ def offline_memory(record: ClipRecord) -> MemorySection:
     could ask about, at its own time.
     """
     faces = bool(record.faces and record.faces.tracks)
-    episodic = (
-        speech_lines(record)
-        + untranscribed_lines(record)
-        + speaking_lines(record)
-        + overlap_lines(record)
-        + appearance_lines(record)
-        + present_lines(record)
-    )
+    episodic = speech_lines(record) + turn_lines(record) + appearance_lines(record) + present_lines(record)
     return MemorySection(
         source="offline",
         model=None,
@@ -862,6 +862,7 @@ def memorize_clip(
         return out
     try:
         out.memory = llm_memory(record, client, config, cache)
+        out.memory.episodic += turn_lines(record)
     except LlmError as exc:
         log.warning(
             "clip %d of %s: LLM memorization failed, using the offline memorizer: %s",

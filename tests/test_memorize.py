@@ -11,6 +11,7 @@ import pytest
 from memory_helpers import FIXTURE, clip
 
 from conftest import DATA
+from m3cli.schemas.records import Turn
 from m3cli.stages.backends.llm import LlmClient
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.media import content_id
@@ -229,6 +230,22 @@ def test_llm_memory_sends_frames_crops_dialogue_and_caches(server, tmp_path):
     # cached: a rerun asks nothing
     [again] = memorize_records([record], config, client_for(server), RunContext(cache=cache))
     assert len(server.chat_requests) == 1 and again.memory == mem
+
+
+def test_llm_memory_gets_who_speaks_when_from_the_turns(server):
+    """The model reads only the transcript; the turns it never saw still give speaking spans and the
+    speech no utterance holds, as in offline memory."""
+    server.script(json.dumps(GOOD))
+    record = talk(length=24.9)
+    record.turns = [Turn(**turn(0.6, 5.7, 1)), Turn(**turn(6.3, 13.0, 2)), Turn(**turn(14.0, 16.0, 1))]
+    [out] = memorize_records([record], MemorizeConfig(frames=0, jobs=1), client_for(server))
+    mem = out.memory
+    assert mem.source == "llm" and [i.text for i in mem.episodic[:2]] == [i["text"] for i in GOOD["episodic"]]
+    assert [(i.kind, i.text, i.start, i.end) for i in mem.episodic[2:]] == [
+        ("untranscribed", "<voice_1> speaks, not transcribed, from 14.0 to 16.0 s", 14.0, 16.0),
+        ("speaking", "<voice_1> speaks from 0.6 to 5.7 s and from 14.0 to 16.0 s", 0.6, 16.0),
+        ("speaking", "<voice_2> speaks from 6.3 to 13.0 s", 6.3, 13.0),
+    ]
 
 
 def test_unknown_ids_are_sent_back_for_repair(server):
