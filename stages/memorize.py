@@ -108,7 +108,6 @@ def clip_ids(record: ClipRecord) -> tuple[list[str], list[str]]:
     """(face ids, voice ids) perceived in the clip, sorted by number."""
     faces = {t.face_id for t in (record.faces.tracks if record.faces else [])}
     voices = {u.speaker for u in (record.utterances or []) if u.speaker}
-    voices.update(t.speaker for t in (record.turns or []) if t.speaker)
     if record.voices and record.voices.ids:
         voices.update(v for v in record.voices.ids if VOICE_RE.match(v))
     return _sorted_ids(faces), _sorted_ids(voices)
