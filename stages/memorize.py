@@ -176,9 +176,9 @@ def _who(speaker: str | None) -> tuple[str, list[str]]:
     return (speaker, [speaker]) if speaker else ("An unidentified voice", [])
 
 
-def _turn_speaker(x: Any) -> str | None:
-    """The key that ties a turn to its utterances: the voice id, else the clip-local label."""
-    return x.speaker or x.speaker_local
+def _speaker_keys(x: Any) -> set[str]:
+    """What ties a turn to its utterances: its voice id and its clip-local label (either may be absent)."""
+    return {k for k in (x.speaker, x.speaker_local) if k}
 
 
 def _subtract(span: tuple[float, float], cover: list[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -252,15 +252,16 @@ def name_lines(record: ClipRecord) -> list[MemoryItem]:
 def untranscribed_lines(record: ClipRecord) -> list[MemoryItem]:
     """Speech the diarizer heard and no utterance of that speaker holds: "<voice_2> speaks, not
     transcribed, from 0.3 to 3.7 s", one line per stretch, so who spoke when stays complete."""
-    said: dict[str | None, list[tuple[float, float]]] = {}
+    said: dict[str, list[tuple[float, float]]] = {}
     for u in record.utterances or []:
-        said.setdefault(_turn_speaker(u), []).append((u.start, u.end))
-    cover = {k: _merge_spans(v, gap=0.0) for k, v in said.items()}
+        for k in _speaker_keys(u):
+            said.setdefault(k, []).append((u.start, u.end))
     out: list[MemoryItem] = []
     for t in sorted(record.turns or [], key=lambda t: (t.start, t.end)):
         if t.end <= t.start:
             continue
-        gaps = _subtract((t.start, t.end), cover.get(_turn_speaker(t), []))
+        cover = _merge_spans([span for k in _speaker_keys(t) for span in said.get(k, [])], gap=0.0)
+        gaps = _subtract((t.start, t.end), cover)
         untouched = gaps == [(t.start, t.end)]
         for s, e in gaps:
             if untouched or e - s >= UNTRANSCRIBED_MIN_S:
