@@ -9,10 +9,12 @@ Design points:
   ``create_table``) per run, so a run killed mid-write leaves every table at a complete version; a
   rerun finishes the job. Rows identical to what the dataset holds are not written at all, so indexing
   the same stream twice changes nothing.
-* **Weight voting.** A memory line whose normalised text and entities repeat an existing line of the
-  same video reinforces it: the first occurrence's node keeps its id, records every occurrence id in
-  ``occurrences`` and gets ``weight = len(occurrences)``. Occurrence ids are stable, so reinforcement is
-  idempotent too. Edges naming a merged occurrence are redirected to the surviving node.
+* **Weight voting, for semantic lines only.** A semantic line whose normalised text and entities repeat
+  an existing semantic line of the same video reinforces it: the first occurrence's node keeps its id,
+  records every occurrence id in ``occurrences`` and gets ``weight = len(occurrences)``. Occurrence ids
+  are stable, so reinforcement is idempotent too. Edges naming a merged occurrence are redirected to the
+  surviving node. Episodic lines are events: one said or seen twice ("BIMBLU F2 now." at 0.8 s and again
+  at 16.0 s) is two nodes, each with its own ``t_start``/``t_end`` and weight 1.
 * **Text resolution.** ``raw_text`` keeps perception ids (abstractions' clip-time ``<character_k>``
   labels are rewritten to a member id so they stay resolvable); ``text`` resolves ids with the video's
   latest ``characters`` mapping and the names people stated ("Barack (<character_1>)"). When appended
@@ -366,8 +368,11 @@ class Indexer:
                     occ = fact_id(vid, r.clip.index, section, i)
                     ents = item.entities if item.entities is not None else entities_in(item.text)
                     key = fact_key(vid, section, item.text, ents)
-                    canonical = alias.get(occ) or by_key.get(key) or occ
-                    by_key.setdefault(key, canonical)
+                    if section == "episodic":  # said or seen twice, it happened twice: own node, own time
+                        canonical = occ
+                    else:
+                        canonical = alias.get(occ) or by_key.get(key) or occ
+                        by_key.setdefault(key, canonical)
                     alias[occ] = canonical
                     start = item.start if item.start is not None else r.clip.start
                     end = (
@@ -396,6 +401,8 @@ class Indexer:
                             "key": key,
                         }
                     )
+                    if section == "episodic" and row["occurrences"] != [occ]:  # merged by an older index
+                        row.update(occurrences=[], clips=[], t_start=float(start), t_end=float(end))
                     if occ not in row["occurrences"]:
                         row["occurrences"].append(occ)
                         if canonical != occ:
@@ -550,7 +557,7 @@ class Indexer:
                 a["clips"][r.clip.index] = arrays_f.get(t.face_id.strip("<>"))
                 if crop is not None and (t.quality or 0.0) > a["q"]:
                     a["crop"], a["q"] = str(crop), t.quality or 0.0
-            for u in r.utterances or []:
+            for u in [*(r.utterances or []), *(r.turns or [])]:  # a voice heard and never transcribed too
                 if u.speaker:
                     a = acc.setdefault(
                         u.speaker, {"kind": "voice", "clips": {}, "first": 1e18, "crop": None, "q": -1}

@@ -8,8 +8,11 @@ Two memorizers share one output shape (``memory`` section of the record):
   by the client. When all of that fails, the clip falls back to the offline memorizer with
   ``fallback: true`` and an ``errors`` entry, so one bad clip never loses the others.
 * **Offline** (the default when no LLM is configured): states only what perception established — who
-  says what and when (quoted), who is visible when, who co-occurs with whom, and names people say out
-  loud (see :data:`SELF_NAME`, :data:`VOCATIVE`, :data:`TITLED`) — and labels itself ``source: offline``.
+  says what and when (quoted, each utterance at its own time), which speaker turns no utterance holds
+  ("<voice_2> speaks, not transcribed, from 0.3 to 3.7 s"), when each voice speaks (its diarization
+  turns), where turns of two voices overlap, when each face is visible, who is seen in the clip (one line,
+  not one per pair), and names people say out loud (see :data:`SELF_NAME`, :data:`VOCATIVE`,
+  :data:`TITLED`) — and labels itself ``source: offline``. One function per line kind.
 
 What goes to the model depends on what the server accepts (learned from its refusals, see
 :mod:`m3cli.stages.backends.llm_capabilities`, or set with ``images``/``audio``): frames and crops to
@@ -47,7 +50,7 @@ from m3cli.stages.core.redact import mask_credentials
 log = logging.getLogger(__name__)
 
 STAGE = "memorize"
-OFFLINE_VERSION = "offline-v1"
+OFFLINE_VERSION = "offline-v2"
 
 ID_RE = re.compile(r"<(face|voice|character)_(\d+)>")
 FACE_RE = re.compile(r"^<face_\d+>$")
@@ -162,18 +165,46 @@ def names_said(text: str) -> list[tuple[str, str]]:
     return found
 
 
-def offline_memory(record: ClipRecord) -> MemorySection:
-    """Deterministic memory from perception alone; no invented semantics."""
-    episodic: list[MemoryItem] = []
-    semantic: list[MemoryItem] = []
-    utterances = sorted(record.utterances or [], key=lambda u: (u.start, u.end))
-    for u in utterances:
+#: A stretch of a speaker turn that no utterance of that speaker covers becomes its own "not transcribed"
+#: line when it lasts this long (a turn no utterance touches at all always does): shorter gaps inside a
+#: transcribed turn are the pauses between words and the diarizer's padding, not speech the ASR lost.
+UNTRANSCRIBED_MIN_S = 1.0
+
+
+def _who(speaker: str | None) -> tuple[str, list[str]]:
+    """How a line names a voice, and its entities (a voice without an id is named but not an entity)."""
+    return (speaker, [speaker]) if speaker else ("An unidentified voice", [])
+
+
+def _speaker_keys(x: Any) -> set[str]:
+    """What ties a turn to its utterances: its voice id and its clip-local label (either may be absent)."""
+    return {k for k in (x.speaker, x.speaker_local) if k}
+
+
+def _subtract(span: tuple[float, float], cover: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """``span`` minus the (merged, sorted) ``cover`` spans."""
+    s, e = span
+    out = []
+    for cs, ce in cover:
+        if ce <= s or cs >= e:
+            continue
+        if cs > s:
+            out.append((s, cs))
+        s = max(s, ce)
+    if e > s:
+        out.append((s, e))
+    return out
+
+
+def speech_lines(record: ClipRecord) -> list[MemoryItem]:
+    """One line per utterance, quoted, at the utterance's own time, and the names said in it."""
+    out: list[MemoryItem] = []
+    for u in sorted(record.utterances or [], key=lambda u: (u.start, u.end)):
         text = u.text.strip()
         if not text:
             continue
-        who = u.speaker or "An unidentified voice"
-        ents = [u.speaker] if u.speaker else []
-        episodic.append(
+        who, ents = _who(u.speaker)
+        out.append(
             MemoryItem(text=f'{who} says: "{text}"', kind="speech", start=u.start, end=u.end, entities=ents)
         )
         for kind, name in names_said(text):
@@ -183,7 +214,7 @@ def offline_memory(record: ClipRecord) -> MemorySection:
                 line = f"{who} addresses someone as {name}"
             else:
                 line = f"{who} mentions {name}"
-            episodic.append(
+            out.append(
                 MemoryItem(
                     text=line,
                     kind="mention",
@@ -194,75 +225,186 @@ def offline_memory(record: ClipRecord) -> MemorySection:
                     name_kind=kind,
                 )
             )
-            if kind == "self" and u.speaker:
-                semantic.append(
+    return out
+
+
+def name_lines(record: ClipRecord) -> list[MemoryItem]:
+    """Semantic: the names people said about themselves ("The name of <voice_1> is Barack")."""
+    out: list[MemoryItem] = []
+    for u in sorted(record.utterances or [], key=lambda u: (u.start, u.end)):
+        if not u.speaker:
+            continue
+        for kind, name in names_said(u.text.strip()):
+            if kind == "self":
+                out.append(
                     MemoryItem(
                         text=f"The name of {u.speaker} is {name}",
                         kind="attribute",
                         start=u.start,
                         end=u.end,
-                        entities=ents,
+                        entities=[u.speaker],
                         name=name,
                     )
                 )
+    return out
+
+
+def untranscribed_lines(record: ClipRecord) -> list[MemoryItem]:
+    """Speech the diarizer heard and no utterance of that speaker holds: "<voice_2> speaks, not
+    transcribed, from 0.3 to 3.7 s", one line per stretch, so who spoke when stays complete."""
+    said: dict[str, list[tuple[float, float]]] = {}
+    for u in record.utterances or []:
+        for k in _speaker_keys(u):
+            said.setdefault(k, []).append((u.start, u.end))
+    out: list[MemoryItem] = []
+    for t in sorted(record.turns or [], key=lambda t: (t.start, t.end)):
+        if t.end <= t.start:
+            continue
+        cover = _merge_spans([span for k in _speaker_keys(t) for span in said.get(k, [])], gap=0.0)
+        gaps = _subtract((t.start, t.end), cover)
+        untouched = gaps == [(t.start, t.end)]
+        for s, e in gaps:
+            if untouched or e - s >= UNTRANSCRIBED_MIN_S:
+                who, ents = _who(t.speaker)
+                out.append(
+                    MemoryItem(
+                        text=f"{who} speaks, not transcribed, from {_t(s)} to {_t(e)} s",
+                        kind="untranscribed",
+                        start=s,
+                        end=e,
+                        entities=ents,
+                    )
+                )
+    return sorted(out, key=lambda i: (i.start, i.text))
+
+
+def _speaking(record: ClipRecord) -> dict[str, list[tuple[float, float]]]:
+    """Voice id -> when it speaks: its diarization turns; utterances only for records whose turns carry
+    no voice ids (written before turns were kept, or not through `m3 voices`)."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    source = record.turns if any(t.speaker for t in record.turns or []) else record.utterances or []
+    for x in source:
+        if x.speaker and x.end > x.start:
+            spans.setdefault(x.speaker, []).append((x.start, x.end))
+    merged = {k: _merge_spans(v, gap=0.0) for k, v in spans.items()}
+    return dict(sorted(merged.items(), key=lambda kv: (kv[1][0][0], kv[0])))
+
+
+def speaking_lines(record: ClipRecord) -> list[MemoryItem]:
+    """One line per voice: every span it speaks in ("<voice_3> speaks from 6.4 to 9.0 s"), from the turns."""
+    return [
+        MemoryItem(
+            text=f"{vid} speaks {_spans_text(sp)}",
+            kind="speaking",
+            start=sp[0][0],
+            end=sp[-1][1],
+            entities=[vid],
+        )
+        for vid, sp in _speaking(record).items()
+    ]
+
+
+def overlap_lines(record: ClipRecord) -> list[MemoryItem]:
+    """At most one line per clip, and only where turns of different voices overlap (the diarizer's
+    ``overlap`` flag): "<voice_1> and <voice_2> speak at the same time from 3.2 to 3.6 s"."""
+    turns = [t for t in record.turns or [] if t.overlap and t.speaker and t.end > t.start]
+    pairs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for i, a in enumerate(turns):
+        for b in turns[i + 1 :]:
+            if a.speaker == b.speaker:
+                continue
+            s, e = max(a.start, b.start), min(a.end, b.end)
+            if e > s:
+                key = tuple(_sorted_ids([a.speaker, b.speaker]))
+                pairs.setdefault(key, []).append((s, e))  # type: ignore[arg-type]
+    if not pairs:
+        return []
+    merged = {k: _merge_spans(v, gap=0.0) for k, v in pairs.items()}
+    order = sorted(merged.items(), key=lambda kv: (kv[1][0][0], kv[0]))
+    text = "; ".join(f"{a} and {b} speak at the same time {_spans_text(sp)}" for (a, b), sp in order)
+    ents = list(dict.fromkeys(e for (a, b), _ in order for e in (a, b)))
+    start = min(sp[0][0] for _, sp in order)
+    end = max(sp[-1][1] for _, sp in order)
+    return [MemoryItem(text=text, kind="overlap", start=start, end=end, entities=ents)]
+
+
+def _face_spans(record: ClipRecord) -> dict[str, list[tuple[float, float]]]:
     tracks = sorted(
         record.faces.tracks if record.faces else [],
         key=lambda t: (min(s for s, _ in t.spans) if t.spans else 0.0, t.face_id),
     )
-    spans = {t.face_id: _merge_spans(t.spans) for t in tracks if t.spans}
-    for fid, sp in spans.items():
-        episodic.append(
-            MemoryItem(
-                text=f"{fid} is visible {_spans_text(sp)}",
-                kind="appearance",
-                start=sp[0][0],
-                end=sp[-1][1],
-                entities=[fid],
-            )
-        )
-    ids = list(spans)
-    for i, a in enumerate(ids):
-        for b in ids[i + 1 :]:
-            both = _overlap(spans[a], spans[b])
-            if both:
-                episodic.append(
-                    MemoryItem(
-                        text=f"{a} and {b} are visible together {_spans_text(both)}",
-                        kind="cooccurrence",
-                        start=both[0][0],
-                        end=both[-1][1],
-                        entities=[a, b],
-                    )
-                )
-    speakers: dict[str, list[float]] = {}
-    for u in utterances:
-        if u.speaker:
-            first, last = speakers.setdefault(u.speaker, [u.start, u.end])
-            speakers[u.speaker] = [min(first, u.start), max(last, u.end)]
-    vids = list(speakers)
-    for i, a in enumerate(vids):
-        for b in vids[i + 1 :]:
-            s = min(speakers[a][0], speakers[b][0])
-            e = max(speakers[a][1], speakers[b][1])
-            episodic.append(
-                MemoryItem(
-                    text=f"{a} and {b} both speak between {_t(s)} and {_t(e)} s",
-                    kind="cooccurrence",
-                    start=s,
-                    end=e,
-                    entities=[a, b],
-                )
-            )
-    from m3cli.stages.sight import memory_lines  # what is seen: "on screen" / "seen" lines
+    return {t.face_id: _merge_spans(t.spans) for t in tracks if t.spans}
 
-    episodic.extend(MemoryItem(**line) for line in memory_lines(record))
+
+def appearance_lines(record: ClipRecord) -> list[MemoryItem]:
+    """One line per face: every span it is visible in ("<face_1> is visible from 0.6 to 5.7 s")."""
+    return [
+        MemoryItem(
+            text=f"{fid} is visible {_spans_text(sp)}",
+            kind="appearance",
+            start=sp[0][0],
+            end=sp[-1][1],
+            entities=[fid],
+        )
+        for fid, sp in _face_spans(record).items()
+    ]
+
+
+def present_lines(record: ClipRecord) -> list[MemoryItem]:
+    """Who is seen in the clip, as one line (not one per pair): "2 faces are seen in this clip:
+    <face_1> (from 0.6 to 5.7 s) and <face_2> (from 5.0 to 13.0 s)"; none for fewer than two faces."""
+    spans = _face_spans(record)
+    if len(spans) < 2:
+        return []
+    parts = [f"{fid} ({_spans_text(sp)})" for fid, sp in spans.items()]
+    listed = ", ".join(parts[:-1]) + " and " + parts[-1]
+    return [
+        MemoryItem(
+            text=f"{len(spans)} faces are seen in this clip: {listed}",
+            kind="present",
+            start=min(sp[0][0] for sp in spans.values()),
+            end=max(sp[-1][1] for sp in spans.values()),
+            entities=list(spans),
+        )
+    ]
+
+
+def sight_lines(record: ClipRecord) -> list[MemoryItem]:
+    """What is seen: "on screen" and "seen" lines from the record's ``sight`` section (`m3 sight`)."""
+    from m3cli.stages.sight import memory_lines
+
+    return [MemoryItem(**line) for line in memory_lines(record)]
+
+
+def turn_lines(record: ClipRecord) -> list[MemoryItem]:
+    """Who speaks when, from the diarization turns alone (untranscribed stretches, speaking spans,
+    overlapping speech): every memory gets them, whoever writes the rest, since an LLM reads only the
+    transcript and cannot know what the ASR missed."""
+    return untranscribed_lines(record) + speaking_lines(record) + overlap_lines(record)
+
+
+def offline_memory(record: ClipRecord) -> MemorySection:
+    """Deterministic memory from perception alone; no invented semantics.
+
+    Each line kind has its own function (speech and names said, untranscribed turns, speaking spans,
+    overlapping speech, appearances, who is seen in the clip); each line states one thing a question
+    could ask about, at its own time.
+    """
+    faces = bool(record.faces and record.faces.tracks)
+    episodic = (
+        speech_lines(record)
+        + turn_lines(record)
+        + appearance_lines(record)
+        + present_lines(record)
+        + sight_lines(record)
+    )
     return MemorySection(
         source="offline",
         model=None,
         prompt_version=OFFLINE_VERSION,
-        inputs=[name for name, has in (("faces", bool(tracks)), ("dialogue", bool(utterances))) if has],
+        inputs=[name for name, has in (("faces", faces), ("dialogue", bool(record.utterances))) if has],
         episodic=episodic,
-        semantic=semantic,
+        semantic=name_lines(record),
         equivalences=[],
         fallback=False,
     )
@@ -480,14 +622,7 @@ def _speaking_spans(record: ClipRecord) -> tuple[dict[str, list], dict[str, list
     faces: dict[str, list] = {}
     for t in record.faces.tracks if record.faces else []:
         faces.setdefault(t.face_id, []).extend(t.spans)
-    voices: dict[str, list] = {}
-    for u in record.utterances or []:
-        if u.speaker:
-            voices.setdefault(u.speaker, []).append((u.start, u.end))
-    return (
-        {k: _merge_spans(v, gap=0.0) for k, v in faces.items()},
-        {k: _merge_spans(v, gap=0.0) for k, v in voices.items()},
-    )
+    return {k: _merge_spans(v, gap=0.0) for k, v in faces.items()}, _speaking(record)
 
 
 def _placeholder(text: str) -> bool:
@@ -749,6 +884,7 @@ def memorize_clip(
         return out
     try:
         out.memory = llm_memory(record, client, config, cache)
+        out.memory.episodic += turn_lines(record)
     except LlmError as exc:
         log.warning(
             "clip %d of %s: LLM memorization failed, using the offline memorizer: %s",

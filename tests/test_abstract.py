@@ -52,7 +52,8 @@ def node_ids(records):
 def test_character_summaries_fire_on_evidence_counts():
     recs = abstract_records(conversation(4), AbstractConfig(tau_char=5, tau_rel=100, embed=False))
     chars = items(recs, "character")
-    # each clip adds 3 lines per character (speech, appearance, co-speaking): 3, 6 -> fires, 9, 12 -> fires
+    # each clip adds 4 lines per character (speech, speaking spans, appearance, who is seen in the clip):
+    # 4, 8 -> fires, 12, 16 -> fires
     assert [(clip, a["character"]) for clip, a in chars] == [
         (1, "<character_1>"),
         (1, "<character_2>"),
@@ -60,8 +61,8 @@ def test_character_summaries_fire_on_evidence_counts():
         (3, "<character_2>"),
     ]
     first, second = chars[0][1], chars[2][1]
-    assert first["evidence_count"] == 6 and len(first["evidence"]) == 6
-    assert second["evidence_count"] == 12 and len(second["evidence"]) == 6
+    assert first["evidence_count"] == 8 and len(first["evidence"]) == 8
+    assert second["evidence_count"] == 16 and len(second["evidence"]) == 8
     assert not set(first["evidence"]) & set(second["evidence"])  # only new evidence the second time
     assert set(first["evidence"]) | set(second["evidence"]) <= node_ids(recs)
     assert first["source"] == "offline" and "speaks 2 times" in first["text"]

@@ -111,17 +111,32 @@ def test_index_builds_a_readable_memory(tmp_path, embedder, ctx):
     assert stats.nodes_written == len(nodes)
 
 
-def test_repeated_lines_reinforce_instead_of_duplicating(tmp_path, embedder, ctx):
+def test_semantic_lines_reinforce_and_episodic_lines_keep_every_occurrence(tmp_path, embedder, ctx):
+    garden = {i: ["<voice_2> likes the garden"] for i in range(3)}
     out = tmp_path / "mem.lance"
-    index_records(pipeline(3), out, embedder, ctx=ctx)
+    index_records(pipeline(3, extra_semantic=garden), out, embedder, ctx=ctx)
     nodes = {r["id"]: r for r in rows(out, "nodes")}
-    said = [
-        r for r in nodes.values() if r["raw_text"] == '<voice_2> says: "Thank you, Anna. I like the garden."'
+    # said in three clips: three events, each its own node at its own time, none reinforced
+    said = sorted(
+        (
+            r
+            for r in nodes.values()
+            if r["raw_text"] == '<voice_2> says: "Thank you, Anna. I like the garden."'
+        ),
+        key=lambda r: r["t_start"],
+    )
+    assert [(r["clip"], r["t_start"], r["t_end"]) for r in said] == [
+        (0, 10.5, 19.5),
+        (1, 40.5, 49.5),
+        (2, 70.5, 79.5),
     ]
-    assert len(said) == 1
-    node = said[0]
-    assert node["id"] == f"{VIDEO}:0:e2" and node["weight"] == 3.0 and node["clips"] == [0, 1, 2]
-    assert node["occurrences"] == [f"{VIDEO}:0:e2", f"{VIDEO}:1:e1", f"{VIDEO}:2:e1"]
+    assert all(
+        r["weight"] == 1.0 and r["occurrences"] == [r["id"]] and r["clips"] == [r["clip"]] for r in said
+    )
+    # the same fact learned in three clips: one semantic node, weight 3
+    [liked] = [r for r in nodes.values() if r["raw_text"] == "<voice_2> likes the garden"]
+    assert liked["kind"] == "semantic" and liked["weight"] == 3.0 and liked["clips"] == [0, 1, 2]
+    assert liked["id"] == liked["occurrences"][0] and len(liked["occurrences"]) == 3
     # edges naming a merged occurrence point at the surviving node
     ids = set(nodes)
     assert all(

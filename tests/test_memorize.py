@@ -11,6 +11,7 @@ import pytest
 from memory_helpers import FIXTURE, clip
 
 from conftest import DATA
+from m3cli.schemas.records import Turn
 from m3cli.stages.backends.llm import LlmClient
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.media import content_id
@@ -68,8 +69,15 @@ def test_offline_memory_states_only_what_perception_established():
     assert '<voice_1> says: "Good morning, my name is Barack and I like coffee."' in ep
     assert 'An unidentified voice says: "Mm-hm."' in ep
     assert "<face_1> is visible from 0.6 to 5.7 s and from 13.6 to 21.7 s" in ep
-    assert "<face_1> and <face_2> are visible together from 5.0 to 5.7 s" in ep
-    assert "<voice_1> and <voice_2> both speak between 0.6 and 13.0 s" in ep
+    # who is seen: one line for the clip, with each face's own times, never one per pair
+    assert (
+        "2 faces are seen in this clip: <face_1> (from 0.6 to 5.7 s and from 13.6 to 21.7 s) and "
+        "<face_2> (from 5.0 to 5.7 s and from 6.3 to 13.0 s)"
+    ) in ep
+    assert not any("together" in t or "both speak" in t for t in ep)
+    # without diarization turns, each voice's speaking spans come from its utterances
+    assert "<voice_1> speaks from 0.6 to 5.7 s" in ep and "<voice_2> speaks from 6.3 to 13.0 s" in ep
+    assert not any(i.kind in ("untranscribed", "overlap") for i in mem.episodic)
     speech = next(i for i in mem.episodic if i.kind == "speech")
     assert (speech.start, speech.end, speech.entities) == (0.6, 5.7, ["<voice_1>"])
     # the only semantic lines are names people said about themselves
@@ -78,6 +86,57 @@ def test_offline_memory_states_only_what_perception_established():
     # no likes/dislikes or other inference from "I like coffee"
     assert not any("coffee" in t for t in texts(mem, "semantic"))
     assert offline_memory(talk()) == mem  # deterministic
+
+
+def turn(start, end, voice, overlap=False):
+    return {
+        "start": start,
+        "end": end,
+        "speaker_local": f"S{voice}",
+        "speaker": f"<voice_{voice}>",
+        "overlap": overlap,
+    }
+
+
+def test_turns_give_speaking_spans_and_turns_without_words_are_memory():
+    """A turn no utterance covers is a line of its own; who speaks when comes from the turns."""
+    rec = clip(
+        0,
+        {"<face_1>": [(0.0, 30.0)]},
+        [("<voice_2>", 6.3, 9.9, "So, this was the first time."), ("<voice_1>", 10.0, 13.0, "Both of us.")],
+        turns=[
+            turn(0.3, 3.7, 1),  # heard, never transcribed
+            turn(3.9, 10.0, 2),  # transcribed from 6.3 only: 2.4 s without words
+            turn(10.0, 13.4, 1),  # the 0.4 s after the last word is padding, not lost speech
+            turn(20.0, 21.0, 2),  # short, but no word at all
+        ],
+    )
+    mem = offline_memory(rec)
+    lost = [(i.text, i.start, i.end, i.entities) for i in mem.episodic if i.kind == "untranscribed"]
+    assert lost == [
+        ("<voice_1> speaks, not transcribed, from 0.3 to 3.7 s", 0.3, 3.7, ["<voice_1>"]),
+        ("<voice_2> speaks, not transcribed, from 3.9 to 6.3 s", 3.9, 6.3, ["<voice_2>"]),
+        ("<voice_2> speaks, not transcribed, from 20.0 to 21.0 s", 20.0, 21.0, ["<voice_2>"]),
+    ]
+    speaking = {i.entities[0]: (i.text, i.start, i.end) for i in mem.episodic if i.kind == "speaking"}
+    assert speaking == {
+        "<voice_1>": ("<voice_1> speaks from 0.3 to 3.7 s and from 10.0 to 13.4 s", 0.3, 13.4),
+        "<voice_2>": ("<voice_2> speaks from 3.9 to 10.0 s and from 20.0 to 21.0 s", 3.9, 21.0),
+    }
+    # turns that only touch are not talking over each other; one face: no clip line of who is seen
+    assert not any(i.kind in ("overlap", "present") for i in mem.episodic)
+
+
+def test_overlapping_speech_is_said_only_where_turns_overlap():
+    rec = clip(
+        0,
+        None,
+        [("<voice_1>", 0.5, 4.0, "I was saying"), ("<voice_2>", 3.5, 6.0, "No, listen")],
+        turns=[turn(0.5, 4.0, 1, True), turn(3.5, 6.0, 2, True), turn(7.0, 9.0, 3)],
+    )
+    [line] = [i for i in offline_memory(rec).episodic if i.kind == "overlap"]
+    assert line.text == "<voice_1> and <voice_2> speak at the same time from 3.5 to 4.0 s"
+    assert (line.start, line.end, line.entities) == (3.5, 4.0, ["<voice_1>", "<voice_2>"])
 
 
 @pytest.mark.parametrize(
@@ -171,6 +230,22 @@ def test_llm_memory_sends_frames_crops_dialogue_and_caches(server, tmp_path):
     # cached: a rerun asks nothing
     [again] = memorize_records([record], config, client_for(server), RunContext(cache=cache))
     assert len(server.chat_requests) == 1 and again.memory == mem
+
+
+def test_llm_memory_gets_who_speaks_when_from_the_turns(server):
+    """The model reads only the transcript; the turns it never saw still give speaking spans and the
+    speech no utterance holds, as in offline memory."""
+    server.script(json.dumps(GOOD))
+    record = talk(length=24.9)
+    record.turns = [Turn(**turn(0.6, 5.7, 1)), Turn(**turn(6.3, 13.0, 2)), Turn(**turn(14.0, 16.0, 1))]
+    [out] = memorize_records([record], MemorizeConfig(frames=0, jobs=1), client_for(server))
+    mem = out.memory
+    assert mem.source == "llm" and [i.text for i in mem.episodic[:2]] == [i["text"] for i in GOOD["episodic"]]
+    assert [(i.kind, i.text, i.start, i.end) for i in mem.episodic[2:]] == [
+        ("untranscribed", "<voice_1> speaks, not transcribed, from 14.0 to 16.0 s", 14.0, 16.0),
+        ("speaking", "<voice_1> speaks from 0.6 to 5.7 s and from 14.0 to 16.0 s", 0.6, 16.0),
+        ("speaking", "<voice_2> speaks from 6.3 to 13.0 s", 6.3, 13.0),
+    ]
 
 
 def test_unknown_ids_are_sent_back_for_repair(server):

@@ -59,8 +59,14 @@ def test_memorize_m3_agent_style_asks_for_lists_and_records_m3_memory(server):
     assert 'write "Equivalence: <face_x>, <voice_y>"' in text
     mem = out.memory
     assert mem.source == "llm" and not out.errors and mem.prompt_version == MP.AGENT_PROMPT_VERSION
-    assert [i.text for i in mem.episodic] == AGENT_MEMORY["episodic"]
-    assert all(i.kind == "event" and i.start is None for i in mem.episodic)
+    n = len(AGENT_MEMORY["episodic"])
+    assert [i.text for i in mem.episodic[:n]] == AGENT_MEMORY["episodic"]
+    assert all(i.kind == "event" and i.start is None for i in mem.episodic[:n])
+    # then who speaks when, from perception (this record has no turns: its utterances), not from the model
+    assert [(i.text, i.kind) for i in mem.episodic[n:]] == [
+        ("<voice_1> speaks from 0.6 to 5.7 s", "speaking"),
+        ("<voice_2> speaks from 6.3 to 13.0 s", "speaking"),
+    ]
     assert [(i.text, i.kind) for i in mem.semantic] == [
         ("Equivalence: <face_1>, <voice_1>", "equivalence"),
         ("The name of <voice_1> is Barack", "attribute"),

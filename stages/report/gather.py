@@ -5,8 +5,11 @@ column projections (never the vectors) and per-video filters, so a huge memory c
 shows: clips outside the chosen range are not read, and every list has a cap (:class:`ReportLimits`)
 whose effect the page states in a note instead of silently dropping rows.
 
-Timeline spans come from the memory lines themselves: ``speech`` lines give who spoke when,
-``appearance`` lines ("<face_1> is visible from 0.8 to 1.6 s and from ...") give who was on screen when.
+Timeline spans come from the memory lines themselves: ``speaking`` lines ("<voice_1> speaks from 0.8 to
+2.4 s and from ...", the diarization turns, so speech the ASR could not read still counts) give who spoke
+when; in clips without them (memories written before they existed, or by an LLM memorizer) ``speech``
+and ``untranscribed`` lines do. ``appearance`` lines ("<face_1> is visible from 0.8 to 1.6 s and from
+...") give who was on screen when.
 Memories written by an LLM memorizer may lack those kinds; then a character is drawn as present over the
 whole of every clip its faces and voices occur in (the entities table's ``clips``).
 """
@@ -46,6 +49,11 @@ CLIP_COLUMNS = ("video", "clip", "start", "end", "path", "summary")
 ENTITY_COLUMNS = ("video", "entity", "kind", "character", "name", "members", "clips", "first_seen", "crop")
 SPAN_RE = re.compile(r"from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) s")
 SPEECH_RE = re.compile(r'says: "(.*)"\s*$', re.S)
+#: Lines that stand in the clip's transcript: what was said, and turns heard but not transcribed.
+TRANSCRIPT_KINDS = ("speech", "untranscribed")
+#: Lines that put two or more people in one place (the offline memorizer's clip line, overlapping
+#: speech; "cooccurrence" in memories written before those).
+TOGETHER_KINDS = ("present", "overlap", "cooccurrence")
 #: Node kinds read for every video whatever clip range is shown: few per video, and cards need them.
 CARD_KINDS = ("character", "relationship", "global")
 
@@ -500,9 +508,10 @@ def _fill_clips(
         clip.lines_total = len(xs)
         clip.lines = xs[: limits.max_lines_per_clip]
         for x in xs:
-            if x.subkind != "speech":
+            if x.subkind not in TRANSCRIPT_KINDS:
                 continue
             m = SPEECH_RE.search(x.raw_text)
+            text = (m.group(1) if m else x.raw_text) if x.subkind == "speech" else "(speaks, not transcribed)"
             speaker = x.entities[0] if x.entities else None
             clip.utterances.append(
                 Utterance(
@@ -510,7 +519,7 @@ def _fill_clips(
                     character=mapping.get(speaker, speaker) if speaker else None,
                     start=float(x.t_start if x.t_start is not None else clip.start),
                     end=float(x.t_end if x.t_end is not None else clip.end),
-                    text=m.group(1) if m else x.raw_text,
+                    text=text,
                     node=x.id,
                 )
             )
@@ -556,6 +565,7 @@ def _fill_cards(
     speaking: dict[str, list] = defaultdict(list)
     best_voice: dict[str, tuple[float, float, float]] = {}
     together: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    turns_known = {x.clip for x in lines if x.subkind == "speaking"}
     for x in lines:
         if x.subkind == "appearance" and x.entities:
             c = mapping.get(x.entities[0], x.entities[0])
@@ -563,16 +573,24 @@ def _fill_cards(
             if not spans and x.t_start is not None:
                 spans = [(x.t_start, x.t_end if x.t_end is not None else x.t_start)]
             visible[c] += spans
+        elif x.subkind == "speaking" and x.entities:
+            c = mapping.get(x.entities[0], x.entities[0])
+            speaking[c] += [(float(a), float(b)) for a, b in SPAN_RE.findall(x.raw_text)]
+        elif x.subkind == "untranscribed" and x.entities and x.t_start is not None:
+            if x.clip not in turns_known:
+                c = mapping.get(x.entities[0], x.entities[0])
+                speaking[c].append((float(x.t_start), float(x.t_end if x.t_end is not None else x.t_start)))
         elif x.subkind == "speech" and x.entities and x.t_start is not None:
             c = mapping.get(x.entities[0], x.entities[0])
             s, e = float(x.t_start), float(x.t_end if x.t_end is not None else x.t_start)
-            speaking[c].append((s, e))
+            if x.clip not in turns_known:
+                speaking[c].append((s, e))
             # the voice sample: the character's longest utterance (the earliest of equals), cut to
             # voice_seconds: long enough to recognise a voice, short enough to keep the page small
             score = -min(e - s, limits.voice_seconds)
             if c not in best_voice or score < best_voice[c][0]:
                 best_voice[c] = (score, s, min(e, s + limits.voice_seconds))
-        elif x.subkind == "cooccurrence" and len(x.entities) >= 2:
+        elif x.subkind in TOGETHER_KINDS and len(x.entities) >= 2:
             pair = {mapping.get(e, e) for e in x.entities}
             for a in pair:
                 for b in pair - {a}:
