@@ -279,43 +279,40 @@ class Asker:
 
     # ------------------------------------------------------------------ retrieval only
     def _retrieval_only(self, question: str, ctx: ToolContext, record: dict[str, Any]) -> None:
+        """No LLM: the answer computed from the memory's structure (:mod:`m3cli.stages.ask.offline`),
+        citing exactly the lines it used; the trajectory shows the retrieved lines with their cosine."""
+        from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
+
         t0 = time.perf_counter()
+        answerer = OfflineAnswerer(self.memory, self.embed, ctx.scope, self.config.threshold)
+        ans = answerer.answer(question)
         nodes = hybrid(
             self.memory,
             question,
             self.embed(question),
             max(self.config.k, RETRIEVAL_K),
-            self.config.threshold,
+            -1.0,
             ctx.scope,
             quote_bonus=QUOTE_BONUS,
         )
-        weak = not nodes
-        if weak:  # nothing above the threshold: the nearest lines go in the trajectory, not the answer
-            nodes = hybrid(
-                self.memory, question, self.embed(question), 3, -1.0, ctx.scope, quote_bonus=QUOTE_BONUS
-            )
-        else:
-            ctx.remember(nodes)
+        ctx.remember([ln.node for ln in ans.cited])
         record["trajectory"].append(
             {
                 "round": 1,
                 "reasoning": None,
-                "action": "Search",
-                "tool": "search",
+                "action": "Answer",
+                "tool": "offline",
                 "query": question,
                 "results": _results(ctx, nodes),
                 "error": None,
+                "note": f"question form: {ans.form}" + ("" if ans.supported else " (unsupported)"),
                 "seconds": round(time.perf_counter() - t0, 4),
             }
         )
         record["rounds"] = 1
-        record["evidence"] = evidence(ctx, None, question)
-        record["answer"] = (
-            f"No evidence found in memory: no line scores above the threshold ({self.config.threshold:g}) "
-            "for this question (no LLM configured)."
-            if weak
-            else retrieval_answer(record["evidence"])
-        )
+        record["evidence"] = evidence_of(answerer, ans.cited)
+        record["cited"] = [ln.node.id for ln in ans.cited]
+        record["answer"] = ans.text
 
     # ------------------------------------------------------------------ the LLM loop
     def _chat(self, messages: list[dict], record: dict[str, Any]) -> Any:
@@ -474,6 +471,7 @@ def _results(ctx: ToolContext, nodes: list[Node]) -> list[dict[str, Any]]:
             "clip": n.clip,
             "kind": n.kind,
             "score": round(float(n.score), 4),
+            "cosine": round(float(n.sim), 4),
             "text": ctx.text_of(n)[:RESULT_TEXT_CHARS],
         }
         for n in nodes
