@@ -114,15 +114,17 @@ def qa(
     )
     base = judge_base_url or settings.llm.base_url
     jmodel = judge_model or settings.llm.model
-    if not (base and jmodel):
-        qa_eval.require_judge(None)
-    key = judge_api_key or (settings.llm.api_key.get_secret_value() if settings.llm.api_key else None)
-    judge = qa_eval.Judge(
-        LlmClient(
-            base, jmodel, api_key=key, timeout=settings.llm.timeout, max_retries=settings.llm.max_retries
-        ),
-        context.cache(settings),
-    )
+    judge = None
+    if base and jmodel:
+        key = judge_api_key or (settings.llm.api_key.get_secret_value() if settings.llm.api_key else None)
+        judge = qa_eval.Judge(
+            LlmClient(
+                base, jmodel, api_key=key, timeout=settings.llm.timeout, max_retries=settings.llm.max_retries
+            ),
+            context.cache(settings),
+        )
+    else:
+        log.info("no LLM judge configured: answers are scored offline (keywords, numbers, times, people)")
     mapping = {**qa_eval.auto_map(asker.memory), **mapping}
     log.info(
         "%d questions selected, %d already done, %d to run",
@@ -158,8 +160,8 @@ def qa(
                     "annotations": str(annotations),
                     "memory": str(memory),
                     "rows": rows,
-                    "judge_model": jmodel,
-                    "judge_calls": judge.calls,
+                    "judge_model": jmodel if judge is not None else None,
+                    "judge_calls": judge.calls if judge is not None else 0,
                     "config": asker.config.as_json(),
                 }
             ).decode()
@@ -168,7 +170,10 @@ def qa(
         echo(
             qa_eval.report(
                 safe_data(rows),
-                safe(f"{annotations.name} on {memory} ({len(final)} questions, judge {jmodel})"),
+                safe(
+                    f"{annotations.name} on {memory} ({len(final)} questions, "
+                    + (f"judge {jmodel})" if judge is not None else "scored offline)")
+                ),
             ),
             nl=False,
         )

@@ -32,6 +32,8 @@ _SPEECH = re.compile(r'^(?P<who>.+?) says(?: \([^)]*\))?:\s*["\u201c](?P<quote>.
 _TURN = re.compile(r"^(?P<who>\S+(?: and \S+)*) speaks?\b(?!.*\bboth\b).*?not transcribed", re.I)
 _BOTH = re.compile(r"\bboth speak\b|\bspeak at the same time\b", re.I)
 _VISIBLE = re.compile(r"\b(?:is|are) visible\b|\bvisible together\b|\bon screen together\b", re.I)
+_SPAN = re.compile(r"\bfrom (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)\b")
+MIN_OVERLAP = 0.5  # seconds: seen "while" someone speaks means more than a shared turn edge
 _SIGHT = re.compile(r"^\s*(?:on screen|seen|shown|text on screen)\s*:\s*(?P<what>.+)$", re.I | re.S)
 
 
@@ -48,6 +50,7 @@ class Line:
     quote: str | None = None
     start: float | None = None
     end: float | None = None
+    spans: list[tuple[float, float]] = field(default_factory=list)  # a visible line's own spans
 
     @property
     def text(self) -> str:
@@ -78,6 +81,9 @@ def parse_line(node: Node, raw: bool = False) -> Line:
         line.who = who[:1]
     elif _VISIBLE.search(text):
         line.kind = "visible"
+        # one line may list several spans ("from 0.6 to 5.8 s and from 13.6 to 21.8 s"): its t_start and
+        # t_end are their envelope, which would put the person on screen between the spans too
+        line.spans = [(float(a), float(b)) for a, b in _SPAN.findall(text)]
     elif _SIGHT.match(text):
         line.kind = "sight"
     elif text.lower().startswith("the name of"):
@@ -113,6 +119,16 @@ def speaking_turns(lines: list[Line]) -> list[Turn]:
         for t in turns:
             t.lines += [ln for ln in speech if ln.who[0] == t.person and _overlaps(ln, t.start, t.end)]
     return turns
+
+
+def seen_during(ln: Line, t0: float, t1: float) -> bool:
+    """A visible line shows its people for at least MIN_OVERLAP s of [t0, t1] (or all of a shorter span)."""
+    spans = ln.spans or (
+        [(ln.start, ln.end if ln.end is not None else ln.start)] if ln.start is not None else []
+    )
+    need = min(MIN_OVERLAP, max(t1 - t0, 0.0))
+    shared = sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in spans)
+    return shared >= need and shared > 0 or (t0 == t1 and any(a <= t0 <= b for a, b in spans))
 
 
 def _overlaps(ln: Line, t0: float, t1: float) -> bool:
@@ -151,6 +167,9 @@ def classify(question: str) -> Form:
         sec = (int(t.split(":")[0]) * 60 + float(t.split(":")[1])) if ":" in t else float(t)
         return Form("at_time", "who" if re.match(r"\s*(who|which)\b", ql) else "what", time=sec)
     if re.search(r"\bhow many\b", ql):
+        m_n = re.search(r"\b(once|twice|thrice|(one|two|three|four|five) times)\b", ql)
+        if m_n and re.search(r"\b(people|persons|speakers|voices)\b", ql):
+            return Form("count_people", "times:" + str(_NUM_WORDS[m_n.group(1).split()[0]]))
         if re.search(r"\btimes?\b", ql):
             return Form("count_times")
         if re.search(r"\b(turns?|utterances?|lines?)\b", ql):
@@ -160,8 +179,12 @@ def classify(question: str) -> Form:
         if re.search(r"\b(faces?|visible|seen|on screen|shown)\b", ql):
             return Form("count_people", "visible")
         return Form("count_people", "people")
-    if re.search(r"\b(visible|on screen|seen|shown|appear)", ql) and re.search(
-        r"\b(while|when|during)\b.*\b(speak|speaks|spoke|speaking|talk|talks|talking|say|says|said)", ql
+    if (
+        not ql.startswith("when")
+        and re.search(r"\b(visible|on screen|seen|shown|appear)", ql)
+        and re.search(
+            r"\b(while|when|during)\b.*\b(speak|speaks|spoke|speaking|talk|talks|talking|say|says|said)", ql
+        )
     ):
         return Form("cross", "visible_while_speaking")
     if re.search(r"\b(speak|speaks|spoke|speaking|talk|talking)\b", ql) and re.search(
@@ -317,6 +340,8 @@ class OfflineAnswerer:
 
     def _a_count_people(self, question: str, form: Form) -> Answer | None:
         parts, cited = [], []
+        if form.detail.startswith("times:"):
+            return self._count_with_turns(int(form.detail.split(":")[1]))
         for v in self._videos():
             speakers = {t.person for t in self.facts.turns[v]}
             seen = {p for ln in self.facts.lines_of("visible", v) for p in ln.who}
@@ -344,6 +369,23 @@ class OfflineAnswerer:
         if not parts:
             return None
         return Answer("There are " + "; ".join(parts) + ".", cited, "")
+
+    def _count_with_turns(self, n: int) -> Answer | None:
+        parts, cited = [], []
+        for v in self._videos():
+            counts: dict[str, list[Turn]] = {}
+            for t in self.facts.turns[v]:
+                counts.setdefault(t.person, []).append(t)
+            hits = sorted((p for p, ts in counts.items() if len(ts) == n), key=self.facts.people.order_key)
+            if not counts:
+                continue
+            lines = [t.lines[0] for p in hits for t in counts[p]]
+            cited += lines
+            who = f" ({_join([self.name(p) for p in hits])})" if hits else ""
+            parts.append(f"{len(hits)}{self._in(v)}{who} {_cites(self, lines)}".rstrip())
+        if not parts:
+            return None
+        return Answer(f"{'; '.join(parts)} speak {_times(n)}.", cited, "")
 
     def _first_lines(self, video: str, people: list[str], detail: str) -> list[Line]:
         out = []
@@ -511,7 +553,20 @@ class OfflineAnswerer:
         best = self._best_speech(topic)
         if best is None or not best.who:
             return None
-        return Answer(f'{self.name(best.who[0])} says "{best.quote}" {cite(self.facts, best)}.', [best], "")
+        words = terms(topic)
+        # several people may have said it: every speech line holding all of the topic's words counts
+        lines = [best]
+        if words and words <= terms(best.quote or ""):
+            lines += [
+                ln
+                for ln in self.facts.lines_of("speech", best.node.video)
+                if ln.node.id != best.node.id and ln.who and words <= terms(ln.quote or "")
+            ]
+        lines.sort(key=lambda ln: ln.start or 0.0)
+        said = _join(
+            [f'{self.name(ln.who[0])} says "{ln.quote}" {cite(self.facts, ln)}' for ln in lines[:CITE_MAX]]
+        )
+        return Answer(said + ".", lines[:CITE_MAX], "")
 
     def _a_at_time(self, question: str, form: Form) -> Answer | None:
         t = float(form.time or 0.0)
@@ -559,7 +614,7 @@ class OfflineAnswerer:
                     t for t in self.facts.turns[v] if people is None or any(r.id == t.person for r in people)
                 ]
                 for t in turns[:CITE_MAX]:
-                    seen = [ln for ln in self.facts.lines_of("visible", v) if _overlaps(ln, t.start, t.end)]
+                    seen = [ln for ln in self.facts.lines_of("visible", v) if seen_during(ln, t.start, t.end)]
                     who = sorted({p for ln in seen for p in ln.who}, key=self.facts.people.order_key)
                     if not who:
                         continue
@@ -578,7 +633,7 @@ class OfflineAnswerer:
         p = refs[0]
         vis = [ln for ln in self.facts.lines_of("visible", p.video) if p.id in ln.who]
         spoken = [
-            t for t in self.facts.turns.get(p.video, []) if any(_overlaps(ln, t.start, t.end) for ln in vis)
+            t for t in self.facts.turns.get(p.video, []) if any(seen_during(ln, t.start, t.end) for ln in vis)
         ]
         if not spoken:
             return None
@@ -654,9 +709,14 @@ def _cites(a: OfflineAnswerer, lines: list[Line]) -> str:
 
 
 def _spans(a: OfflineAnswerer, lines: list[Line]) -> str:
-    return _join(
-        [f"from {fmt_s(ln.start)} to {fmt_s(ln.end)} s {cite(a.facts, ln)}" for ln in lines[:CITE_MAX]]
-    )
+    """A visible line's own spans (several when the line lists them), each cited with its line."""
+    out = []
+    for ln in lines[:CITE_MAX]:
+        spans = ln.spans or [(ln.start, ln.end)]
+        out.append(
+            _join([f"from {fmt_s(s0)} to {fmt_s(s1)} s" for s0, s1 in spans]) + f" {cite(a.facts, ln)}"
+        )
+    return _join(out)
 
 
 def _times(n: int) -> str:
