@@ -244,8 +244,9 @@ def test_retrieval_only_coffee(fresh, memory_path):
     rec = make_asker(fresh, memory_path, llm=False).ask(Question("Who likes coffee?"))
     check_answer(rec)
     assert rec["mode"] == "retrieval-only" and rec["error"] is None
-    assert rec["answer"].startswith("Best evidence (no LLM configured): Alice: ")
-    assert "I love coffee" in rec["answer"]
+    # one sentence: the person, the words, the line's own time and its video's file name
+    assert rec["answer"].startswith('Alice says "I love coffee, I drink it every morning." (')
+    assert rec["answer"].endswith(" s).") and rec["evidence"][0]["file"] in rec["answer"]
     assert (
         rec["evidence"][0]["clip"] == 2
         and {"id": "<character_1>", "name": "Alice"} in rec["evidence"][0]["characters"]
@@ -279,7 +280,7 @@ def test_cli_single_and_batch(ask_server, tmp_path, cache_dir):
     proc = run_m3("ask", tmp_path / "mem.lance", "Who likes coffee?", "--format", "text", env=env, check=True)
     text = proc.stdout.decode()
     assert text.startswith(
-        "Q: Who likes coffee?\nA (retrieval only, no LLM): Best evidence (no LLM configured)"
+        'Q: Who likes coffee?\nA (retrieval only, no LLM): Alice says "I love coffee'
     )
     assert "Alice" in text and "I love coffee" in text
     batch = b"\n".join(

@@ -86,7 +86,7 @@ def ask(
         help='JSONL file of questions ({"question", "id", "video", "before_clip"} per line); - is stdin.',
     ),
     video: str | None = typer.Option(
-        None, "--video", help="Only this video's memory (a video id of the memory)."
+        None, "--video", help="Only this video's memory: its file name (talk.mp4) or its content id."
     ),
     before_clip: int | None = typer.Option(
         None, "--before-clip", min=0, help="Only memory of clips <= N (a question asked mid-video)."

@@ -256,6 +256,28 @@ class Asker:
             "error": None,
         }
 
+    def video_id(self, ref: str) -> str:
+        """``--video``: a content id of the memory, or the file name (or stem, or path) of one of its
+        videos; an unknown or ambiguous name is refused with the videos the memory holds."""
+        videos = self.memory.videos()
+        if ref in videos:
+            return ref
+        from pathlib import PurePath
+
+        want = PurePath(ref).name
+        paths = {v: getattr(self.memory, "video_path", lambda _v: None)(v) for v in videos}
+        hits = [v for v, p in paths.items() if p and want in (PurePath(p).name, PurePath(p).stem)]
+        if len(hits) == 1:
+            return hits[0]
+        listed = [f"{v} ({PurePath(paths[v]).name})" if paths.get(v) else v for v in videos[:10]]
+        shown = ", ".join(listed) + (" ..." if len(videos) > 10 else "")
+        where = self.memory_name or "the memory"
+        if hits:
+            raise InputError(f"--video {ref!r} names several videos of {where}: use a video id ({shown})")
+        raise InputError(
+            f"unknown video id {ref!r} (nor a video file name of {where}): it holds {shown or 'no videos'}"
+        )
+
     def _scope(self, q: Question) -> Scope:
         if not q.question or not q.question.strip():
             raise InputError("empty question")
@@ -264,13 +286,7 @@ class Asker:
                 f"question too long ({len(q.question)} characters, at most {MAX_QUESTION_CHARS})"
             )
         if q.video is not None:
-            videos = self.memory.videos()
-            if q.video not in videos:
-                shown = ", ".join(videos[:10]) + (" ..." if len(videos) > 10 else "")
-                raise InputError(
-                    f"unknown video id {q.video!r}: {self.memory_name or 'the memory'} holds "
-                    f"{shown or 'no videos'}"
-                )
+            q.video = self.video_id(q.video)
         if q.before_clip is not None and (not isinstance(q.before_clip, int) or q.before_clip < 0):
             raise InputError(f"before_clip must be a clip index >= 0, got {q.before_clip!r}")
         return Scope(
@@ -310,8 +326,10 @@ class Asker:
             }
         )
         record["rounds"] = 1
-        record["evidence"] = evidence_of(answerer, ans.cited)
-        record["cited"] = [ln.node.id for ln in ans.cited]
+        used = ans.cited if ans.supported else []  # the nearest line of a miss is named, not evidence
+        record["evidence"] = evidence_of(answerer, used)
+        if used:
+            record["cited"] = [ln.node.id for ln in used]
         record["answer"] = ans.text
 
     # ------------------------------------------------------------------ the LLM loop

@@ -684,8 +684,14 @@ class OfflineAnswerer:
             ranked = [(s, ln) for s, ln in ranked if ln.kind in kinds] or ranked
         if not ranked:
             return Answer("No evidence found in memory for this question.", [], "", supported=False)
-        best = ranked[0][1]
-        if not self.supported(question, best):
+        # one meaning of the threshold: lines that qualify (cosine >= threshold, or half the question's
+        # words) come first, best score first; the nearest line is shown only when none qualifies
+        # (ranked as the evidence list always was: score + half the share of the question's words)
+        q_terms = terms(question)
+        ranked = sorted(ranked, key=lambda x: -(x[0] + 0.5 * overlap(q_terms, x[1].text)))
+        qualified = [(sc, ln) for sc, ln in ranked if self.supported(question, ln)]
+        best = (qualified or ranked)[0][1]
+        if not qualified:
             return Answer(
                 f"No line in memory supports an answer: none reaches the cosine threshold "
                 f"({self.threshold:g}) or holds half the question's words; the nearest (cosine "
@@ -755,7 +761,7 @@ def evidence_of(a: OfflineAnswerer, lines: list[Line]) -> list[dict[str, Any]]:
                 "start": ln.start,
                 "end": ln.end,
                 "node_ids": [ln.node.id],
-                "quote": _line_text(a, ln),
+                "quote": ln.node.raw_text if a.scope.raw_ids and ln.node.raw_text else ln.text,
                 "characters": [{"id": p, "name": a.facts.people.names.get(p)} for p in ln.who],
             }
         )
