@@ -23,6 +23,7 @@ Examples:
   echo '{"id": "q1", "question": "Who likes coffee?"}' | m3 ask mem.lance > answers.jsonl
   m3 ask mem.lance --questions questions.jsonl --kinds -semantic -o answers.jsonl
   m3 ask mem.lance "Who likes coffee?" | jq -r .answer
+  m3 ask mem.lance "Who speaks first?" --options "<character_1>|<character_2>" --video talk.mp4
   m3 ask mem.lance "Is Tomasz imaginative?" --prompt-style m3-agent --llm-model M3-Agent-Control
 """
 
@@ -91,6 +92,11 @@ def ask(
     before_clip: int | None = typer.Option(
         None, "--before-clip", min=0, help="Only memory of clips <= N (a question asked mid-video)."
     ),
+    options: list[str] = typer.Option(
+        [],
+        "--options",
+        help='Multiple choice: the options ("Alice|Bob|Carol", or repeat --options); the answer is one letter.',
+    ),
     rounds: int = typer.Option(5, "--rounds", "-H", help="Rounds H of search/answer (the last must answer)."),
     k: int = typer.Option(5, "--k", help="Memory lines per [Search] (search_node top-k)."),
     threshold: float = typer.Option(
@@ -142,7 +148,12 @@ def ask(
     if question not in (None, "-") and questions is not None:
         raise InputError("give either a question or --questions, not both")
     if question not in (None, "-"):
-        items: list = [Question(question, None, video, before_clip)]
+        from m3cli.stages.ask.choice import parse_options
+
+        opts = parse_options(options) or None
+        if opts is not None and len(opts) < 2:
+            raise InputError("--options needs at least two options (\"Alice|Bob\" or --options twice)")
+        items: list = [Question(question, None, video, before_clip, options=opts)]
     else:
         source = questions or "-"
         if source == "-":

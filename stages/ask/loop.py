@@ -134,6 +134,7 @@ class Question:
     video: str | None = None
     before_clip: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    options: list[str] | None = None  # multiple choice: the answer is one letter (A, B, ...)
 
 
 # ============================================================================== the asker
@@ -203,15 +204,22 @@ class Asker:
                 question=q.question,
                 multi_video=scope.video is None and len(self.memory.videos()) > 1,
             )
+            if q.options:
+                record["options"] = list(q.options)
             if self.llm is None:
-                self._retrieval_only(q.question, ctx, record)
+                self._retrieval_only(q.question, ctx, record, q.options)
             else:
+                from m3cli.stages.ask.choice import letter_in, with_options
+
+                asked = with_options(q.question, q.options) if q.options else q.question
                 self._ctx = ctx
                 try:
-                    self._loop(q.question, ctx, record)
+                    self._loop(asked, ctx, record)
                 finally:
                     self._ctx = None
                     record["evidence"] = evidence(ctx, record["answer"], q.question, record.get("cited"))
+                if q.options:
+                    record["choice"] = letter_in(record["answer"], len(q.options))
         except M3Error as exc:
             record["error"] = str(exc)
         except Exception as exc:  # a bug must not sink a batch of questions; it is logged with its traceback
@@ -294,14 +302,23 @@ class Asker:
         )
 
     # ------------------------------------------------------------------ retrieval only
-    def _retrieval_only(self, question: str, ctx: ToolContext, record: dict[str, Any]) -> None:
+    def _retrieval_only(
+        self, question: str, ctx: ToolContext, record: dict[str, Any], options: list[str] | None = None
+    ) -> None:
         """No LLM: the answer computed from the memory's structure (:mod:`m3cli.stages.ask.offline`),
         citing exactly the lines it used; the trajectory shows the retrieved lines with their cosine."""
         from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
 
         t0 = time.perf_counter()
         answerer = OfflineAnswerer(self.memory, self.embed, ctx.scope, self.config.threshold)
-        ans = answerer.answer(question)
+        if options:  # multiple choice: the option the offline answer supports best
+            from m3cli.stages.ask.choice import offline_choice
+
+            letter, ans, support = offline_choice(answerer, question, options)
+            record["choice"] = letter
+            record["choice_support"] = [round(x, 4) for x in support]
+        else:
+            ans = answerer.answer(question)
         nodes = hybrid(
             self.memory,
             question,
@@ -330,7 +347,9 @@ class Asker:
         record["evidence"] = evidence_of(answerer, used)
         if used:
             record["cited"] = [ln.node.id for ln in used]
-        record["answer"] = ans.text
+        record["answer"] = record.get("choice") or ans.text
+        if options:
+            record["answer_text"] = ans.text
 
     # ------------------------------------------------------------------ the LLM loop
     def _chat(self, messages: list[dict], record: dict[str, Any]) -> Any:
@@ -594,10 +613,22 @@ def parse_question(obj: Any) -> Question:
         raise ValueError("'video' must be a string (a video id of the memory)")
     if before is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 0):
         raise ValueError("'before_clip' must be an integer >= 0")
+    options = obj.get("options")
+    if isinstance(options, dict):  # {"A": "...", "B": "..."}
+        options = [options[k] for k in sorted(options)]
+    if options is not None and (
+        not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) for o in options)
+    ):
+        raise ValueError("'options' must be a list of at least two strings")
     extra = {
-        k: v for k, v in obj.items() if k not in ("question", "id", "question_id", "video", "before_clip")
+        k: v
+        for k, v in obj.items()
+        if k not in ("question", "id", "question_id", "video", "before_clip", "options")
     }
-    return Question(question, None if qid is None else str(qid), video, before, extra)
+    from m3cli.stages.ask.choice import parse_options
+
+    opts = parse_options(options) if options else None
+    return Question(question, None if qid is None else str(qid), video, before, extra, opts)
 
 
 def read_questions(lines: Iterable[bytes | str], name: str) -> list[Question | dict]:
@@ -640,6 +671,10 @@ def render_text(record: dict[str, Any]) -> str:
     if record.get("answer") is not None:
         label = "A" if record["mode"] == "llm" else "A (retrieval only, no LLM)"
         lines.append(f"{label}: {record['answer']}")
+        for i, opt in enumerate(record.get("options") or []):
+            lines.append(f"  {'ABCDEFGHIJ'[i]}. {opt}")
+        if record.get("answer_text"):
+            lines.append(f"  because: {record['answer_text']}")
     if record.get("evidence"):
         lines.append("Evidence:")
         for e in record["evidence"]:
