@@ -53,7 +53,9 @@ class QaItem:
     types: list[str]
     before_clip: int | None = None
     timestamp: str | None = None
-    checks: dict[str, Any] = field(default_factory=dict)  # offline scoring keys (see score_offline)
+    checks: dict[str, Any] = field(default_factory=dict)  # offline scoring keys (see qa_offline)
+    options: list[str] | None = None  # multiple choice: ``answer`` is the right option's letter
+    query_time: float | None = None  # seconds into the video the question is asked at (EgoLifeQA)
 
 
 def load_annotations(path: Path) -> list[QaItem]:
@@ -275,8 +277,15 @@ def evaluate(
                 "(a video id of the memory)"
             )
         else:
-            record = asker.ask(Question(it.question, it.question_id, vid, it.before_clip))
-        offline = qa_offline.score(it, record["answer"], vid, people)
+            before = it.before_clip
+            if it.query_time is not None:
+                before = clip_before(asker.memory, vid, it.query_time)
+            record = asker.ask(Question(it.question, it.question_id, vid, before, options=it.options))
+        if it.options:  # multiple choice: the letter is right or it is not; no judge needed
+            choice = record.get("choice")
+            offline = {"exact": choice == it.answer, "choice": choice, "correct": choice == it.answer}
+        else:
+            offline = qa_offline.score(it, record["answer"], vid, people)
         ev: dict[str, Any] = {
             "question_id": it.question_id,
             "video_name": it.video_name,
@@ -291,7 +300,7 @@ def evaluate(
         }
         if it.timestamp is not None:
             ev["timestamp"] = it.timestamp
-        if record["answer"] is not None and judge is not None:
+        if record["answer"] is not None and judge is not None and not it.options:
             verdict, cached, err, tokens = judge.judge(it.question, record["answer"], it.answer)
             ev.update(
                 verdict=verdict,
@@ -302,6 +311,16 @@ def evaluate(
             )
         record["eval"] = ev
         yield record
+
+
+def clip_before(memory: Any, video: str, t: float) -> int:
+    """The last clip of ``video`` that starts at or before second ``t`` (what a question asked then may see)."""
+    last, i = 0, 0
+    while (info := memory.clip_info(video, i)) is not None:
+        if info.start > t:
+            break
+        last, i = i, i + 1
+    return last
 
 
 # ============================================================================== report
