@@ -185,7 +185,8 @@ def ask(
         settings=settings,
         prompt_style=prompt_style,
     )
-    asker.warm()
+    if len(items) > 1 or asker.llm is not None:  # each question's latency its own; one retrieval-only
+        asker.warm()  # question may need no embedding at all (who spoke first, how many, ...)
     failures = 0
     last_error = None
     records = []

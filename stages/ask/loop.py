@@ -319,15 +319,8 @@ class Asker:
             record["choice_support"] = [round(x, 4) for x in support]
         else:
             ans = answerer.answer(question)
-        nodes = hybrid(
-            self.memory,
-            question,
-            self.embed(question),
-            max(self.config.k, RETRIEVAL_K),
-            -1.0,
-            ctx.scope,
-            quote_bonus=QUOTE_BONUS,
-        )
+        k = max(self.config.k, RETRIEVAL_K)
+        nodes = answerer.retrieved[:k] or [ln.node for ln in ans.cited]
         ctx.remember([ln.node for ln in ans.cited])
         record["trajectory"].append(
             {

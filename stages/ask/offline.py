@@ -294,6 +294,9 @@ class OfflineAnswerer:
     def __init__(self, memory: Any, embed: Any, scope: Scope, threshold: float):
         self.memory, self.embed, self.scope, self.threshold = memory, embed, scope, threshold
         self.facts = load_facts(memory, scope)
+        # the lines a similarity search returned (the trajectory shows them); structural answers (who
+        # spoke first, how many) search nothing, so a cold `m3 ask` need not load the text embedder
+        self.retrieved: list[Node] = []
 
     # ------------------------------------------------------------------ helpers
     def name(self, pid: str) -> str:
@@ -311,6 +314,8 @@ class OfflineAnswerer:
     def ranked(self, query: str, kinds: tuple[str, ...] | None, k: int = 40) -> list[tuple[float, Line]]:
         """Lines by hybrid score (cosine + term share) for ``query``; cosine kept on the node as ``sim``."""
         nodes = hybrid(self.memory, query, self.embed(query), k, -1.0, self.scope, pool=max(64, k))
+        if not self.retrieved:
+            self.retrieved = list(nodes)
         by_id = {ln.node.id: ln for ln in self.facts.lines}
         out = []
         for n in nodes:
