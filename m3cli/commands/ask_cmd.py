@@ -95,7 +95,7 @@ def ask(
     options: list[str] = typer.Option(
         [],
         "--options",
-        help='Multiple choice: the options ("Alice|Bob|Carol", or repeat --options); the answer is one letter.',
+        help='Multiple choice: options ("Alice|Bob|Carol", or --options repeated); the answer is one letter.',
     ),
     rounds: int = typer.Option(5, "--rounds", "-H", help="Rounds H of search/answer (the last must answer)."),
     k: int = typer.Option(5, "--k", help="Memory lines per [Search] (search_node top-k)."),

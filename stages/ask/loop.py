@@ -8,8 +8,9 @@ round by the ``last_round_prompt`` ("must be [Answer] ... reasonable guesses"). 
 action fails its round (recorded, the model is told why) and the loop goes on. If the last round still
 has no answer, one extra "answer now" turn is asked for (bounded; recorded as ``forced``).
 
-Without an LLM the same memory gives a retrieval-only answer: the best evidence by hybrid score
-(cosine + query-term overlap, quotes preferred) and the people it names, labelled as such.
+Without an LLM the same memory gives a retrieval-only answer, labelled as such: computed from the
+memory's structure by the question's form (:mod:`m3cli.stages.ask.offline`), one sentence citing
+exactly the lines it used.
 
 Every question yields one ``m3.answer/1`` record (see ``schemas/answer.v1.json``); failures are
 recorded in ``error`` so a batch keeps going.
@@ -28,14 +29,12 @@ import numpy as np
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_placeholder, known_names
 from m3cli.stages.ask.tools import (
-    QUOTE_BONUS,
     Node,
     Scope,
     ToolContext,
     ToolError,
     fmt_time,
     has_quote,
-    hybrid,
     overlap,
     parse_action,
     parse_tools,
@@ -574,18 +573,6 @@ def evidence(
             }
         )
     return out
-
-
-def retrieval_answer(ev: list[dict[str, Any]]) -> str:
-    """The retrieval-only answer text: clearly not an LLM answer; the people first, then the quote."""
-    if not ev:
-        return "No evidence found in memory (no LLM configured)."
-    top = ev[0]
-    who = [c["name"] or c["id"] for c in top["characters"] if c["name"] or c["id"]]
-    named = [c["name"] for c in top["characters"] if c["name"]]
-    people = ", ".join(named or who)
-    where = f"clip {top['clip']}, {fmt_time(top['start'])}-{fmt_time(top['end'])}"
-    return f"Best evidence (no LLM configured): {people + ': ' if people else ''}{top['quote']} ({where})"
 
 
 # ============================================================================== inputs

@@ -146,7 +146,10 @@ _TIME = re.compile(
     r"(?P<unit>s\b|sec\b|secs\b|seconds?\b|second mark)?",
     re.I,
 )
-_SAID_VERBS = r"(?:say|says|said|saying|talk|talks|talked|talking|mention|mentions|mentioned|ask|asks|asked|tell|tells|told|speak|speaks|spoke|discuss|discussed|describe|described)"
+_SAID_VERBS = (
+    r"(?:say|says|said|saying|talk|talks|talked|talking|mention|mentions|mentioned|ask|asks|asked|tell|"
+    r"tells|told|speak|speaks|spoke|discuss|discussed|describe|described)"
+)
 
 
 @dataclass
@@ -369,7 +372,8 @@ class OfflineAnswerer:
             lines = self._first_lines(v, people, form.detail)
             cited += lines
             parts.append(
-                f"{len(people)} {word}{self._in(v)} ({', '.join(self.name(p) for p in people)}) {_cites(self, lines)}"
+                f"{len(people)} {word}{self._in(v)} ({', '.join(self.name(p) for p in people)}) "
+                + _cites(self, lines)
             )
         if not parts:
             return None
@@ -415,7 +419,8 @@ class OfflineAnswerer:
         lines = [t.lines[0] for t in turns]
         spans = ", ".join(f"{fmt_s(t.start)}-{fmt_s(t.end)} s" for t in turns)
         return Answer(
-            f"{self.name(p.id)} speaks {_times(len(turns))}{self._in(p.video)} ({spans}) {_cites(self, lines)}.",
+            f"{self.name(p.id)} speaks {_times(len(turns))}{self._in(p.video)} ({spans}) "
+            + f"{_cites(self, lines)}.",
             lines,
             "",
         )
@@ -590,7 +595,8 @@ class OfflineAnswerer:
             if not near:
                 return None
             return Answer(
-                f"Nobody speaks at {t:g} s; the nearest line is {_line_text(self, near[0])} {cite(self.facts, near[0])}.",
+                f"Nobody speaks at {t:g} s; the nearest line is {_line_text(self, near[0])} "
+                + f"{cite(self.facts, near[0])}.",
                 near,
                 "",
                 supported=False,

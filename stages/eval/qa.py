@@ -94,7 +94,9 @@ def load_annotations(path: Path) -> list[QaItem]:
                 raise InputError(f"{where}: before_clip must be an integer >= 0")
             checks = {k: qa[k] for k in CHECK_KEYS if qa.get(k) is not None}
             items.append(
-                QaItem(name, qid, question.strip(), answer.strip(), types, before, qa.get("timestamp"), checks)
+                QaItem(
+                    name, qid, question.strip(), answer.strip(), types, before, qa.get("timestamp"), checks
+                )
             )
     return items
 
@@ -314,7 +316,7 @@ def evaluate(
 
 
 def clip_before(memory: Any, video: str, t: float) -> int:
-    """The last clip of ``video`` that starts at or before second ``t`` (what a question asked then may see)."""
+    """The last clip of ``video`` starting at or before second ``t`` (what a question asked then sees)."""
     last, i = 0, 0
     while (info := memory.clip_info(video, i)) is not None:
         if info.start > t:
