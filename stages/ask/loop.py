@@ -660,7 +660,8 @@ def render_text(record: dict[str, Any]) -> str:
         for e in record["evidence"]:
             people = ", ".join(c["name"] or c["id"] for c in e["characters"] if c["name"] or c["id"])
             lines.append(
-                f"  - clip {e['clip']} {fmt_time(e['start'])}-{fmt_time(e['end'])}"
+                f"  - {e['file'] + ' ' if e.get('file') else ''}clip {e['clip']} "
+                f"{fmt_time(e['start'])}-{fmt_time(e['end'])}"
                 + (f" ({people})" if people else "")
                 + f": {e['quote']}"
             )
