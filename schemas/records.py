@@ -319,6 +319,7 @@ class AnswerEvidence(_Open):
     node_ids: list[str]
     quote: str | None
     characters: list[dict[str, Any]]
+    file: str | None = None  # the file name of the line's video (retrieval-only answers)
 
 
 class AnswerRound(_Open):
@@ -367,3 +368,7 @@ class AnswerRecord(_Open):
     answer_raw: str | None = None
     unnamed: list[str] | None = None
     cited: list[str] | None = None
+    options: list[str] | None = None
+    choice: str | None = None
+    choice_support: list[float] | None = None
+    answer_text: str | None = None

@@ -244,8 +244,9 @@ def test_retrieval_only_coffee(fresh, memory_path):
     rec = make_asker(fresh, memory_path, llm=False).ask(Question("Who likes coffee?"))
     check_answer(rec)
     assert rec["mode"] == "retrieval-only" and rec["error"] is None
-    assert rec["answer"].startswith("Best evidence (no LLM configured): Alice: ")
-    assert "I love coffee" in rec["answer"]
+    # one sentence: the person, the words, the line's own time and its video's file name
+    assert rec["answer"].startswith('Alice says "I love coffee, I drink it every morning." (')
+    assert rec["answer"].endswith(" s).") and rec["evidence"][0]["file"] in rec["answer"]
     assert (
         rec["evidence"][0]["clip"] == 2
         and {"id": "<character_1>", "name": "Alice"} in rec["evidence"][0]["characters"]
@@ -278,9 +279,7 @@ def test_cli_single_and_batch(ask_server, tmp_path, cache_dir):
     run_m3("index", "-o", tmp_path / "mem.lance", clips, env=env, check=True)
     proc = run_m3("ask", tmp_path / "mem.lance", "Who likes coffee?", "--format", "text", env=env, check=True)
     text = proc.stdout.decode()
-    assert text.startswith(
-        "Q: Who likes coffee?\nA (retrieval only, no LLM): Best evidence (no LLM configured)"
-    )
+    assert text.startswith('Q: Who likes coffee?\nA (retrieval only, no LLM): Alice says "I love coffee')
     assert "Alice" in text and "I love coffee" in text
     batch = b"\n".join(
         [
@@ -330,3 +329,22 @@ def test_cli_bad_memory(ask_server, tmp_path):
     assert proc.returncode == 1 and proc.stderr.startswith(b"m3: error: ") and b"Traceback" not in proc.stderr
     proc = run_m3("ask", tmp_path / "nope.lance", "Who?", "--kinds", "dreams", env=env)
     assert proc.returncode == 1 and b"unknown kind 'dreams'" in proc.stderr
+
+
+# ----------------------------------------------------------------------------------------- multiple choice
+
+
+def test_options_llm_reads_letter_and_offline_picks_supported(fresh, memory_path):
+    fresh.script("[Search] coffee", "Alice loves coffee, option B.\n[Answer] (B) Alice")
+    q = Question("Who likes coffee?", options=["Bob", "Alice", "Carol"])
+    rec = make_asker(fresh, memory_path).ask(q)
+    check_answer(rec)
+    assert rec["choice"] == "B" and rec["options"] == ["Bob", "Alice", "Carol"]
+    asked = fresh.chat_requests[0]["messages"][1]["content"]
+    assert "A. Bob\nB. Alice\nC. Carol" in asked and "letter" in asked  # the model saw the options
+    offline = make_asker(fresh, memory_path, llm=False).ask(
+        Question("Who likes coffee?", options=["Bob", "Alice"])
+    )
+    check_answer(offline)
+    assert offline["answer"] == "B" and offline["answer_text"].startswith("Alice says")
+    assert offline["choice_support"][1] > offline["choice_support"][0]

@@ -93,5 +93,5 @@ def test_scope_cannot_be_widened_by_the_model(fresh, memory_path):
 def test_injection_line_is_data_in_retrieval_only_mode(fresh, memory_path):
     rec = make_asker(fresh, memory_path, llm=False).ask(Question("What should I ignore?"))
     assert rec["mode"] == "retrieval-only" and not fresh.chat_requests
-    assert rec["answer"].startswith("Best evidence (no LLM configured): ")
+    assert rec["answer"].startswith(INJECTION.rstrip("."))  # quoted as the line the memory holds
     assert INJECTION in rec["evidence"][0]["quote"]  # reported as evidence, never acted on

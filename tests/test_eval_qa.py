@@ -119,7 +119,7 @@ def test_eval_qa_scores_and_resumes(server, setup):
     report = proc.stdout.decode()
     assert "| ALL | 2 | 2 | 100.0% | 34.2-100.0% | 0 |" in report
     assert "| Cross-Modal Reasoning | 1 | 1 | 100.0% | 20.7-100.0% |" in report
-    assert "| rounds | tokens | s/question |" in report
+    assert "| rounds | tokens | latency p50 / p95 / mean s |" in report
     assert judge_calls(server) == 2
     recs = [json.loads(line) for line in out.read_bytes().splitlines()]
     assert [r["eval"]["question_id"] for r in recs] == ["demo_talk_Q01", "demo_talk_Q02"]
@@ -218,7 +218,7 @@ def test_eval_qa_bad_inputs(server, setup):
     assert proc.returncode == 1 and b"--resume needs --output" in proc.stderr
     no_judge = {**env, "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
     proc = run_m3("eval", "qa", ann, "--memory", tmp / "mem.lance", env=no_judge)
-    assert proc.returncode == 1 and b"needs an LLM judge" in proc.stderr
+    assert proc.returncode == 0 and b"scored offline" in proc.stdout  # no judge: offline scoring
 
 
 def test_wilson_and_verdicts():

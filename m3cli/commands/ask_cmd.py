@@ -23,6 +23,7 @@ Examples:
   echo '{"id": "q1", "question": "Who likes coffee?"}' | m3 ask mem.lance > answers.jsonl
   m3 ask mem.lance --questions questions.jsonl --kinds -semantic -o answers.jsonl
   m3 ask mem.lance "Who likes coffee?" | jq -r .answer
+  m3 ask mem.lance "Who speaks first?" --options "<character_1>|<character_2>" --video talk.mp4
   m3 ask mem.lance "Is Tomasz imaginative?" --prompt-style m3-agent --llm-model M3-Agent-Control
 """
 
@@ -86,10 +87,15 @@ def ask(
         help='JSONL file of questions ({"question", "id", "video", "before_clip"} per line); - is stdin.',
     ),
     video: str | None = typer.Option(
-        None, "--video", help="Only this video's memory (a video id of the memory)."
+        None, "--video", help="Only this video's memory: its file name (talk.mp4) or its content id."
     ),
     before_clip: int | None = typer.Option(
         None, "--before-clip", min=0, help="Only memory of clips <= N (a question asked mid-video)."
+    ),
+    options: list[str] = typer.Option(
+        [],
+        "--options",
+        help='Multiple choice: options ("Alice|Bob|Carol", or --options repeated); the answer is one letter.',
     ),
     rounds: int = typer.Option(5, "--rounds", "-H", help="Rounds H of search/answer (the last must answer)."),
     k: int = typer.Option(5, "--k", help="Memory lines per [Search] (search_node top-k)."),
@@ -142,7 +148,12 @@ def ask(
     if question not in (None, "-") and questions is not None:
         raise InputError("give either a question or --questions, not both")
     if question not in (None, "-"):
-        items: list = [Question(question, None, video, before_clip)]
+        from m3cli.stages.ask.choice import parse_options
+
+        opts = parse_options(options) or None
+        if opts is not None and len(opts) < 2:
+            raise InputError("--options needs at least two options (\"Alice|Bob\" or --options twice)")
+        items: list = [Question(question, None, video, before_clip, options=opts)]
     else:
         source = questions or "-"
         if source == "-":
@@ -174,7 +185,8 @@ def ask(
         settings=settings,
         prompt_style=prompt_style,
     )
-    asker.warm()
+    if len(items) > 1 or asker.llm is not None:  # each question's latency its own; one retrieval-only
+        asker.warm()  # question may need no embedding at all (who spoke first, how many, ...)
     failures = 0
     last_error = None
     records = []

@@ -19,12 +19,21 @@ Examples:
   m3 eval qa robot.json --memory mem.lance -o qa.jsonl --resume
   m3 eval qa robot.json --memory mem.lance --rounds 1 --tools search --kinds -semantic -o qa_ablation.jsonl
   m3 eval qa robot.json --memory mem.lance --judge-model gpt-4o-mini --json > summary.json
+  m3 eval qa tests/data/qa/ours.json --memory qa.lance --no-llm        # our QA set, scored offline
+  m3 eval qa tests/data/qa/videomme.json --format videomme --memory qa.lance --no-llm
 """
 
 
 def qa(
     ctx: typer.Context,
-    annotations: Path = typer.Argument(..., help="M3-Bench annotation JSON (robot.json / web.json format)."),
+    annotations: Path = typer.Argument(
+        ..., help="Question file: M3-Bench annotation JSON (robot.json / web.json), or --format's."
+    ),
+    fmt: str = typer.Option(
+        "m3bench",
+        "--format",
+        help="m3bench (open questions), or multiple choice: videomme, lvbench, hippovlog, egolifeqa.",
+    ),
     memory: Path = typer.Option(..., "--memory", "-m", help="Memory dataset written by `m3 index`."),
     maps: list[str] = typer.Option(
         [], "--map", help="NAME=VIDEO_ID: annotation video name -> memory video id (repeatable)."
@@ -92,7 +101,9 @@ def qa(
     settings = context.settings(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
     )
-    items = qa_eval.load_annotations(annotations)
+    from m3cli.stages.eval import formats
+
+    items = formats.load(annotations, fmt)
     mapping = qa_eval.parse_map(maps, map_file)
     filters = qa_eval.Filters(
         limit=limit, types=[t.strip() for t in types.split(",") if t.strip()] if types else None
@@ -114,15 +125,17 @@ def qa(
     )
     base = judge_base_url or settings.llm.base_url
     jmodel = judge_model or settings.llm.model
-    if not (base and jmodel):
-        qa_eval.require_judge(None)
-    key = judge_api_key or (settings.llm.api_key.get_secret_value() if settings.llm.api_key else None)
-    judge = qa_eval.Judge(
-        LlmClient(
-            base, jmodel, api_key=key, timeout=settings.llm.timeout, max_retries=settings.llm.max_retries
-        ),
-        context.cache(settings),
-    )
+    judge = None
+    if base and jmodel:
+        key = judge_api_key or (settings.llm.api_key.get_secret_value() if settings.llm.api_key else None)
+        judge = qa_eval.Judge(
+            LlmClient(
+                base, jmodel, api_key=key, timeout=settings.llm.timeout, max_retries=settings.llm.max_retries
+            ),
+            context.cache(settings),
+        )
+    else:
+        log.info("no LLM judge configured: answers are scored offline (keywords, numbers, times, people)")
     mapping = {**qa_eval.auto_map(asker.memory), **mapping}
     log.info(
         "%d questions selected, %d already done, %d to run",
@@ -158,8 +171,8 @@ def qa(
                     "annotations": str(annotations),
                     "memory": str(memory),
                     "rows": rows,
-                    "judge_model": jmodel,
-                    "judge_calls": judge.calls,
+                    "judge_model": jmodel if judge is not None else None,
+                    "judge_calls": judge.calls if judge is not None else 0,
                     "config": asker.config.as_json(),
                 }
             ).decode()
@@ -168,7 +181,10 @@ def qa(
         echo(
             qa_eval.report(
                 safe_data(rows),
-                safe(f"{annotations.name} on {memory} ({len(final)} questions, judge {jmodel})"),
+                safe(
+                    f"{annotations.name} on {memory} ({len(final)} questions, "
+                    + (f"judge {jmodel})" if judge is not None else "scored offline)")
+                ),
             ),
             nl=False,
         )

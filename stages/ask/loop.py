@@ -8,8 +8,9 @@ round by the ``last_round_prompt`` ("must be [Answer] ... reasonable guesses"). 
 action fails its round (recorded, the model is told why) and the loop goes on. If the last round still
 has no answer, one extra "answer now" turn is asked for (bounded; recorded as ``forced``).
 
-Without an LLM the same memory gives a retrieval-only answer: the best evidence by hybrid score
-(cosine + query-term overlap, quotes preferred) and the people it names, labelled as such.
+Without an LLM the same memory gives a retrieval-only answer, labelled as such: computed from the
+memory's structure by the question's form (:mod:`m3cli.stages.ask.offline`), one sentence citing
+exactly the lines it used.
 
 Every question yields one ``m3.answer/1`` record (see ``schemas/answer.v1.json``); failures are
 recorded in ``error`` so a batch keeps going.
@@ -28,14 +29,12 @@ import numpy as np
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_placeholder, known_names
 from m3cli.stages.ask.tools import (
-    QUOTE_BONUS,
     Node,
     Scope,
     ToolContext,
     ToolError,
     fmt_time,
     has_quote,
-    hybrid,
     overlap,
     parse_action,
     parse_tools,
@@ -134,6 +133,7 @@ class Question:
     video: str | None = None
     before_clip: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    options: list[str] | None = None  # multiple choice: the answer is one letter (A, B, ...)
 
 
 # ============================================================================== the asker
@@ -203,15 +203,22 @@ class Asker:
                 question=q.question,
                 multi_video=scope.video is None and len(self.memory.videos()) > 1,
             )
+            if q.options:
+                record["options"] = list(q.options)
             if self.llm is None:
-                self._retrieval_only(q.question, ctx, record)
+                self._retrieval_only(q.question, ctx, record, q.options)
             else:
+                from m3cli.stages.ask.choice import letter_in, with_options
+
+                asked = with_options(q.question, q.options) if q.options else q.question
                 self._ctx = ctx
                 try:
-                    self._loop(q.question, ctx, record)
+                    self._loop(asked, ctx, record)
                 finally:
                     self._ctx = None
                     record["evidence"] = evidence(ctx, record["answer"], q.question, record.get("cited"))
+                if q.options:
+                    record["choice"] = letter_in(record["answer"], len(q.options))
         except M3Error as exc:
             record["error"] = str(exc)
         except Exception as exc:  # a bug must not sink a batch of questions; it is logged with its traceback
@@ -256,6 +263,28 @@ class Asker:
             "error": None,
         }
 
+    def video_id(self, ref: str) -> str:
+        """``--video``: a content id of the memory, or the file name (or stem, or path) of one of its
+        videos; an unknown or ambiguous name is refused with the videos the memory holds."""
+        videos = self.memory.videos()
+        if ref in videos:
+            return ref
+        from pathlib import PurePath
+
+        want = PurePath(ref).name
+        paths = {v: getattr(self.memory, "video_path", lambda _v: None)(v) for v in videos}
+        hits = [v for v, p in paths.items() if p and want in (PurePath(p).name, PurePath(p).stem)]
+        if len(hits) == 1:
+            return hits[0]
+        listed = [f"{v} ({PurePath(paths[v]).name})" if paths.get(v) else v for v in videos[:10]]
+        shown = ", ".join(listed) + (" ..." if len(videos) > 10 else "")
+        where = self.memory_name or "the memory"
+        if hits:
+            raise InputError(f"--video {ref!r} names several videos of {where}: use a video id ({shown})")
+        raise InputError(
+            f"unknown video id {ref!r} (nor a video file name of {where}): it holds {shown or 'no videos'}"
+        )
+
     def _scope(self, q: Question) -> Scope:
         if not q.question or not q.question.strip():
             raise InputError("empty question")
@@ -264,13 +293,7 @@ class Asker:
                 f"question too long ({len(q.question)} characters, at most {MAX_QUESTION_CHARS})"
             )
         if q.video is not None:
-            videos = self.memory.videos()
-            if q.video not in videos:
-                shown = ", ".join(videos[:10]) + (" ..." if len(videos) > 10 else "")
-                raise InputError(
-                    f"unknown video id {q.video!r}: {self.memory_name or 'the memory'} holds "
-                    f"{shown or 'no videos'}"
-                )
+            q.video = self.video_id(q.video)
         if q.before_clip is not None and (not isinstance(q.before_clip, int) or q.before_clip < 0):
             raise InputError(f"before_clip must be a clip index >= 0, got {q.before_clip!r}")
         return Scope(
@@ -278,44 +301,47 @@ class Asker:
         )
 
     # ------------------------------------------------------------------ retrieval only
-    def _retrieval_only(self, question: str, ctx: ToolContext, record: dict[str, Any]) -> None:
+    def _retrieval_only(
+        self, question: str, ctx: ToolContext, record: dict[str, Any], options: list[str] | None = None
+    ) -> None:
+        """No LLM: the answer computed from the memory's structure (:mod:`m3cli.stages.ask.offline`),
+        citing exactly the lines it used; the trajectory shows the retrieved lines with their cosine."""
+        from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
+
         t0 = time.perf_counter()
-        nodes = hybrid(
-            self.memory,
-            question,
-            self.embed(question),
-            max(self.config.k, RETRIEVAL_K),
-            self.config.threshold,
-            ctx.scope,
-            quote_bonus=QUOTE_BONUS,
-        )
-        weak = not nodes
-        if weak:  # nothing above the threshold: the nearest lines go in the trajectory, not the answer
-            nodes = hybrid(
-                self.memory, question, self.embed(question), 3, -1.0, ctx.scope, quote_bonus=QUOTE_BONUS
-            )
+        answerer = OfflineAnswerer(self.memory, self.embed, ctx.scope, self.config.threshold)
+        if options:  # multiple choice: the option the offline answer supports best
+            from m3cli.stages.ask.choice import offline_choice
+
+            letter, ans, support = offline_choice(answerer, question, options)
+            record["choice"] = letter
+            record["choice_support"] = [round(x, 4) for x in support]
         else:
-            ctx.remember(nodes)
+            ans = answerer.answer(question)
+        k = max(self.config.k, RETRIEVAL_K)
+        nodes = answerer.retrieved[:k] or [ln.node for ln in ans.cited]
+        ctx.remember([ln.node for ln in ans.cited])
         record["trajectory"].append(
             {
                 "round": 1,
                 "reasoning": None,
-                "action": "Search",
-                "tool": "search",
+                "action": "Answer",
+                "tool": "offline",
                 "query": question,
                 "results": _results(ctx, nodes),
                 "error": None,
+                "note": f"question form: {ans.form}" + ("" if ans.supported else " (unsupported)"),
                 "seconds": round(time.perf_counter() - t0, 4),
             }
         )
         record["rounds"] = 1
-        record["evidence"] = evidence(ctx, None, question)
-        record["answer"] = (
-            f"No evidence found in memory: no line scores above the threshold ({self.config.threshold:g}) "
-            "for this question (no LLM configured)."
-            if weak
-            else retrieval_answer(record["evidence"])
-        )
+        used = ans.cited if ans.supported else []  # the nearest line of a miss is named, not evidence
+        record["evidence"] = evidence_of(answerer, used)
+        if used:
+            record["cited"] = [ln.node.id for ln in used]
+        record["answer"] = record.get("choice") or ans.text
+        if options:
+            record["answer_text"] = ans.text
 
     # ------------------------------------------------------------------ the LLM loop
     def _chat(self, messages: list[dict], record: dict[str, Any]) -> Any:
@@ -474,6 +500,7 @@ def _results(ctx: ToolContext, nodes: list[Node]) -> list[dict[str, Any]]:
             "clip": n.clip,
             "kind": n.kind,
             "score": round(float(n.score), 4),
+            "cosine": round(float(n.sim), 4),
             "text": ctx.text_of(n)[:RESULT_TEXT_CHARS],
         }
         for n in nodes
@@ -548,18 +575,6 @@ def evidence(
     return out
 
 
-def retrieval_answer(ev: list[dict[str, Any]]) -> str:
-    """The retrieval-only answer text: clearly not an LLM answer; the people first, then the quote."""
-    if not ev:
-        return "No evidence found in memory (no LLM configured)."
-    top = ev[0]
-    who = [c["name"] or c["id"] for c in top["characters"] if c["name"] or c["id"]]
-    named = [c["name"] for c in top["characters"] if c["name"]]
-    people = ", ".join(named or who)
-    where = f"clip {top['clip']}, {fmt_time(top['start'])}-{fmt_time(top['end'])}"
-    return f"Best evidence (no LLM configured): {people + ': ' if people else ''}{top['quote']} ({where})"
-
-
 # ============================================================================== inputs
 
 
@@ -578,10 +593,22 @@ def parse_question(obj: Any) -> Question:
         raise ValueError("'video' must be a string (a video id of the memory)")
     if before is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 0):
         raise ValueError("'before_clip' must be an integer >= 0")
+    options = obj.get("options")
+    if isinstance(options, dict):  # {"A": "...", "B": "..."}
+        options = [options[k] for k in sorted(options)]
+    if options is not None and (
+        not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) for o in options)
+    ):
+        raise ValueError("'options' must be a list of at least two strings")
     extra = {
-        k: v for k, v in obj.items() if k not in ("question", "id", "question_id", "video", "before_clip")
+        k: v
+        for k, v in obj.items()
+        if k not in ("question", "id", "question_id", "video", "before_clip", "options")
     }
-    return Question(question, None if qid is None else str(qid), video, before, extra)
+    from m3cli.stages.ask.choice import parse_options
+
+    opts = parse_options(options) if options else None
+    return Question(question, None if qid is None else str(qid), video, before, extra, opts)
 
 
 def read_questions(lines: Iterable[bytes | str], name: str) -> list[Question | dict]:
@@ -624,12 +651,17 @@ def render_text(record: dict[str, Any]) -> str:
     if record.get("answer") is not None:
         label = "A" if record["mode"] == "llm" else "A (retrieval only, no LLM)"
         lines.append(f"{label}: {record['answer']}")
+        for i, opt in enumerate(record.get("options") or []):
+            lines.append(f"  {'ABCDEFGHIJ'[i]}. {opt}")
+        if record.get("answer_text"):
+            lines.append(f"  because: {record['answer_text']}")
     if record.get("evidence"):
         lines.append("Evidence:")
         for e in record["evidence"]:
             people = ", ".join(c["name"] or c["id"] for c in e["characters"] if c["name"] or c["id"])
             lines.append(
-                f"  - clip {e['clip']} {fmt_time(e['start'])}-{fmt_time(e['end'])}"
+                f"  - {e['file'] + ' ' if e.get('file') else ''}clip {e['clip']} "
+                f"{fmt_time(e['start'])}-{fmt_time(e['end'])}"
                 + (f" ({people})" if people else "")
                 + f": {e['quote']}"
             )

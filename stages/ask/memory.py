@@ -371,6 +371,15 @@ class LanceMemory:
         qv = np.asarray(query_vec, dtype=np.float32)
         return [_node(r, float(np.dot(np.asarray(r["vector"], dtype=np.float32), qv))) for r in rows]
 
+    def scope_nodes(self, scope: Scope, limit: int) -> list[Node]:
+        """Every node a question may see (at most ``limit``), for answers computed from the memory's
+        structure (speakers, times, counts) rather than from similarity."""
+        held = self._held(scope)
+        if held is not None:
+            rows = np.flatnonzero(held.mask(scope))[:limit]
+            return held.nodes(rows.tolist(), [0.0] * len(rows))
+        return self._where_nodes(scope_filter(scope), limit)
+
     def get_nodes(self, ids: Sequence[str], scope: Scope) -> list[Node]:
         ids = list(dict.fromkeys(ids))
         if not ids:

@@ -34,6 +34,11 @@ from m3cli.stages.core.errors import InputError, M3Error
 log = logging.getLogger(__name__)
 
 Z95 = 1.959963984540054
+#: Optional keys of a question that `m3 eval qa` scores without an LLM judge (our QA set carries them):
+#: ``keywords`` (all must appear), ``number`` (the answer's count), ``times`` (each start time stated,
+#: within TIME_TOLERANCE s), ``speakers_at`` (the people the answer names are exactly those the memory
+#: hears at these seconds: the truth person found through the memory's own lines).
+CHECK_KEYS = ("keywords", "number", "times", "speakers_at")
 
 
 # ============================================================================== annotations
@@ -48,6 +53,9 @@ class QaItem:
     types: list[str]
     before_clip: int | None = None
     timestamp: str | None = None
+    checks: dict[str, Any] = field(default_factory=dict)  # offline scoring keys (see qa_offline)
+    options: list[str] | None = None  # multiple choice: ``answer`` is the right option's letter
+    query_time: float | None = None  # seconds into the video the question is asked at (EgoLifeQA)
 
 
 def load_annotations(path: Path) -> list[QaItem]:
@@ -84,8 +92,11 @@ def load_annotations(path: Path) -> list[QaItem]:
             before = qa.get("before_clip")
             if before is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 0):
                 raise InputError(f"{where}: before_clip must be an integer >= 0")
+            checks = {k: qa[k] for k in CHECK_KEYS if qa.get(k) is not None}
             items.append(
-                QaItem(name, qid, question.strip(), answer.strip(), types, before, qa.get("timestamp"))
+                QaItem(
+                    name, qid, question.strip(), answer.strip(), types, before, qa.get("timestamp"), checks
+                )
             )
     return items
 
@@ -245,9 +256,20 @@ def read_done(path: Path | None) -> dict[str, dict]:
 
 
 def evaluate(
-    items: list[QaItem], asker: Any, judge: Judge, mapping: dict[str, str], memory_videos: list[str]
+    items: list[QaItem],
+    asker: Any,
+    judge: Judge | None,
+    mapping: dict[str, str],
+    memory_videos: list[str],
 ) -> Iterator[dict[str, Any]]:
-    """Ask and judge each question; every question yields a record, failures included."""
+    """Ask and score each question; every question yields a record, failures included.
+
+    Each answer is scored offline (:mod:`m3cli.stages.eval.qa_offline`: exact, keyword, number, time
+    and character matching) and, when a judge is configured, by the LLM judge; ``correct`` is the
+    judge's verdict when there is one, else the offline score."""
+    from m3cli.stages.eval import qa_offline
+
+    people = qa_offline.PeopleAt(asker.memory) if hasattr(asker.memory, "scope_nodes") else None
     for it in items:
         vid = mapping.get(it.video_name) or (it.video_name if it.video_name in memory_videos else None)
         if vid is None:
@@ -257,21 +279,30 @@ def evaluate(
                 "(a video id of the memory)"
             )
         else:
-            record = asker.ask(Question(it.question, it.question_id, vid, it.before_clip))
+            before = it.before_clip
+            if it.query_time is not None:
+                before = clip_before(asker.memory, vid, it.query_time)
+            record = asker.ask(Question(it.question, it.question_id, vid, before, options=it.options))
+        if it.options:  # multiple choice: the letter is right or it is not; no judge needed
+            choice = record.get("choice")
+            offline = {"exact": choice == it.answer, "choice": choice, "correct": choice == it.answer}
+        else:
+            offline = qa_offline.score(it, record["answer"], vid, people)
         ev: dict[str, Any] = {
             "question_id": it.question_id,
             "video_name": it.video_name,
             "ground_truth": it.answer,
             "types": it.types,
+            "offline": offline,
             "verdict": None,
-            "correct": False,
-            "judge_model": judge.model,
+            "correct": offline["correct"],
+            "judge_model": judge.model if judge is not None else None,
             "judge_cached": False,
             "judge_error": None,
         }
         if it.timestamp is not None:
             ev["timestamp"] = it.timestamp
-        if record["answer"] is not None:
+        if record["answer"] is not None and judge is not None and not it.options:
             verdict, cached, err, tokens = judge.judge(it.question, record["answer"], it.answer)
             ev.update(
                 verdict=verdict,
@@ -282,6 +313,16 @@ def evaluate(
             )
         record["eval"] = ev
         yield record
+
+
+def clip_before(memory: Any, video: str, t: float) -> int:
+    """The last clip of ``video`` starting at or before second ``t`` (what a question asked then sees)."""
+    last, i = 0, 0
+    while (info := memory.clip_info(video, i)) is not None:
+        if info.start > t:
+            break
+        last, i = i, i + 1
+    return last
 
 
 # ============================================================================== report
@@ -310,6 +351,7 @@ class Row:
     tokens: float = 0.0
     seconds: float = 0.0
     ids: list[str] = field(default_factory=list)
+    latencies: list[float] = field(default_factory=list)
 
     def add(self, rec: dict[str, Any]) -> None:
         self.n += 1
@@ -318,6 +360,7 @@ class Row:
         self.rounds += rec.get("rounds", 0)
         self.tokens += rec["tokens"]["prompt"] + rec["tokens"]["completion"]
         self.seconds += rec.get("latency_s", 0.0)
+        self.latencies.append(float(rec.get("latency_s", 0.0)))
 
     def as_json(self) -> dict[str, Any]:
         lo, hi = wilson(self.correct, self.n)
@@ -332,7 +375,20 @@ class Row:
             "rounds": mean(self.rounds),
             "tokens": mean(self.tokens),
             "seconds": mean(self.seconds),
+            "latency_p50": percentile(self.latencies, 50),
+            "latency_p95": percentile(self.latencies, 95),
         }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile, linear between the nearest ranks (numpy's default), 0 for no values."""
+    if not values:
+        return 0.0
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100
+    lo = int(math.floor(pos))
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
 def summarise(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -350,7 +406,7 @@ def report(rows: list[dict[str, Any]], title: str = "") -> str:
     """A markdown table: accuracy with its 95% Wilson interval, and the mean cost per question."""
     lines = [f"### {title}", ""] if title else []
     lines += [
-        "| type | n | correct | accuracy | 95% CI | failed | rounds | tokens | s/question |",
+        "| type | n | correct | accuracy | 95% CI | failed | rounds | tokens | latency p50 / p95 / mean s |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -358,7 +414,7 @@ def report(rows: list[dict[str, Any]], title: str = "") -> str:
         lines.append(
             f"| {r['type']} | {r['n']} | {r['correct']} | {100 * r['accuracy']:.1f}% | "
             f"{100 * lo:.1f}-{100 * hi:.1f}% | {r['failed']} | {r['rounds']:.2f} | {r['tokens']:.0f} | "
-            f"{r['seconds']:.2f} |"
+            f"{r['latency_p50']:.2f} / {r['latency_p95']:.2f} / {r['seconds']:.2f} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,779 @@
+"""Retrieval-only answers from the memory's structure: who spoke, what, when, how often, in what order.
+
+Without an LLM, `m3 ask` used to return the best-matching line; on natural questions ("Who spoke
+first?", "What did <character_1> say?", "How many people are there?") the nearest line by similarity is
+rarely the answer. This module reads the question's *form* (:func:`classify`), resolves the people it
+refers to (:mod:`m3cli.stages.ask.people`), and answers from the memory's lines as data: speakers and
+their times (``t_start``/``t_end``), the people a line is about (``characters``/``entities`` columns),
+counts and orders over them. The answer is one sentence that states the answer, names only the people
+it is about, and cites exactly the lines used, each with its own time and its video's file name.
+
+Memory lines are read in every format the offline and LLM memorizers write: ``X says: "..."``, turn
+lines (``X speaks, not transcribed, 0:00–0:04``), ``X is visible ...`` (one per person, one per
+occurrence, or one collapsed line naming several people), pairwise co-occurrence lines (ignored for
+speaking times: they span other people's turns), and sight lines (``on screen: ...`` / ``seen: ...``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import PurePath
+from typing import Any
+
+from m3cli.stages.ask.people import People, Person, resolve_people
+from m3cli.stages.ask.tools import Node, Scope, hybrid, overlap, terms
+
+MAX_NODES = 20_000  # structural answers read the scope's nodes; beyond this only retrieval is used
+TURN_GAP = 2.0  # seconds: one person's lines closer than this, nobody else between, are one turn
+CITE_MAX = 4
+
+_SPEECH = re.compile(r'^(?P<who>.+?) says(?: \([^)]*\))?:\s*["\u201c](?P<quote>.*)["\u201d]\s*$', re.S)
+_TURN = re.compile(r"^(?P<who>\S+(?: and \S+)*) speaks?\b(?!.*\bboth\b).*?not transcribed", re.I)
+_BOTH = re.compile(r"\bboth speak\b|\bspeak at the same time\b", re.I)
+_VISIBLE = re.compile(r"\b(?:is|are) visible\b|\bvisible together\b|\bon screen together\b", re.I)
+_SPAN = re.compile(r"\bfrom (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)\b")
+MIN_OVERLAP = 0.5  # seconds: seen "while" someone speaks means more than a shared turn edge
+_SIGHT = re.compile(r"^\s*(?:on screen|seen|shown|text on screen)\s*:\s*(?P<what>.+)$", re.I | re.S)
+
+
+# ============================================================================== lines
+
+
+@dataclass
+class Line:
+    """One memory line as a fact: what kind, about whom, when, and (speech) the words."""
+
+    node: Node
+    kind: str  # speech | turn | visible | both | sight | name | other
+    who: list[str]
+    quote: str | None = None
+    start: float | None = None
+    end: float | None = None
+    spans: list[tuple[float, float]] = field(default_factory=list)  # a visible line's own spans
+
+    @property
+    def text(self) -> str:
+        return self.node.text
+
+
+def _ids(node: Node, raw: bool) -> list[str]:
+    ids = node.entities if raw or not node.characters else node.characters
+    return list(dict.fromkeys(i for i in ids if i))
+
+
+def parse_line(node: Node, raw: bool = False) -> Line:
+    text = (node.raw_text if raw and node.raw_text else node.text).strip()
+    who = _ids(node, raw)
+    line = Line(node, "other", who, start=node.t_start, end=node.t_end)
+    if node.kind not in ("episodic", "semantic"):
+        line.kind = node.kind or "other"
+        return line
+    m = _SPEECH.match(text)
+    if m:
+        line.kind, line.quote = "speech", m.group("quote").strip()
+        line.who = who[:1]
+        return line
+    if _BOTH.search(text):
+        line.kind = "both"
+    elif _TURN.match(text):
+        line.kind = "turn"
+        line.who = who[:1]
+    elif _VISIBLE.search(text):
+        line.kind = "visible"
+        # one line may list several spans ("from 0.6 to 5.8 s and from 13.6 to 21.8 s"): its t_start and
+        # t_end are their envelope, which would put the person on screen between the spans too
+        line.spans = [(float(a), float(b)) for a, b in _SPAN.findall(text)]
+    elif _SIGHT.match(text):
+        line.kind = "sight"
+    elif text.lower().startswith("the name of"):
+        line.kind = "name"
+    return line
+
+
+@dataclass
+class Turn:
+    person: str
+    start: float
+    end: float
+    lines: list[Line] = field(default_factory=list)
+
+
+def speaking_turns(lines: list[Line]) -> list[Turn]:
+    """Turns in time order: from turn lines when the memory has them, else from speech lines; one
+    person's consecutive lines (nobody else speaking between, gap < TURN_GAP) are one turn."""
+    src = [ln for ln in lines if ln.kind == "turn" and ln.who and ln.start is not None]
+    speech = [ln for ln in lines if ln.kind == "speech" and ln.who and ln.start is not None]
+    if not src:
+        src = speech
+    src = sorted(src, key=lambda ln: (ln.start, ln.end or ln.start))
+    turns: list[Turn] = []
+    for ln in src:
+        who, s, e = ln.who[0], float(ln.start), float(ln.end if ln.end is not None else ln.start)
+        if turns and turns[-1].person == who and s - turns[-1].end < TURN_GAP:
+            turns[-1].end = max(turns[-1].end, e)
+            turns[-1].lines.append(ln)
+        else:
+            turns.append(Turn(who, s, e, [ln]))
+    if src is not speech:  # turn lines carry no words: attach the speech lines inside each turn
+        for t in turns:
+            t.lines += [ln for ln in speech if ln.who[0] == t.person and _overlaps(ln, t.start, t.end)]
+    return turns
+
+
+def seen_during(ln: Line, t0: float, t1: float) -> bool:
+    """A visible line shows its people for at least MIN_OVERLAP s of [t0, t1] (or all of a shorter span)."""
+    spans = ln.spans or (
+        [(ln.start, ln.end if ln.end is not None else ln.start)] if ln.start is not None else []
+    )
+    need = min(MIN_OVERLAP, max(t1 - t0, 0.0))
+    shared = sum(max(0.0, min(b, t1) - max(a, t0)) for a, b in spans)
+    return shared >= need and shared > 0 or (t0 == t1 and any(a <= t0 <= b for a, b in spans))
+
+
+def _overlaps(ln: Line, t0: float, t1: float) -> bool:
+    if ln.start is None:
+        return False
+    end = ln.end if ln.end is not None else ln.start
+    return ln.start < t1 and end > t0 or (ln.start <= t0 <= end)
+
+
+# ============================================================================== question forms
+
+_NUM_WORDS = {"once": 1, "twice": 2, "thrice": 3, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5}
+_TIME = re.compile(
+    r"\b(?:at|around|about|near)\s+(?:the\s+)?(?P<t>\d{1,2}:\d{2}(?:\.\d+)?|\d+(?:\.\d+)?)\s*"
+    r"(?P<unit>s\b|sec\b|secs\b|seconds?\b|second mark)?",
+    re.I,
+)
+_SAID_VERBS = (
+    r"(?:say|says|said|saying|talk|talks|talked|talking|mention|mentions|mentioned|ask|asks|asked|tell|"
+    r"tells|told|speak|speaks|spoke|discuss|discussed|describe|described)"
+)
+
+
+@dataclass
+class Form:
+    kind: str  # count_people | count_times | count_turns | order | who_times | when | what_said |
+    #            who_said | at_time | cross | seen | who_visible | fallback
+    detail: str = ""
+    time: float | None = None
+    topic: str = ""
+
+
+def classify(question: str) -> Form:
+    q = " ".join(question.strip().split())
+    ql = q.lower()
+    m = _TIME.search(ql)
+    if m and re.search(r"\b(what|who|which)\b", ql) and (m.group("unit") or ":" in m.group("t")):
+        t = m.group("t")
+        sec = (int(t.split(":")[0]) * 60 + float(t.split(":")[1])) if ":" in t else float(t)
+        return Form("at_time", "who" if re.match(r"\s*(who|which)\b", ql) else "what", time=sec)
+    if re.search(r"\bhow many\b", ql):
+        m_n = re.search(r"\b(once|twice|thrice|(one|two|three|four|five) times)\b", ql)
+        if m_n and re.search(r"\b(people|persons|speakers|voices)\b", ql):
+            return Form("count_people", "times:" + str(_NUM_WORDS[m_n.group(1).split()[0]]))
+        if re.search(r"\btimes?\b", ql):
+            return Form("count_times")
+        if re.search(r"\b(turns?|utterances?|lines?)\b", ql):
+            return Form("count_turns")
+        if re.search(r"\b(speakers?|voices?|spoke|speak|talk)", ql):
+            return Form("count_people", "speakers")
+        if re.search(r"\b(faces?|visible|seen|on screen|shown)\b", ql):
+            return Form("count_people", "visible")
+        return Form("count_people", "people")
+    if (
+        not ql.startswith("when")
+        and re.search(r"\b(visible|on screen|seen|shown|appear)", ql)
+        and re.search(
+            r"\b(while|when|during)\b.*\b(speak|speaks|spoke|speaking|talk|talks|talking|say|says|said)", ql
+        )
+    ):
+        return Form("cross", "visible_while_speaking")
+    if re.search(r"\b(speak|speaks|spoke|speaking|talk|talking)\b", ql) and re.search(
+        r"\b(while|when)\b.*\b(visible|on screen|seen|shown)\b", ql
+    ):
+        return Form("cross", "speaking_while_visible")
+    if re.match(r"\s*who\b", ql):
+        for word, n in _NUM_WORDS.items():
+            if re.search(rf"\b{word}\b(?! (?:people|persons|speakers))", ql) and (
+                word in ("once", "twice", "thrice") or re.search(rf"\b{word} times\b", ql)
+            ):
+                return Form("who_times", str(n))
+        for order in ("first", "last", "most", "least", "longest", "shortest", "second", "third", "fourth"):
+            if re.search(rf"\b{order}\b", ql) and not re.search(r"\bsays?\b|\bsaid\b", ql.split(order)[0]):
+                if re.search(
+                    r"\b(speak|spoke|speaks|talk|talked|talks|said|says|say|voice)", ql
+                ) or re.search(r"\b(seen|visible|appear)", ql):
+                    kind = "visible" if re.search(r"\b(seen|visible|appear)", ql) else "speech"
+                    return Form("order", f"{order}:{kind}")
+        if re.search(r"\b(visible|on screen|seen|shown|appears?)\b", ql) and not re.search(_SAID_VERBS, ql):
+            return Form("who_visible")
+        m2 = re.search(rf"\b{_SAID_VERBS}\b\s*(?:about|that|of|the word|the words|:)?\s*(.*)", q, re.I)
+        if m2:
+            return Form("who_said", topic=m2.group(1).strip(" ?.!\"'"))
+        return Form("who_said", topic=q)
+    if re.match(r"\s*when\b", ql):
+        if re.search(r"\b(visible|seen|on screen|appear)", ql):
+            return Form("when", "visible")
+        return Form("when", "speech", topic=q)
+    if re.search(r"\bwhat\b.*\b(say|said|says|saying|tell|told|ask|asked)\b", ql) or re.search(
+        r"\bwhat was said\b", ql
+    ):
+        return Form("what_said", topic=q)
+    if re.search(r"\bwhat\b.*\b(seen|on screen|shown|visible|written|displayed|appears?)\b", ql):
+        return Form("seen", topic=q)
+    return Form("fallback", topic=q)
+
+
+# ============================================================================== the answerer
+
+
+@dataclass
+class Answer:
+    text: str
+    cited: list[Line]
+    form: str
+    supported: bool = True
+
+
+@dataclass
+class Facts:
+    """The scope's lines, parsed, with the people they are about and each video's file name."""
+
+    lines: list[Line]
+    people: People
+    files: dict[str, str]
+    turns: dict[str, list[Turn]]  # per video
+
+    def lines_of(self, kind: str, video: str | None = None) -> list[Line]:
+        return [ln for ln in self.lines if ln.kind == kind and (video is None or ln.node.video == video)]
+
+
+def load_facts(memory: Any, scope: Scope) -> Facts:
+    nodes: list[Node] = []
+    reader = getattr(memory, "scope_nodes", None)
+    if reader is not None:
+        nodes = reader(scope, MAX_NODES)
+    lines = [parse_line(n, scope.raw_ids) for n in nodes]
+    lines.sort(key=lambda ln: (ln.node.video, ln.start if ln.start is not None else -1.0, ln.node.id))
+    videos = sorted({ln.node.video for ln in lines} | ({scope.video} if scope.video else set()))
+    files = {}
+    for v in videos:
+        path = memory.video_path(v) if hasattr(memory, "video_path") else None
+        files[v] = PurePath(path).name if path else v
+    people = resolve_people(memory, videos, lines, scope.raw_ids)
+    turns = {v: speaking_turns([ln for ln in lines if ln.node.video == v]) for v in videos}
+    return Facts(lines, people, files, turns)
+
+
+def fmt_s(t: float | None) -> str:
+    return "?" if t is None else f"{t:.1f}"
+
+
+def cite(facts: Facts, ln: Line) -> str:
+    return f"({facts.files.get(ln.node.video, ln.node.video)}, {fmt_s(ln.start)}-{fmt_s(ln.end)} s)"
+
+
+def _say(facts: Facts, lines: list[Line]) -> str:
+    parts = [f'"{ln.quote}" {cite(facts, ln)}' if ln.quote else cite(facts, ln) for ln in lines[:CITE_MAX]]
+    more = f" and {len(lines) - CITE_MAX} more line(s)" if len(lines) > CITE_MAX else ""
+    return _join(parts) + more
+
+
+def _join(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+class OfflineAnswerer:
+    """Answers one question from :class:`Facts`; ``search`` ranks lines for content questions."""
+
+    def __init__(self, memory: Any, embed: Any, scope: Scope, threshold: float):
+        self.memory, self.embed, self.scope, self.threshold = memory, embed, scope, threshold
+        self.facts = load_facts(memory, scope)
+        # the lines a similarity search returned (the trajectory shows them); structural answers (who
+        # spoke first, how many) search nothing, so a cold `m3 ask` need not load the text embedder
+        self.retrieved: list[Node] = []
+
+    # ------------------------------------------------------------------ helpers
+    def name(self, pid: str) -> str:
+        return self.facts.people.display(pid)
+
+    def _videos(self) -> list[str]:
+        return sorted(self.facts.turns)
+
+    def _multi(self) -> bool:
+        return len(self._videos()) > 1
+
+    def _in(self, video: str) -> str:
+        return f" in {self.facts.files.get(video, video)}" if self._multi() else ""
+
+    def ranked(self, query: str, kinds: tuple[str, ...] | None, k: int = 40) -> list[tuple[float, Line]]:
+        """Lines by hybrid score (cosine + term share) for ``query``; cosine kept on the node as ``sim``."""
+        nodes = hybrid(self.memory, query, self.embed(query), k, -1.0, self.scope, pool=max(64, k))
+        if not self.retrieved:
+            self.retrieved = list(nodes)
+        by_id = {ln.node.id: ln for ln in self.facts.lines}
+        out = []
+        for n in nodes:
+            ln = by_id.get(n.id) or parse_line(n, self.scope.raw_ids)
+            ln.node.sim, ln.node.score = n.sim, n.score
+            if kinds is None or ln.kind in kinds:
+                out.append((n.score, ln))
+        return out
+
+    def supported(self, query: str, ln: Line) -> bool:
+        """One meaning of the threshold: a line supports an answer when its cosine reaches it, or when it
+        holds at least half of the query's content terms (the same rule search_node uses)."""
+        return ln.node.sim >= self.threshold or overlap(terms(query), ln.text) >= 0.5
+
+    def refs(self, question: str) -> list[Person]:
+        return self.facts.people.find(question, self.facts.turns)
+
+    # ------------------------------------------------------------------ answer
+    def answer(self, question: str) -> Answer:
+        form = classify(question)
+        handler = getattr(self, f"_a_{form.kind}")
+        ans = handler(question, form)
+        if ans is None:
+            ans = self._a_fallback(question, form)
+        ans.form = form.kind
+        return ans
+
+    def _a_count_people(self, question: str, form: Form) -> Answer | None:
+        parts, cited = [], []
+        if form.detail.startswith("times:"):
+            return self._count_with_turns(int(form.detail.split(":")[1]))
+        for v in self._videos():
+            speakers = {t.person for t in self.facts.turns[v]}
+            seen = {p for ln in self.facts.lines_of("visible", v) for p in ln.who}
+            chosen = (
+                speakers
+                if form.detail == "speakers"
+                else seen
+                if form.detail == "visible"
+                else speakers | seen
+            )
+            if not chosen:
+                continue
+            people = sorted(chosen, key=self.facts.people.order_key)
+            what = {"speakers": "speaker", "visible": "visible person"}.get(form.detail, "person")
+            word = (
+                "people"
+                if what == "person" and len(people) != 1
+                else _plural(len(people), what).split(" ", 1)[1]
+            )
+            lines = self._first_lines(v, people, form.detail)
+            cited += lines
+            parts.append(
+                f"{len(people)} {word}{self._in(v)} ({', '.join(self.name(p) for p in people)}) "
+                + _cites(self, lines)
+            )
+        if not parts:
+            return None
+        return Answer("There are " + "; ".join(parts) + ".", cited, "")
+
+    def _count_with_turns(self, n: int) -> Answer | None:
+        parts, cited = [], []
+        for v in self._videos():
+            counts: dict[str, list[Turn]] = {}
+            for t in self.facts.turns[v]:
+                counts.setdefault(t.person, []).append(t)
+            hits = sorted((p for p, ts in counts.items() if len(ts) == n), key=self.facts.people.order_key)
+            if not counts:
+                continue
+            lines = [t.lines[0] for p in hits for t in counts[p]]
+            cited += lines
+            who = f" ({_join([self.name(p) for p in hits])})" if hits else ""
+            parts.append(f"{len(hits)}{self._in(v)}{who} {_cites(self, lines)}".rstrip())
+        if not parts:
+            return None
+        return Answer(f"{'; '.join(parts)} speak {_times(n)}.", cited, "")
+
+    def _first_lines(self, video: str, people: list[str], detail: str) -> list[Line]:
+        out = []
+        for p in people:
+            src = []
+            if detail != "visible":
+                src = [t.lines[0] for t in self.facts.turns[video] if t.person == p]
+            if not src and detail != "speakers":
+                src = [ln for ln in self.facts.lines_of("visible", video) if p in ln.who]
+            if src:
+                out.append(src[0])
+        return out
+
+    def _a_count_times(self, question: str, form: Form) -> Answer | None:
+        refs = self.refs(question)
+        if not refs:
+            return self._a_count_turns(question, form)
+        p = refs[0]
+        turns = [t for t in self.facts.turns.get(p.video, []) if t.person == p.id]
+        if not turns:
+            return None
+        lines = [t.lines[0] for t in turns]
+        spans = ", ".join(f"{fmt_s(t.start)}-{fmt_s(t.end)} s" for t in turns)
+        return Answer(
+            f"{self.name(p.id)} speaks {_times(len(turns))}{self._in(p.video)} ({spans}) "
+            + f"{_cites(self, lines)}.",
+            lines,
+            "",
+        )
+
+    def _a_count_turns(self, question: str, form: Form) -> Answer | None:
+        parts, cited = [], []
+        for v in self._videos():
+            turns = self.facts.turns[v]
+            if turns:
+                cited += [t.lines[0] for t in turns]
+                parts.append(f"{_plural(len(turns), 'speaking turn')}{self._in(v)}")
+        if not parts:
+            return None
+        return Answer("There are " + "; ".join(parts) + f" {_cites(self, cited)}.", cited, "")
+
+    def _a_who_times(self, question: str, form: Form) -> Answer | None:
+        n = int(form.detail)
+        parts, cited = [], []
+        for v in self._videos():
+            counts: dict[str, list[Turn]] = {}
+            for t in self.facts.turns[v]:
+                counts.setdefault(t.person, []).append(t)
+            hits = [p for p, ts in counts.items() if len(ts) == n]
+            for p in sorted(hits, key=self.facts.people.order_key):
+                lines = [t.lines[0] for t in counts[p]]
+                cited += lines
+                parts.append(f"{self.name(p)}{self._in(v)} {_cites(self, lines)}")
+        if not parts:
+            return None
+        verb = "speaks" if len(parts) == 1 else "speak"
+        return Answer(f"{_join(parts)} {verb} {_times(n)}.", cited, "")
+
+    def _a_order(self, question: str, form: Form) -> Answer | None:
+        order, kind = form.detail.split(":")
+        parts, cited = [], []
+        for v in self._videos():
+            if kind == "visible":
+                firsts: dict[str, Line] = {}
+                for ln in self.facts.lines_of("visible", v):
+                    for p in ln.who:
+                        firsts.setdefault(p, ln)
+                seq = sorted(firsts, key=lambda p: firsts[p].start or 0.0)
+                pick = _pick(seq, order)
+                if pick is None:
+                    continue
+                cited.append(firsts[pick])
+                parts.append(f"{self.name(pick)} is seen {order}{self._in(v)} {_cites(self, [firsts[pick]])}")
+                continue
+            turns = self.facts.turns[v]
+            if not turns:
+                continue
+            if order in ("most", "least", "longest", "shortest"):
+                total: dict[str, float] = {}
+                for t in turns:
+                    total[t.person] = total.get(t.person, 0.0) + (t.end - t.start)
+                if order in ("most", "longest"):
+                    pick = max(total, key=lambda p: (total[p], -self.facts.people.order_key(p)[0]))
+                else:
+                    pick = min(total, key=lambda p: (total[p], self.facts.people.order_key(p)[0]))
+                lines = [t.lines[0] for t in turns if t.person == pick]
+                cited += lines
+                parts.append(
+                    f"{self.name(pick)} speaks {order if order != 'most' else 'the most'}{self._in(v)} "
+                    f"({total[pick]:.1f} s in {_plural(len(lines), 'turn')}) {_cites(self, lines)}"
+                )
+                continue
+            seq = [t for t in turns]
+            if order == "last":
+                t = seq[-1]
+            else:
+                idx = {"first": 0, "second": 1, "third": 2, "fourth": 3}[order]
+                if idx >= len(seq):
+                    continue
+                t = seq[idx]
+            cited.append(t.lines[0])
+            parts.append(f"{self.name(t.person)} speaks {order}{self._in(v)} {_cites(self, [t.lines[0]])}")
+        if not parts:
+            return None
+        return Answer("; ".join(parts) + ".", cited, "")
+
+    def _a_when(self, question: str, form: Form) -> Answer | None:
+        refs = self.refs(question)
+        if form.detail == "visible" and refs:
+            p = refs[0]
+            lines = [ln for ln in self.facts.lines_of("visible", p.video) if p.id in ln.who]
+            if not lines:
+                return None
+            return Answer(f"{self.name(p.id)} is visible {_spans(self, lines)}.", lines, "")
+        if refs and not _has_topic(question, self.facts.people):
+            p = refs[0]
+            turns = [t for t in self.facts.turns.get(p.video, []) if t.person == p.id]
+            if not turns:
+                return None
+            lines = [t.lines[0] for t in turns]
+            spans = _join([f"from {fmt_s(t.start)} to {fmt_s(t.end)} s" for t in turns])
+            return Answer(
+                f"{self.name(p.id)} speaks {spans}{self._in(p.video)} {_cites(self, lines)}.", lines, ""
+            )
+        topic = _topic(question, self.facts.people)
+        best = self._best_speech(topic)
+        if best is None:
+            return None
+        return Answer(
+            f"{self.name(best.who[0]) if best.who else 'Someone'} says it from {fmt_s(best.start)} to "
+            f'{fmt_s(best.end)} s: "{best.quote}" {cite(self.facts, best)}.',
+            [best],
+            "",
+        )
+
+    def _best_speech(self, topic: str) -> Line | None:
+        ranked = self.ranked(topic, ("speech",))
+        ranked = [(s + 0.5 * overlap(terms(topic), ln.quote or ""), ln) for s, ln in ranked]
+        ranked.sort(key=lambda x: -x[0])
+        if not ranked or not self.supported(topic, ranked[0][1]):
+            return None
+        return ranked[0][1]
+
+    def _a_what_said(self, question: str, form: Form) -> Answer | None:
+        refs = self.refs(question)
+        if not refs:
+            return self._a_fallback(question, form, kinds=("speech",))
+        p = refs[0]
+        lines = [ln for ln in self.facts.lines_of("speech", p.video) if ln.who and ln.who[0] == p.id]
+        if not lines:
+            return Answer(
+                f"The memory holds no words of {self.name(p.id)}{self._in(p.video)} (nothing transcribed).",
+                [],
+                "",
+                supported=False,
+            )
+        ql = question.lower()
+        if re.search(r"\bfirst\b", ql):
+            lines = lines[:1]
+        elif re.search(r"\b(last|at the end|finally)\b", ql):
+            lines = lines[-1:]
+        return Answer(f"{self.name(p.id)} says {_say(self.facts, lines)}.", lines[:CITE_MAX], "")
+
+    def _a_who_said(self, question: str, form: Form) -> Answer | None:
+        topic = form.topic or question
+        best = self._best_speech(topic)
+        if best is None or not best.who:
+            return None
+        words = terms(topic)
+        # several people may have said it: every speech line holding all of the topic's words counts
+        lines = [best]
+        if words and words <= terms(best.quote or ""):
+            lines += [
+                ln
+                for ln in self.facts.lines_of("speech", best.node.video)
+                if ln.node.id != best.node.id and ln.who and words <= terms(ln.quote or "")
+            ]
+        lines.sort(key=lambda ln: ln.start or 0.0)
+        said = _join(
+            [f'{self.name(ln.who[0])} says "{ln.quote}" {cite(self.facts, ln)}' for ln in lines[:CITE_MAX]]
+        )
+        return Answer(said + ".", lines[:CITE_MAX], "")
+
+    def _a_at_time(self, question: str, form: Form) -> Answer | None:
+        t = float(form.time or 0.0)
+        videos = [self.scope.video] if self.scope.video else self._videos()
+        hits: list[Line] = []
+        for v in videos:
+            speech = [ln for ln in self.facts.lines_of("speech", v) if _overlaps(ln, t, t)]
+            if not speech:
+                speech = [ln for ln in self.facts.lines_of("turn", v) if _overlaps(ln, t, t)]
+            hits += speech
+        if not hits:
+            near = sorted(
+                [ln for ln in self.facts.lines if ln.kind in ("speech", "turn") and ln.start is not None],
+                key=lambda ln: min(abs(ln.start - t), abs((ln.end or ln.start) - t)),
+            )[:1]
+            if not near:
+                return None
+            return Answer(
+                f"Nobody speaks at {t:g} s; the nearest line is {_line_text(self, near[0])} "
+                + f"{cite(self.facts, near[0])}.",
+                near,
+                "",
+                supported=False,
+            )
+        if form.detail == "who":
+            people = list(dict.fromkeys(p for ln in hits for p in ln.who))
+            return Answer(
+                f"{_join([self.name(p) for p in people])} {'is' if len(people) == 1 else 'are'} speaking at "
+                f"{t:g} s {_cites(self, hits)}.",
+                hits,
+                "",
+            )
+        return Answer(
+            f"At {t:g} s " + _join([f"{_line_text(self, ln)} {cite(self.facts, ln)}" for ln in hits]) + ".",
+            hits,
+            "",
+        )
+
+    def _a_cross(self, question: str, form: Form) -> Answer | None:
+        refs = self.refs(question)
+        if form.detail == "visible_while_speaking":
+            people = [r for r in refs] or None
+            out, cited = [], []
+            for v in self._videos():
+                turns = [
+                    t for t in self.facts.turns[v] if people is None or any(r.id == t.person for r in people)
+                ]
+                for t in turns[:CITE_MAX]:
+                    seen = [ln for ln in self.facts.lines_of("visible", v) if seen_during(ln, t.start, t.end)]
+                    who = sorted({p for ln in seen for p in ln.who}, key=self.facts.people.order_key)
+                    if not who:
+                        continue
+                    cited += [t.lines[0], *seen[:2]]
+                    out.append(
+                        f"while {self.name(t.person)} speaks ({fmt_s(t.start)}-{fmt_s(t.end)} s) "
+                        f"{_join([self.name(p) for p in who])} {'is' if len(who) == 1 else 'are'} visible"
+                    )
+            if not out:
+                return None
+            text = "; ".join(out)
+            return Answer(text[0].upper() + text[1:] + f" {_cites(self, cited)}.", cited, "")
+        # who speaks while someone is visible
+        if not refs:
+            return None
+        p = refs[0]
+        vis = [ln for ln in self.facts.lines_of("visible", p.video) if p.id in ln.who]
+        spoken = [
+            t for t in self.facts.turns.get(p.video, []) if any(seen_during(ln, t.start, t.end) for ln in vis)
+        ]
+        if not spoken:
+            return None
+        who = list(dict.fromkeys(t.person for t in spoken))
+        cited = vis[:1] + [t.lines[0] for t in spoken]
+        return Answer(
+            f"While {self.name(p.id)} is visible, {_join([self.name(w) for w in who])} speak"
+            f"{'s' if len(who) == 1 else ''} {_cites(self, cited)}.",
+            cited,
+            "",
+        )
+
+    def _a_who_visible(self, question: str, form: Form) -> Answer | None:
+        parts, cited = [], []
+        for v in self._videos():
+            vis = self.facts.lines_of("visible", v)
+            first: dict[str, Line] = {}
+            for ln in vis:
+                for p in ln.who:
+                    first.setdefault(p, ln)
+            if not first:
+                continue
+            people = sorted(first, key=self.facts.people.order_key)
+            lines = list(dict.fromkeys(first[p].node.id for p in people))
+            used = [next(ln for ln in vis if ln.node.id == i) for i in lines]
+            cited += used
+            parts.append(f"{_join([self.name(p) for p in people])}{self._in(v)} {_cites(self, used)}")
+        if not parts:
+            return None
+        return Answer("Visible: " + "; ".join(parts) + ".", cited, "")
+
+    def _a_seen(self, question: str, form: Form) -> Answer | None:
+        sights = self.facts.lines_of("sight")
+        if sights:
+            ranked = self.ranked(question, ("sight",))
+            best = [ln for _, ln in ranked[:2]] or sights[:2]
+            return Answer(
+                "Seen: " + _join([f"{_line_text(self, ln)} {cite(self.facts, ln)}" for ln in best]) + ".",
+                best,
+                "",
+            )
+        return self._a_who_visible(question, form)
+
+    def _a_fallback(self, question: str, form: Form, kinds: tuple[str, ...] | None = None) -> Answer:
+        ranked = self.ranked(question, None)
+        ranked = [(s, ln) for s, ln in ranked if ln.kind not in ("both", "global", "clip")] or ranked
+        if kinds:
+            ranked = [(s, ln) for s, ln in ranked if ln.kind in kinds] or ranked
+        if not ranked:
+            return Answer("No evidence found in memory for this question.", [], "", supported=False)
+        # one meaning of the threshold: lines that qualify (cosine >= threshold, or half the question's
+        # words) come first, best score first; the nearest line is shown only when none qualifies
+        # (ranked as the evidence list always was: score + half the share of the question's words)
+        q_terms = terms(question)
+        ranked = sorted(ranked, key=lambda x: -(x[0] + 0.5 * overlap(q_terms, x[1].text)))
+        qualified = [(sc, ln) for sc, ln in ranked if self.supported(question, ln)]
+        best = (qualified or ranked)[0][1]
+        if not qualified:
+            return Answer(
+                f"No line in memory supports an answer: none reaches the cosine threshold "
+                f"({self.threshold:g}) or holds half the question's words; the nearest (cosine "
+                f"{best.node.sim:.2f}) is {_line_text(self, best)} {cite(self.facts, best)}.",
+                [best],
+                "",
+                supported=False,
+            )
+        return Answer(f"{_line_text(self, best)} {cite(self.facts, best)}.", [best], "")
+
+
+def _line_text(a: OfflineAnswerer, ln: Line) -> str:
+    text = a.facts.people.rename(ln.node.raw_text if a.scope.raw_ids and ln.node.raw_text else ln.text)
+    return text.rstrip(".")
+
+
+def _cites(a: OfflineAnswerer, lines: list[Line]) -> str:
+    shown = list({ln.node.id: ln for ln in lines}.values())
+    out = [cite(a.facts, ln) for ln in shown[:CITE_MAX]]
+    return ("" if not out else out[0]) if len(out) <= 1 else "(" + "; ".join(o[1:-1] for o in out) + ")"
+
+
+def _spans(a: OfflineAnswerer, lines: list[Line]) -> str:
+    """A visible line's own spans (several when the line lists them), each cited with its line."""
+    out = []
+    for ln in lines[:CITE_MAX]:
+        spans = ln.spans or [(ln.start, ln.end)]
+        out.append(
+            _join([f"from {fmt_s(s0)} to {fmt_s(s1)} s" for s0, s1 in spans]) + f" {cite(a.facts, ln)}"
+        )
+    return _join(out)
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def _pick(seq: list[str], order: str) -> str | None:
+    if not seq:
+        return None
+    if order == "last":
+        return seq[-1]
+    idx = {"first": 0, "second": 1, "third": 2, "fourth": 3}.get(order, 0)
+    return seq[idx] if idx < len(seq) else None
+
+
+def _topic(question: str, people: People) -> str:
+    return people.strip_refs(question)
+
+
+def _has_topic(question: str, people: People) -> bool:
+    rest = terms(people.strip_refs(question)) - {
+        stem for stem in terms("speak talk say voice heard person first")
+    }
+    return bool(rest)
+
+
+def evidence_of(a: OfflineAnswerer, lines: list[Line]) -> list[dict[str, Any]]:
+    """One evidence entry per cited line, with the line's own times and its video's file name."""
+    out = []
+    for ln in {ln.node.id: ln for ln in lines}.values():
+        out.append(
+            {
+                "video": ln.node.video,
+                "file": a.facts.files.get(ln.node.video, ln.node.video),
+                "clip": ln.node.clip,
+                "start": ln.start,
+                "end": ln.end,
+                "node_ids": [ln.node.id],
+                "quote": ln.node.raw_text if a.scope.raw_ids and ln.node.raw_text else ln.text,
+                "characters": [{"id": p, "name": a.facts.people.names.get(p)} for p in ln.who],
+            }
+        )
+    return out
