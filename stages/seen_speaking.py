@@ -35,7 +35,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from m3cli.schemas.records import ClipRecord, Utterance
+from m3cli.schemas.records import ClipRecord, Turn, Utterance
 from m3cli.stages.core.lips import moving_times, shot_bounds
 
 VOICE = re.compile(r"<voice_([0-9]+)>")
@@ -141,8 +141,7 @@ class SeenSpeaking:
         rename = {a: b for a, b in self.alias.items() if a != b and a in ids}
         if not rename:
             return record
-        text = re.sub(VOICE, lambda m: rename.get(m.group(0), m.group(0)), record.model_dump_json())
-        return ClipRecord.model_validate_json(text)
+        return _renamed(record, rename)
 
     def _decide(self, voices: set[str], clip: int) -> None:
         """Split each voice whose speech two faces seen together are each seen speaking alone."""
@@ -186,7 +185,7 @@ class SeenSpeaking:
 
     def fold(self, record: ClipRecord) -> tuple[ClipRecord, dict[str, float]]:
         """This clip with split voices' speech reassigned; seconds moved to each new id."""
-        record = self._rename_incoming(record)
+        record = self._rename_incoming(_typed(record))
         steps, together = evidence_steps(record, self.config)
         self.together |= together
         items, are_turns = _activity(record)
@@ -243,6 +242,54 @@ class SeenSpeaking:
             vids = sorted(known, key=lambda v: int(VOICE.fullmatch(v).group(1)))
             update["voices"] = record.voices.model_copy(update={"ids": vids})
         return record.model_copy(update=update), {k: round(x, 3) for k, x in sorted(moved.items())}
+
+
+def _typed(record: ClipRecord) -> ClipRecord:
+    """Turns and utterances as models (callers may have set plain dicts on a record)."""
+    turns = record.turns
+    utts = record.utterances or []
+    if not any(isinstance(x, dict) for x in [*(turns or []), *utts]):
+        return record
+    update: dict[str, Any] = {
+        "utterances": [Utterance.model_validate(u) if isinstance(u, dict) else u for u in utts]
+    }
+    if turns is not None:
+        update["turns"] = [Turn.model_validate(t) if isinstance(t, dict) else t for t in turns]
+    return record.model_copy(update=update)
+
+
+def _renamed(record: ClipRecord, rename: dict[str, str]) -> ClipRecord:
+    """The record with voice ids renamed in its speech, voices section and memory."""
+
+    def sub(text: str) -> str:
+        return VOICE.sub(lambda m: rename.get(m.group(0), m.group(0)), text)
+
+    def speaker(item: Any) -> Any:
+        return item.model_copy(update={"speaker": rename.get(item.speaker, item.speaker)})
+
+    update: dict[str, Any] = {"utterances": [speaker(u) for u in record.utterances or []]}
+    if record.turns is not None:
+        update["turns"] = [speaker(t) for t in record.turns]
+    if record.voices is not None and record.voices.ids:
+        update["voices"] = record.voices.model_copy(
+            update={"ids": [rename.get(v, v) for v in record.voices.ids]}
+        )
+    memory = record.memory
+    if memory is not None:
+
+        def item(m: Any) -> Any:
+            ents = [sub(e) for e in m.entities] if m.entities else m.entities
+            return m.model_copy(update={"text": sub(m.text), "entities": ents})
+
+        pairs = [(f, sub(v)) for f, v in memory.equivalences] if memory.equivalences else memory.equivalences
+        update["memory"] = memory.model_copy(
+            update={
+                "episodic": [item(m) for m in memory.episodic],
+                "semantic": [item(m) for m in memory.semantic],
+                "equivalences": pairs,
+            }
+        )
+    return record.model_copy(update=update)
 
 
 def _voice_at(s: float, e: float, pieces: list[tuple[float, float, str]], default: str) -> str:
