@@ -16,6 +16,10 @@ Evidence for a (face, voice) pair comes from two places, per clip:
 * ``llm``: each ``memory.equivalences`` pair of an LLM-written memory (fallback memories carry none),
   worth ``llm_weight`` (seconds under ``seen``, windows under ``meta``).
 
+Before voting, each clip goes through the seen-speaking fold (``stages/seen_speaking.py``): a voice that
+two faces seen together are each seen speaking alone in is split into one voice per face, so a merge
+the diarizer made from the audio does not join two people to one character (``link.voice_splits``).
+
 Voice activity is the diarizer's speaker ``turns`` when they carry voice ids, else the utterances.
 For identity a voice's time is cut at the clip's ends and at every shot change (``faces.shots``), so
 it never lands on the next shot's faces; an utterance's piece beyond a cut that is shorter than
