@@ -245,7 +245,8 @@ class SeenSpeaking:
 
 
 def _typed(record: ClipRecord) -> ClipRecord:
-    """Turns and utterances as models (callers may have set plain dicts on a record)."""
+    """Turns and utterances as models (callers may have set plain dicts on a record, e.g. the truth's
+    speech in `m3 eval link --oracle-voices`; a turn without a local label takes its voice id)."""
     turns = record.turns
     utts = record.utterances or []
     if not any(isinstance(x, dict) for x in [*(turns or []), *utts]):
@@ -254,7 +255,10 @@ def _typed(record: ClipRecord) -> ClipRecord:
         "utterances": [Utterance.model_validate(u) if isinstance(u, dict) else u for u in utts]
     }
     if turns is not None:
-        update["turns"] = [Turn.model_validate(t) if isinstance(t, dict) else t for t in turns]
+        update["turns"] = [
+            Turn.model_validate({"speaker_local": t.get("speaker") or "?", **t}) if isinstance(t, dict) else t
+            for t in turns
+        ]
     return record.model_copy(update=update)
 
 
