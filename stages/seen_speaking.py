@@ -93,7 +93,7 @@ def _pieces(s: float, e: float, labels: list[tuple[float, str]]) -> list[tuple[f
     start = s
     for (t0, a), (t1, b) in zip(labels[:-1], labels[1:], strict=True):
         if a != b:
-            cut = min(max((t0 + t1) / 2, s), e)
+            cut = min(max(round((t0 + t1) / 2, 3), s), e)
             if cut > start:
                 out.append((start, cut, a))
             start = cut
