@@ -48,10 +48,15 @@ def read(path: Path) -> list[ClipRecord]:
 
 
 @pytest.fixture(scope="module")
-def perceived(tmp_path_factory) -> dict[tuple[str, str], Path]:
+def env(tmp_path_factory) -> dict[str, str]:
+    """One cache for the module's runs."""
+    return {**os.environ, "M3_CACHE": str(tmp_path_factory.mktemp("seen_speaking_cache"))}
+
+
+@pytest.fixture(scope="module")
+def perceived(tmp_path_factory, env) -> dict[tuple[str, str], Path]:
     """Each video through segment..faces, forced into one voice and by default: (name, run) -> file."""
     root = tmp_path_factory.mktemp("seen_speaking")
-    env = {**os.environ, "M3_CACHE": str(root / "cache")}
     out = {}
     for name in VIDEOS:
         video = LINK / f"{name}.mp4"
@@ -108,6 +113,19 @@ def test_voices_already_apart_are_left_as_they_were(perceived, name):
     ]
     assert linked[-1].plain("link").get("voice_splits") is None
     assert score(name, linked)["voices"] == PEOPLE[name]
+
+
+def test_m3_run_gives_the_pipes_split(perceived, env, tmp_path):
+    name = "latentsync_2people_turns"
+    run = tmp_path / "run.jsonl"
+    video = LINK / f"{name}.mp4"
+    run_m3("-q", "run", video, "--speakers", "1", "--until", "link", "-o", run, env=env, check=True)
+    memorized = run_m3("-q", "memorize", perceived[(name, "forced")], env=env, check=True).stdout
+    piped = run_m3("-q", "link", input=memorized, env=env, check=True).stdout.decode().splitlines()
+    whole, pipe = read(run), [ClipRecord.model_validate_json(line) for line in piped]
+    assert [r.plain("link") for r in whole] == [r.plain("link") for r in pipe]
+    assert turns_of(whole) == turns_of(pipe) and [r.characters for r in whole] == [r.characters for r in pipe]
+    assert whole[-1].plain("link")["voice_splits"][0]["voice"] == "<voice_1>"
 
 
 # ------------------------------------------------------------------------ the rules, on small scenes
