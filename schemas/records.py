@@ -216,6 +216,18 @@ class Vote(_Open):
     sources: dict[str, float] | None = None
 
 
+class VoiceSplit(_Open):
+    """A voice split because two faces seen together were each seen speaking alone in it."""
+
+    voice: str
+    into: str
+    face: str
+    keeper: str
+    seconds: float
+    keeper_seconds: float | None = None
+    clip: int | None = None
+
+
 class LinkSection(_Open):
     votes: list[Vote]
     weights: list[Vote]
@@ -224,6 +236,8 @@ class LinkSection(_Open):
     config: str | None = None
     p: float | None = None
     min_weight: float | None = None
+    voice_splits: list[VoiceSplit] | None = None  # every split so far in the video
+    voice_moved: dict[str, float] | None = None  # this clip's seconds given to each new voice id
 
 
 class Abstraction(_Open):
