@@ -141,9 +141,8 @@ def source_kind(source: str) -> str:
         return "folder"
     if path.is_file():
         return "file"
-    raise InputError(
-        f"{source}: no such file, folder or device, and not a stream URL ({', '.join(s[:-3] for s in live_source.URL_SCHEMES)})"
-    )
+    schemes = ", ".join(s[:-3] for s in live_source.URL_SCHEMES)
+    raise InputError(f"{source}: no such file, folder or device, and not a stream URL ({schemes})")
 
 
 def canonical_source(source: str) -> str:

@@ -51,7 +51,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     ),
     "watch": (
         "watch_cmd",
-        "Build a memory from a live stream, a growing file or a drop folder, committing each clip as it completes.",
+        "Build a memory while a stream, a growing file or a drop folder is recorded, one clip at a time.",
     ),
     "ask": (
         "ask_cmd",

@@ -61,12 +61,15 @@ def watch(
     ),
     offline: bool = typer.Option(False, "--offline", help="Never call an LLM (memorize and abstract)."),
 ) -> None:
-    """Build a memory from a live stream, a growing file or a drop folder, committing each clip as it completes."""
+    """Build a memory while a stream, a growing file or a drop folder is recorded, one clip at a time.
+
+    Clips are planned as `m3 segment` plans the finished recording, and identities, abstractions and
+    the committed clips survive a restart (even after kill -9)."""
     from pathlib import Path
 
     from m3cli.stages.core.errors import M3Error
     from m3cli.stages.pipeline import Models
-    from m3cli.stages.watch import Watcher, WatchConfig
+    from m3cli.stages.watch import WatchConfig, Watcher
 
     settings = context.settings(ctx)
     config = pipeline_from_flags(
