@@ -249,6 +249,7 @@ class Watcher:
         state_folder: Path | None = None,
         status_file: Path | None = None,
         say: Callable[[str], None] | None = None,
+        commit_flag: Any = None,
     ) -> None:
         self.source = source
         self.kind = source_kind(source)
@@ -266,6 +267,8 @@ class Watcher:
         self.stopping = threading.Event()
         self._final: tuple[list[dict], Any, dict[int, float]] | None = None
         self.commit_lock = threading.Lock()
+        #: set while a commit is being written (an Event another process can read: see m3 watch)
+        self.commit_flag = commit_flag
         if self.kind == "folder":
             self.state = None
             self.status = WatchStatus(source=source, stream_id="")
@@ -351,7 +354,13 @@ class Watcher:
             return  # discarded: a restart does these clips from the spool
         with self.commit_lock:
             if self.models.config.until == "index" and new:
-                index_video(new, self.memory, self.models, self.ctx)
+                if self.commit_flag is not None:
+                    self.commit_flag.set()
+                try:
+                    index_video(new, self.memory, self.models, self.ctx)
+                finally:
+                    if self.commit_flag is not None:
+                        self.commit_flag.clear()
             now = time.monotonic()
             for c in todo:
                 self.status.latencies.append(round(now - arrived[c["index"]], 3))

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import sys
-import threading
+import time
 
 import typer
 
@@ -70,6 +71,7 @@ def watch(
     from m3cli.stages.core.errors import M3Error
     from m3cli.stages.pipeline import Models
     from m3cli.stages.watch import WatchConfig, Watcher
+    from m3cli.terminal import error_line
 
     settings = context.settings(ctx)
     config = pipeline_from_flags(
@@ -84,32 +86,49 @@ def watch(
     def say(line: str) -> None:
         print(f"m3 watch: {line}", file=sys.stderr, flush=True)
 
-    watcher = Watcher(
-        source,
-        output,
-        Models(config, settings),
-        run_ctx,
-        WatchConfig(
-            idle=idle, until_eof=until_eof, max_lag=max_lag, connect_timeout=connect_timeout, give_up=give_up
-        ),
-        Path(state) if state else None,
-        Path(status) if status else None,
-        say,
-    )
-    outcome: dict = {}
+    # The watcher runs in a child process so that a signal is answered within a second even while a
+    # model holds the interpreter lock for seconds (dlib and others do): the parent waits for a commit
+    # in progress (<= 0.8 s), then ends the child with SIGKILL, which every commit survives.
+    mp = multiprocessing.get_context("fork")
+    committing = mp.Event()
 
-    def body() -> None:
+    def child() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the child stops
+        code = 0
         try:
-            outcome["status"] = watcher.run()
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
-            outcome["error"] = exc
+            watcher = Watcher(
+                source,
+                output,
+                Models(config, settings),
+                run_ctx,
+                WatchConfig(
+                    idle, until_eof, max_lag=max_lag, connect_timeout=connect_timeout, give_up=give_up
+                ),
+                Path(state) if state else None,
+                Path(status) if status else None,
+                say,
+                commit_flag=committing,
+            )
+            final = watcher.run()
+            ended = f" ({final.error})" if final.error else ""
+            say(f"{final.state}: {final.clips_committed} clips committed{ended}")
+        except M3Error as exc:
+            print(error_line(exc), file=sys.stderr)
+            code = 1
+        except BaseException:  # noqa: BLE001 - a bug: its traceback, then a failing status
+            import traceback
 
-    worker = threading.Thread(target=body, name="m3-watch", daemon=True)
+            traceback.print_exc()
+            code = 2
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(code)
+
+    worker = mp.Process(target=child, name="m3-watch")
     signalled: list[int] = []
 
     def on_signal(signum: int, _frame: object) -> None:
         signalled.append(signum)
-        watcher.stop()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
@@ -117,26 +136,32 @@ def watch(
     while worker.is_alive() and not signalled:
         worker.join(0.1)
     if signalled:
-        # a commit in progress finishes (it is short); the clip being processed is discarded
-        watcher.wait_for_commit(0.8)
-        watcher.status.state = "stopped"
-        try:
-            watcher._publish()
-        except OSError:
-            pass
-        say(f"stopped: {watcher.status.clips_committed} clips committed; run again to continue")
-        sys.stderr.flush()
-        os._exit(128 + signalled[0])
-    error = outcome.get("error")
-    if isinstance(error, M3Error):
-        raise error
-    if error is not None:
-        raise error
-    final = outcome["status"]
-    say(
-        f"{final.state}: {final.clips_committed} clips committed"
-        + (f" ({final.error})" if final.error else "")
-    )
+        deadline = time.monotonic() + 0.8
+        while committing.is_set() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if worker.pid is not None and worker.is_alive():
+            os.kill(worker.pid, signal.SIGKILL)
+        worker.join(1.0)
+        if status:
+            _mark_stopped(Path(status))
+        say("stopped: the clip in progress is discarded; run the same command again to continue")
+        raise typer.Exit(128 + signalled[0])
+    if worker.exitcode:
+        raise typer.Exit(worker.exitcode)
+
+
+def _mark_stopped(path: object) -> None:
+    """The status file says the watch stopped (the child that kept it was ended)."""
+    import orjson
+
+    from m3cli.stages.core.storage import write_atomic
+
+    try:
+        data = orjson.loads(path.read_bytes())  # type: ignore[attr-defined]
+    except (OSError, orjson.JSONDecodeError):
+        return
+    data["state"] = "stopped"
+    write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2))
 
 
 RANK = 82
