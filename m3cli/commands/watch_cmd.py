@@ -92,8 +92,11 @@ def watch(
     mp = multiprocessing.get_context("fork")
     committing = mp.Event()
 
+    parent = os.getpid()
+
     def child() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the child stops
+        _die_with_parent(parent)
         code = 0
         try:
             watcher = Watcher(
@@ -148,6 +151,20 @@ def watch(
         raise typer.Exit(128 + signalled[0])
     if worker.exitcode:
         raise typer.Exit(worker.exitcode)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A parent ended by ``kill -9`` takes the child with it (Linux), so a restart never meets a second
+    watcher of the same stream still running."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(137)
 
 
 def _mark_stopped(path: object) -> None:
