@@ -159,6 +159,7 @@ def test_growing_file_killed_and_restarted_loses_and_duplicates_nothing(tmp_path
         first.kill()
     assert second.returncode == 0, err.decode()
     assert read_status(status)["state"] == "ended"
+    assert b"clip 0 [" not in err  # committed before the kill: not done again
 
     offline = tmp_path / "run.lance"
     run_m3("run", growing, "-o", offline, "--clip-seconds", CLIP, "--offline", check=True)
