@@ -68,17 +68,27 @@ def main() -> str:
         args = m3("watch", f"udp://127.0.0.1:{port}", "-o", str(tmp / "live.lance"), "--offline",
                   "--state", str(tmp / "state"), "--status", str(status), "--give-up", "6")  # fmt: skip
         start = time.perf_counter()
-        watch = subprocess.Popen([sys.executable, "-c", _MEASURE, *args], env=env, stderr=subprocess.PIPE)
+        log = (tmp / "watch.err").open("wb")
+        watch = subprocess.Popen([sys.executable, "-c", _MEASURE, *args], env=env, stderr=log)
         while not (status.exists() and b'"running"' in status.read_bytes()):
             if watch.poll() is not None:
-                raise SystemExit(watch.stderr.read().decode() if watch.stderr else "m3 watch failed")
+                raise SystemExit((tmp / "watch.err").read_text())
             time.sleep(0.2)
         print(f"== streaming {SECONDS:.0f} s of footage", file=sys.stderr, flush=True)
         send = ["ffmpeg", "-nostdin", "-v", "error", "-re", "-i", str(video), "-c", "copy", "-f", "mpegts"]
-        subprocess.run([*send, f"udp://127.0.0.1:{port}?pkt_size=1316"], check=True)
-        _, err = watch.communicate(timeout=SECONDS + 600)
+        sender = subprocess.Popen([*send, f"udp://127.0.0.1:{port}?pkt_size=1316"])
+        rss: dict[int, float] = {}  # the watcher's RSS after each commit, from its status file
+        while watch.poll() is None:
+            try:
+                now = orjson.loads(status.read_bytes())
+                rss.setdefault(now["clips_committed"], now["rss_mb"])
+            except (OSError, orjson.JSONDecodeError, KeyError):
+                pass
+            time.sleep(0.5)
+        sender.wait(timeout=60)
+        log.close()
         wall = time.perf_counter() - start
-        text = err.decode()
+        text = (tmp / "watch.err").read_text()
         if watch.returncode:
             raise SystemExit(f"m3 watch failed:\n{text[-3000:]}")
         cpu, rss_kb = text.rsplit("RUSAGE", 1)[1].split()[:2]
@@ -98,13 +108,15 @@ def main() -> str:
             f"{peer.cpu / SECONDS:.3f}",
             f"{per_s / (peer.cpu / SECONDS):.1f}x",
             f"{int(rss_kb) / 1024:.0f}",
+            " / ".join(f"{rss[k]:.0f}" for k in sorted(rss) if k > 0),
             f"{wall:.0f}",
         ]
     ]
     return table(
         f"m3 watch on a live UDP stream (offline defaults, 30-s clips) — {machine()}",
         ["stream", "latency p50 (s)", "p95 (s)", "max (s)", "lag at end (s)", "CPU-s / video s",
-         "faster-whisper CPU-s / video s", "x whisper", "peak RSS (MB)", "wall (s)"],
+         "faster-whisper CPU-s / video s", "x whisper", "peak RSS (MB)", "RSS after each clip (MB)",
+         "wall (s)"],
         rows,
     )  # fmt: skip
 
