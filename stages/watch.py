@@ -139,8 +139,8 @@ def source_kind(source: str) -> str:
     path = Path(source)
     if path.is_dir():
         return "folder"
-    if path.is_file():
-        return "file"
+    if path.is_file() or (not path.exists() and path.parent.is_dir() and path.suffix):
+        return "file"  # one that does not exist yet is waited for (a recorder about to start)
     schemes = ", ".join(s[:-3] for s in live_source.URL_SCHEMES)
     raise InputError(f"{source}: no such file, folder or device, and not a stream URL ({schemes})")
 
@@ -403,6 +403,7 @@ class Watcher:
             finished = recorder.finished.is_set
         else:
             idle = 0.0 if self.config.until_eof else self.config.idle
+        began = time.monotonic()
         scanner = live_source.Scanner(self.state.spool, self.stopping, finished, idle)
         scanner.start()
         self._warm_up()
@@ -416,6 +417,15 @@ class Watcher:
                 if recorder is not None:
                     self.status.gaps = [g.to_json() for g in recorder.gaps]
                     self.status.reconnects = recorder.reconnects
+                if (
+                    recorder is None
+                    and not self.state.spool.exists()
+                    and time.monotonic() - began > self.config.connect_timeout
+                ):
+                    raise InputError(
+                        f"{media.display_name(self.state.spool)}: no such file "
+                        f"(waited {self.config.connect_timeout:g} s for it)"
+                    )
                 if scanner.error or (recorder is not None and recorder.error and recorder.packets == 0):
                     raise M3Error(
                         (recorder.error if recorder is not None and recorder.error else None) or scanner.error

@@ -133,6 +133,7 @@ def test_growing_file_killed_and_restarted_loses_and_duplicates_nothing(tmp_path
     growing = tmp_path / "camera.ts"
     status, state, memory = tmp_path / "status.json", tmp_path / "state", tmp_path / "live.lance"
     writer = ffmpeg_send(os.fspath(growing), 0, 30)
+    # the watcher may start before the camera has created the file: it waits for it
     args = [
         growing,
         "-o",
