@@ -99,7 +99,7 @@ def main() -> str:
     per_s = float(cpu) / SECONDS
     rows = [
         [
-            f"{SECONDS:.0f} s, {len(latencies)} clips of 30 s",
+            f"{SECONDS:.0f} s, {final['clips_committed']} clips of 30 s",
             f"{statistics.median(latencies):.1f}" if latencies else "-",
             f"{_q(latencies, 0.95):.1f}" if latencies else "-",
             f"{max(latencies):.1f}" if latencies else "-",

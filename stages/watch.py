@@ -368,11 +368,11 @@ class Watcher:
             self.status.last_clip = todo[-1]["index"]
             self.status.last_commit = _now()
             self.status.committed_until = todo[-1]["end"]
-        self.say(
-            f"clip {todo[-1]['index']} [{todo[-1]['start']:.1f}-{todo[-1]['end']:.1f} s] committed "
-            f"{self.status.latencies[-1]:.1f} s after it arrived; {self.status.clips_committed} clips, "
-            f"lag {self.status.lag:.1f} s"
-        )
+        for c, latency in zip(todo, self.status.latencies[-len(todo) :], strict=True):
+            self.say(
+                f"clip {c['index']} [{c['start']:.1f}-{c['end']:.1f} s] committed {latency:.1f} s after it "
+                f"arrived; {self.status.clips_committed} clips, lag {self.status.lag:.1f} s"
+            )
         self._publish()
 
     def _bound_lag(self, waiting: list[dict]) -> list[dict]:
