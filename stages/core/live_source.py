@@ -7,8 +7,9 @@ the frames it had not processed yet, and the recording is the file ``m3 run`` ca
 * :class:`Recorder` copies a stream URL (udp, tcp, rtsp, rtmp, srt, http(s)/HLS) or a capture device
   into the spool without re-encoding (devices, whose raw frames MPEG-TS cannot carry, are encoded to
   MPEG-2). A dropped connection is retried with exponential backoff (0.5 s doubling to 8 s); the time
-  without data is recorded as a gap and the next packets are written after it, so the spool's clock
-  keeps wall time and the clips on either side of a gap keep their own content.
+  without data is recorded as a gap (wall times, and the spool time where it falls) and the next
+  packets continue the spool's clock where it stopped, so clips are decoded the same before and after
+  the recording is complete.
 * :class:`Scanner` demuxes the growing file through :class:`Growing` (a file object whose reads wait
   for the writer), keeping each video packet's timestamp and how far audio and video have arrived.
   That is all the clip plan needs (:func:`m3cli.stages.segment.plan_clips`), so clips are planned
@@ -225,9 +226,10 @@ class Gap:
     lost_at: float
     resumed_at: float | None = None
     reason: str = ""
+    at: float | None = None  # the spool's time (container clock) where the stream resumed
 
     def to_json(self) -> dict:
-        return {"lost_at": self.lost_at, "resumed_at": self.resumed_at, "reason": self.reason}
+        return {"lost_at": self.lost_at, "resumed_at": self.resumed_at, "reason": self.reason, "at": self.at}
 
 
 def spool_end(path: Path) -> float | None:
@@ -345,9 +347,12 @@ class Recorder(threading.Thread):
         vin = container.streams.video[0]
         ain = container.streams.audio[0] if container.streams.audio else None
         encode = is_device(self.source)
+        # The spool's clock does not count the time away: the decoder joins a stream's samples end to
+        # end, so a hole in the timestamps would shift a clip's later sound by the hole's length (and
+        # differently while the recording is still short of it). The gap's wall times are recorded.
         away = 0.0
-        if self.gaps and self.gaps[-1].resumed_at is not None and base is not None:
-            away = max(0.0, self.gaps[-1].resumed_at - self.gaps[-1].lost_at)
+        if self.gaps and base is not None:
+            self.gaps[-1].at = base
         end = base
         shift: float | None = None
         with self.spool.open("ab") as fh:
