@@ -505,6 +505,19 @@ def windows(start: float, end: float, max_seconds: float = 5.0) -> list[tuple[fl
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
+_LIVE: dict[str, bytes] = {}
+
+
+def register_live(video_id: str, path: Path) -> None:
+    """Trust ``path`` as the file of the live stream ``video_id`` in this process (`m3 watch`).
+
+    A live recording has no content hash while it is being written: its id is the stream's (fixed when
+    the stream was first watched) and its file grows between clips, so the size, hash and duration
+    checks of :func:`source_path` cannot hold. Only the process that writes the recording registers
+    it, and only for the id it gave the stream."""
+    _LIVE[video_id] = os.fsencode(Path(path).resolve())
+
+
 def source_path(video: object, cache: Cache | None = None) -> Path:
     """The file a clip record's ``video`` section points to, checked to still hold that video.
 
@@ -522,6 +535,8 @@ def source_path(video: object, cache: Cache | None = None) -> Path:
             "run `m3 segment` on its new location and rerun this stage"
         )
     expected = getattr(video, "id", None)
+    if expected is not None and _LIVE.get(expected) == os.fsencode(path.resolve()):
+        return path
     size = getattr(video, "size_bytes", None)
     st = check_readable_file(path)
     if size is not None and st.st_size != size:
