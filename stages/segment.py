@@ -87,8 +87,8 @@ def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None
 def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None) -> list[ClipRecord]:
     """All clip records of one video, in order."""
     path = Path(path)
-    vid = media.content_id(path, cache)
-    plan = _video_plan(path, vid, config, cache)
+    vid, pinned = media.pin(path, cache)  # probe reads the very bytes the id was made from
+    plan = _video_plan(pinned, vid, config, cache)
     absolute = Path(os.path.abspath(path))
     video = VideoInfo(
         id=vid,
@@ -98,7 +98,7 @@ def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None)
         width=plan["width"],
         height=plan["height"],
         has_audio=plan["has_audio"],
-        size_bytes=absolute.stat().st_size,
+        size_bytes=os.stat(pinned).st_size,
     )
     if media.needs_uri(absolute):
         video.uri = media.path_to_uri(absolute)

@@ -46,7 +46,10 @@ _HASH_CHUNK = 1 << 20
 
 # -- naming files ------------------------------------------------------------------------------
 def display_name(path: Path | str | bytes) -> str:
-    """A printable, UTF-8-safe form of a path for messages and records."""
+    """A printable, UTF-8-safe form of a path for messages and records (a pinned file's own name)."""
+    pinned = _PINNED.get(os.fsdecode(path))
+    if pinned is not None:
+        return pinned[2]
     raw = os.fsencode(path)
     return raw.decode("utf-8", errors="replace")
 
@@ -119,10 +122,32 @@ def content_id(path: Path, cache: Cache | None = None) -> str:
 
     Hashing a long video takes seconds, so the result is remembered (in the cache, and for the
     process) under the file's stat stamp (:func:`_stamp`): a rerun on an unchanged file only stats it,
-    and any change of the stamp means hashing again.
+    and any change of the stamp means hashing again. The stamp and the hash come from one open file
+    (``fstat`` of the descriptor that is read), so a file renamed over ``path`` meanwhile cannot lend
+    its bytes to another's stamp.
     """
-    st = check_readable_file(path)
-    stamp = _stamp(path, st)
+    return _identify(path, cache)[0]
+
+
+def _identify(path: Path, cache: Cache | None) -> tuple[str, int, dict]:
+    """(content id, an open descriptor of the file it was made from, that file's stamp)."""
+    check_readable_file(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"{display_name(path)}: cannot open: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{display_name(path)}: not a regular file")
+        stamp = _stamp(path, st)
+        return _id_of(path, fd, stamp, cache), fd, stamp
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _id_of(path: Path, fd: int, stamp: dict, cache: Cache | None) -> str:
     key = CacheKey.of("files", None, "content-id", stamp, "sha256")
     if key.config in _KNOWN_IDS:
         return _KNOWN_IDS[key.config]
@@ -133,17 +158,14 @@ def content_id(path: Path, cache: Cache | None = None) -> str:
             return known
     digest = hashlib.sha256()
     try:
-        with path.open("rb") as fh:
-            while chunk := fh.read(_HASH_CHUNK):
-                digest.update(chunk)
+        offset = 0
+        while chunk := os.pread(fd, _HASH_CHUNK, offset):
+            digest.update(chunk)
+            offset += len(chunk)
     except OSError as exc:
         raise InputError(f"{display_name(path)}: cannot read: {exc.strerror}") from None
     vid = digest.hexdigest()[:16]
-    try:
-        after = path.stat()
-    except OSError:
-        after = None
-    if after is None or _stamp(path, after) != stamp:
+    if _stamp(path, os.fstat(fd)) != stamp:
         raise InputError(
             f"{display_name(path)}: changed while it was being read; run again once it is complete"
         )
@@ -151,6 +173,57 @@ def content_id(path: Path, cache: Cache | None = None) -> str:
     if cache is not None:
         cache.put_json(key, "id.json", vid)
     return vid
+
+
+# -- pinned files: decode the very file whose bytes were hashed ----------------------------------
+#: Descriptors kept open for verified videos: /proc/self/fd/N -> (fd, stamp, shown name). Opening
+#: /proc/self/fd/N reaches the descriptor's own inode, whatever is renamed over the original path.
+_PINNED: dict[str, tuple[int, dict, str]] = {}
+_PIN_LIMIT = 64
+
+
+def pin(path: Path, cache: Cache | None = None) -> tuple[str, Path]:
+    """(content id, a path that reads exactly the bytes that id was made from).
+
+    The file is opened once; its id is made (or recalled) from that descriptor, and every later read
+    goes through the same descriptor (``/proc/self/fd/N``), so a video replaced while a stage decodes
+    it can never have another file's samples computed and cached under its id. An edit in place (the
+    same inode rewritten) moves its modification time or size, which :func:`check_unchanged` notices
+    around each read (not the change time: renaming or unlinking the name moves it, and the bytes read
+    through the descriptor are still the hashed ones). Without ``/proc`` the original path is read and only that check applies.
+    """
+    vid, fd, stamp = _identify(path, cache)
+    for known, (_fd, known_stamp, _name) in _PINNED.items():
+        if known_stamp == stamp:
+            os.close(fd)
+            return vid, Path(known)
+    proc = Path(f"/proc/self/fd/{fd}")
+    if not proc.exists():
+        os.close(fd)
+        return vid, path
+    if len(_PINNED) >= _PIN_LIMIT:
+        old = next(iter(_PINNED))
+        os.close(_PINNED.pop(old)[0])
+    _PINNED[str(proc)] = (fd, stamp, display_name(path))
+    return vid, proc
+
+
+def check_unchanged(path: Path) -> None:
+    """Fail when a pinned file was edited in place (or its descriptor reused) since it was hashed."""
+    pinned = _PINNED.get(str(path))
+    if pinned is None:
+        return
+    fd, stamp, name = pinned
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    same = st is not None and all(
+        getattr(st, f"st_{k}" if k in ("size", "ino", "dev") else f"st_{k}_ns") == stamp[k]
+        for k in ("size", "mtime", "ino", "dev")
+    )
+    if not same:
+        raise InputError(f"{name}: changed while it was being read; run again once it is complete")
 
 
 # -- probing -----------------------------------------------------------------------------------
@@ -175,6 +248,7 @@ class Probe:
 def open_container(path: Path) -> av.container.InputContainer:
     name = display_name(path)
     check_readable_file(path)
+    check_unchanged(path)
     try:
         return av.open(os.fsdecode(path), mode="r")
     except av.error.InvalidDataError:
@@ -263,6 +337,7 @@ def probe(path: Path) -> Probe:
         width, height = vs.codec_context.width or None, vs.codec_context.height or None
     if _display_rotation(path) in (90, 270):
         width, height = height, width
+    check_unchanged(path)
     return Probe(
         duration=max(video_end, audio_end),
         fps=rate,
@@ -333,6 +408,7 @@ def _decode_sampled(path: Path, start: float, end: float, fps: float, max_side: 
                     target += step
         except av.error.FFmpegError as exc:
             log.warning("%s: decoding stopped at %.2f s: %s", name, times[-1] if times else start, exc)
+    check_unchanged(path)
     return Frames(np.asarray(times, dtype=np.float64), images)
 
 
@@ -452,6 +528,7 @@ def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray
                 chunks.append(out.to_ndarray().reshape(-1))
         except av.error.FFmpegError as exc:
             log.warning("%s: audio decoding stopped near %.2f s: %s", name, start + got / rate, exc)
+    check_unchanged(path)
     if first_t is None:
         return np.zeros(n_out, dtype=np.float32)
     audio = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
@@ -526,11 +603,16 @@ def source_path(video: object, cache: Cache | None = None) -> Path:
     st = check_readable_file(path)
     if size is not None and st.st_size != size:
         actual = f"{st.st_size} bytes, the record says {size}"
-    elif expected is not None and (vid := content_id(path, cache)) != expected:
-        actual = f"content id {vid}, the record says {expected}"
     else:
-        _check_duration(path, video)
-        return path
+        vid, pinned = pin(path, cache)
+        if expected is None or vid == expected:
+            if size is not None and os.stat(pinned).st_size != size:
+                actual = f"{os.stat(pinned).st_size} bytes, the record says {size}"
+            else:
+                _check_duration(pinned, video)
+                return pinned
+        else:
+            actual = f"content id {vid}, the record says {expected}"
     raise InputError(
         f"{display_name(path)}: not the video these records were made from ({actual}): the file was "
         "replaced or edited since `m3 segment`; run `m3 segment` on it again and rerun the stages"
