@@ -190,7 +190,8 @@ def pin(path: Path, cache: Cache | None = None) -> tuple[str, Path]:
     it can never have another file's samples computed and cached under its id. An edit in place (the
     same inode rewritten) moves its modification time or size, which :func:`check_unchanged` notices
     around each read (not the change time: renaming or unlinking the name moves it, and the bytes read
-    through the descriptor are still the hashed ones). Without ``/proc`` the original path is read and only that check applies.
+    through the descriptor are still the hashed ones). Without ``/proc`` the original path is read and
+    only that check applies.
     """
     vid, fd, stamp = _identify(path, cache)
     for known, (_fd, known_stamp, _name) in _PINNED.items():
