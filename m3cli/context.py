@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -51,10 +52,33 @@ def settings(ctx: typer.Context, **flags: Any) -> Settings:
     return effective
 
 
-def cache(s: Settings) -> Cache:
+def cache(s: Settings, hold: bool = True) -> Cache:
     from m3cli.stages.core.cache import open_cache
 
-    return open_cache(s.cache_dir, s.cache_max_size)
+    opened = open_cache(s.cache_dir, s.cache_max_size)
+    # Leased from the process's start: in a shell pipe each stage reads all its input before it opens
+    # the cache, so what earlier stages (now exited) wrote must be held from the pipe's start, or a
+    # later stage's writes would evict the voices or crops that `m3 index` reads at the end.
+    if hold:
+        opened.hold(since=process_start())
+    return opened
+
+
+def process_start() -> float:
+    """When this process started (epoch seconds), from /proc; now where that cannot be read."""
+    import time
+
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime, field 22 of proc(5)
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return min(time.time(), boot + ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
 
 
 class _SafeFormatter(logging.Formatter):
