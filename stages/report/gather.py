@@ -22,6 +22,7 @@ from typing import Any
 
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import MemoryStore
+from m3cli.stages.core.redact import mask_credentials
 from m3cli.stages.core.storage import read_file
 from m3cli.stages.memorize import name_fact
 
@@ -296,7 +297,7 @@ def gather(
             "below; `m3 report MEMORY --video ID` writes the page of one.",
         )
     return ReportData(
-        memory=str(store.path),
+        memory=mask_credentials(str(store.path)),  # an s3://KEY:SECRET@ location shows no secret
         meta=dict(store.meta),
         counts=counts,
         videos=videos,
