@@ -121,3 +121,37 @@ def remove_dir(location: str | Path, name: str) -> None:
         return
     store, root = _object_store(location)
     store.delete_dir(f"{root}/{name}")
+
+
+#: What object-store failures say deep inside LanceDB/Lance/pyarrow messages, and what m3 says instead.
+_STORE_FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("NoSuchBucket",), "the bucket does not exist (create it, or check the name)"),
+    (
+        ("Failed to get AWS credentials", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
+         "Missing credentials", "NoCredentialProviders", "403 Forbidden"),
+        "the object store refused the credentials or found none: set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL, AWS_ALLOW_HTTP=true for a local S3 server)",
+    ),
+    (("Connection refused", "dns error", "error sending request", "tcp connect error"),
+     "cannot reach the object store (check AWS_ENDPOINT_URL and the network)"),
+    (("Cannot parse URI", "due to syntax error"),
+     "not a valid object-store URI (a '/' or '@' in a password must be percent-encoded; better, give "
+     "credentials in the AWS_* variables, never in the URI)"),
+)
+
+
+def store_failure(text: str) -> str | None:
+    """A one-line reason for an object-store failure buried in ``text`` (a LanceDB/Lance/pyarrow error
+    message, tens of lines long and possibly quoting the request), or None when it is not one."""
+    for needles, reason in _STORE_FAILURES:
+        if any(n.lower() in text.lower() for n in needles):
+            return reason
+    return None
+
+
+def store_location(argv: list[str]) -> str | None:
+    """The object-store URI named on a command line (masked), for a message that must name it."""
+    for arg in argv:
+        if is_uri(arg):
+            return mask_credentials(arg)
+    return None
