@@ -20,8 +20,9 @@ from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.errors import InputError
 
 STAGE = "segment"
-#: Changes when how clips are planned changes (2: clip 0 from the earliest sample of any stream).
-PLAN_VERSION = 2
+#: Changes when how clips are planned changes (2: clip 0 from the earliest sample of any stream;
+#: 3: still images renamed as videos are refused, not planned as one-frame clips).
+PLAN_VERSION = 3
 
 
 @dataclass(frozen=True)

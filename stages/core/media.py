@@ -299,6 +299,7 @@ def probe(path: Path) -> Probe:
     with open_container(path) as container:
         if not container.streams.video:
             raise InputError(f"{name}: no video stream (audio-only or data file)")
+        _refuse_still_image(container, name)
         vs = container.streams.video[0]
         audio = container.streams.audio[0] if container.streams.audio else None
         tb = float(vs.time_base)
@@ -349,6 +350,15 @@ def probe(path: Path) -> Probe:
         frame_duration=frame_duration,
         start=max(0.0, min(float(times[0]), audio_first)),
     )
+
+
+def _refuse_still_image(container: av.container.InputContainer, name: str) -> None:
+    """A photo (a JPEG or PNG renamed ``.mp4``) opens as a one-frame "video" through FFmpeg's image
+    demuxers; it is refused, not indexed as a clip of 0.04 s."""
+    fmt = container.format.name or ""
+    if fmt in ("image2", "image2pipe") or fmt.endswith("_pipe"):
+        kind = fmt.removesuffix("_pipe").upper()
+        raise InputError(f"{name}: a still image ({kind}), not a video; m3 reads video files")
 
 
 def _check_not_truncated(container: av.container.InputContainer, name: str, seen_end: float) -> None:
