@@ -36,7 +36,7 @@ import orjson
 
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.redact import mask_credentials
-from m3cli.stages.core.storage import is_uri, memory_location, store_failure
+from m3cli.stages.core.storage import is_uri, memory_location, store_failure, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -420,9 +420,7 @@ def _one_line(exc: BaseException) -> str:
 def write_report(path: Path, summary: BatchSummary) -> None:
     """One JSON line per input video (path, status, video id, clips, seconds, error)."""
     blob = b"".join(orjson.dumps(r.to_json()) + b"\n" for r in summary.reports)
-    tmp = Path(f"{path}.tmp")
-    tmp.write_bytes(blob)
-    os.replace(tmp, path)
+    write_atomic(Path(path), blob)  # a device or FIFO (--report /dev/stdout) is written through
 
 
 def check_memory_target(memory: str) -> None:

@@ -3,6 +3,11 @@ outputs written through to devices and FIFOs with the user's umask."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import threading
+
 import pytest
 
 from conftest import DATA, FIXTURE, run_m3
@@ -49,3 +54,59 @@ def test_counts_are_plural_only_when_they_should_be(n, word, text):
     from m3cli.stages.core.sizes import count
 
     assert count(n, word) == text
+
+
+def _umask_run(mask: int, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "m3cli", *map(os.fsdecode, args)],
+        capture_output=True,
+        preexec_fn=lambda: os.umask(mask),
+        timeout=300,
+    )
+
+
+@pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)])
+def test_output_files_honour_the_umask(tmp_path, cache_dir, mask, mode):
+    out = tmp_path / "clips.jsonl"
+    proc = _umask_run(mask, "segment", FIXTURE, "-o", out)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert out.stat().st_mode & 0o777 == mode
+    again = _umask_run(mask, "segment", FIXTURE, "-o", out)  # replacing a file: the same rule
+    assert again.returncode == 0 and out.stat().st_mode & 0o777 == mode
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+def test_output_to_a_device_is_written_through_not_replaced(tmp_path, cache_dir):
+    import stat
+
+    null = tmp_path / "null"
+    os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # a private /dev/null
+    os.chmod(null, 0o666)
+    for args in (("segment", FIXTURE, "-o", null), ("segment", "--clip-seconds", "5", FIXTURE, "-o", null)):
+        proc = run_m3(*args)
+        assert proc.returncode == 0, proc.stderr.decode()
+        st = null.lstat()
+        assert stat.S_ISCHR(st.st_mode) and st.st_rdev == os.makedev(1, 3) and st.st_mode & 0o777 == 0o666
+    assert [p.name for p in tmp_path.iterdir()] in (["null"], ["null", "cache"], ["cache", "null"])
+
+
+def test_output_to_a_fifo_reaches_its_reader(tmp_path, cache_dir):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    proc = run_m3("segment", FIXTURE, "-o", fifo)
+    reader.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert got and got[0].count(b"\n") == 2 and b'"m3.clip/1"' in got[0]  # two clips of 30 s
+    assert fifo.is_fifo()
+    # batch's --report too (a batch of one broken file is quick)
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "bad.mp4").write_bytes(b"not a video")
+    got.clear()
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    proc = run_m3("batch", tmp_path / "in", "-o", tmp_path / "mem.lance", "--report", fifo, env=OFFLINE)
+    reader.join(timeout=60)
+    assert proc.returncode == 1 and got and b'"failed"' in got[0] and fifo.is_fifo()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -61,15 +62,35 @@ def read_file(location: str | Path, name: str) -> bytes | None:
         return fh.read()
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back: there is no other portable way)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def write_atomic(path: Path, data: bytes, sync: bool = False, mode: int | None = None) -> None:
     """Write ``data`` to the local ``path`` via a temporary sibling and a rename: readers see all or
     nothing, and a failed write leaves no partial file. ``sync`` flushes it to disk before the rename
-    (a commit that must survive a crash); ``mode`` replaces mkstemp's 0600."""
+    (a commit that must survive a crash); ``mode`` replaces the default, which is what any new file
+    gets (0666 less the umask), not mkstemp's 0600.
+
+    A target that exists and is not a regular file (``/dev/null``, a FIFO, a terminal, a socket) is
+    written through, never renamed over: ``-o /dev/null`` as root must not replace the device."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        with open(path, "wb", buffering=0) as fh:
+            view = memoryview(data)
+            while view:
+                view = view[fh.write(view) or 0 :]
+        return
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
-        if mode is not None:
-            os.fchmod(fd, mode)
+        os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             if sync:
