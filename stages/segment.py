@@ -25,6 +25,11 @@ STAGE = "segment"
 PLAN_VERSION = 3
 
 
+#: Bounds of ``--clip-seconds``: shorter clips than this are mostly a frame or two (and millions of
+#: records for a long video); longer ones than a day are no clips at all.
+MIN_CLIP_S, MAX_CLIP_S = 0.5, 86400.0
+
+
 @dataclass(frozen=True)
 class SegmentConfig:
     clip_seconds: float = 30.0
@@ -32,6 +37,10 @@ class SegmentConfig:
     def __post_init__(self) -> None:
         if not (self.clip_seconds > 0 and math.isfinite(self.clip_seconds)):
             raise InputError(f"--clip-seconds must be a positive number, got {self.clip_seconds}")
+        if not MIN_CLIP_S <= self.clip_seconds <= MAX_CLIP_S:  # a clip per frame, or one of a year
+            raise InputError(
+                f"--clip-seconds must be within {MIN_CLIP_S:g}..{MAX_CLIP_S:g}, got {self.clip_seconds:g}"
+            )
 
 
 def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:

@@ -42,6 +42,8 @@ AUDIO_RATE = 16000
 DECODER_VERSION = f"pyav-{av.__version__}/2"
 FRAME_JPEG_QUALITY = 95
 _HASH_CHUNK = 1 << 20
+#: The most frames per second a stage may sample from a clip (more than any camera records).
+MAX_SAMPLE_FPS = 120.0
 
 
 # -- naming files ------------------------------------------------------------------------------
@@ -415,8 +417,8 @@ def _decode_sampled(path: Path, start: float, end: float, fps: float, max_side: 
                     continue
                 images.append(_to_rgb(frame, max_side))
                 times.append(t)
-                while target <= t + eps:
-                    target += step
+                # the next sample time after t, computed (a loop of 1/fps steps never ends at 1e9 fps)
+                target = start + (math.floor((t + eps - start) / step) + 1) * step
         except av.error.FFmpegError as exc:
             log.warning("%s: decoding stopped at %.2f s: %s", name, times[-1] if times else start, exc)
     check_unchanged(path)
@@ -464,8 +466,7 @@ def sample_frames(
     cache: Cache | None = None,
 ) -> Frames:
     """RGB frames of one clip sampled at ``fps``, decoded once and cached as JPEG."""
-    if fps <= 0:
-        raise InputError(f"frame rate must be positive, got {fps}")
+    _check_fps(fps)
     key = CacheKey.of(
         video_id,
         clip_index,
@@ -489,13 +490,17 @@ def sample_frames(
     return _unpack_frames(packed)
 
 
+def _check_fps(fps: float) -> None:
+    if not (0 < fps <= MAX_SAMPLE_FPS):
+        raise InputError(f"frame rate must be within (0, {MAX_SAMPLE_FPS}], got {fps:g}")
+
+
 def decode_frames(
     path: Path, start: float, end: float, fps: float = 5.0, max_side: int | None = None
 ) -> Frames:
     """RGB frames of one clip sampled at ``fps`` as the decoder gives them: neither cached nor JPEG
     round-tripped, for a stage that caches what it computes from the frames instead of the frames."""
-    if fps <= 0:
-        raise InputError(f"frame rate must be positive, got {fps}")
+    _check_fps(fps)
     return _decode_sampled(path, start, end, fps, max_side)
 
 

@@ -1,0 +1,89 @@
+"""Hostile or odd input is one line, never a traceback or a hang: config files, option values, records."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from conftest import FIXTURE, HAMILTON, run_m3
+
+
+@pytest.mark.parametrize(
+    "content,says",
+    [
+        (b"a = " + b"[" * 50_000 + b"]" * 50_000, "nested too deeply"),
+        (b"a = " + b"{b=" * 3000 + b"1" + b"}" * 3000, "nested too deeply"),
+        (b'x = "\xff\xfe"\n', "not UTF-8"),
+        (b"\xef\xbb\xbf[llm]\nmodel = 1\x00\n", "not valid TOML"),
+    ],
+)
+def test_a_hostile_config_file_is_one_line(tmp_path, content, says):
+    path = tmp_path / "m3.toml"
+    path.write_bytes(content)
+    for args in (("config", "show"), ("segment", FIXTURE)):
+        proc = run_m3("--config", path, *args)
+        [line] = proc.stderr.decode().strip().splitlines()
+        assert proc.returncode == 1 and line.startswith("m3: error: ") and says in line
+
+
+def test_config_path_says_when_the_file_is_absent(tmp_path):
+    env = {"XDG_CONFIG_HOME": str(tmp_path), "HOME": str(tmp_path)}
+    proc = run_m3("config", "path", env=env)
+    where = proc.stdout.decode().strip()
+    assert (
+        proc.returncode == 0 and where.startswith(str(tmp_path)) and "does not exist" in proc.stderr.decode()
+    )
+    (tmp_path / "m3").mkdir(exist_ok=True)
+    from pathlib import Path
+
+    Path(where).parent.mkdir(parents=True, exist_ok=True)
+    Path(where).write_text("[llm]\n")
+    proc = run_m3("config", "path", env=env)
+    assert proc.stdout.decode().strip() == where and proc.stderr == b""
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (("faces", "--fps", "1e9"), "--fps must be at most 120"),
+        (("faces", "--fps", "inf"), "--fps must be"),
+        (("faces", "--fps", "nan"), "--fps must be"),
+    ],
+)
+def test_unbounded_options_are_refused_at_once(tmp_path, cache_dir, args, says):
+    clips = run_m3("segment", HAMILTON, check=True).stdout
+    started = time.monotonic()
+    proc = run_m3(*args, input=clips)
+    assert time.monotonic() - started < 60
+    [line] = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 1 and says in line
+
+
+@pytest.mark.parametrize(
+    "args,says",
+    [
+        (("run", HAMILTON, "-o", "mem.lance", "--set", "faces.fps=1e9"), "at most 120"),
+        (("segment", "--clip-seconds", "1e-9", FIXTURE), "--clip-seconds must be within"),
+        (("segment", "--clip-seconds", "1e12", FIXTURE), "--clip-seconds must be within"),
+        (("run", HAMILTON, "-o", "mem.lance", "--set", "segment.clip_seconds=0.001"), "within 0.5..86400"),
+    ],
+)
+def test_option_bounds_hold_through_every_way_of_setting_them(tmp_path, cache_dir, args, says):
+    started = time.monotonic()
+    proc = run_m3(*args, cwd=tmp_path, env={"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": ""})
+    assert time.monotonic() - started < 60
+    lines = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1 and says in lines[0], lines
+    assert not (tmp_path / "mem.lance").exists()
+
+
+def test_frame_sampling_beyond_the_bound_is_refused_in_the_library_too():
+    from m3cli.stages.core import media
+    from m3cli.stages.core.errors import InputError
+
+    with pytest.raises(InputError, match="frame rate"):
+        media.decode_frames(HAMILTON, 0.0, 1.0, fps=1e9)
+    frames = media.decode_frames(HAMILTON, 2.0, 3.0, fps=120)  # the bound: every frame of 29.97 fps
+    assert len(frames) in (29, 30)
+    assert len(media.decode_frames(HAMILTON, 2.0, 4.0, fps=5)) == 10
