@@ -87,3 +87,39 @@ def test_frame_sampling_beyond_the_bound_is_refused_in_the_library_too():
     frames = media.decode_frames(HAMILTON, 2.0, 3.0, fps=120)  # the bound: every frame of 29.97 fps
     assert len(frames) in (29, 30)
     assert len(media.decode_frames(HAMILTON, 2.0, 4.0, fps=5)) == 10
+
+
+def _clips(path, seconds: str = "5") -> list[dict]:
+    import orjson
+
+    out = run_m3("segment", "--clip-seconds", seconds, path, check=True).stdout
+    return [orjson.loads(line) for line in out.splitlines()]
+
+
+@pytest.mark.parametrize("end", [3000.0, 60.0, 12.5])
+def test_validate_checks_clip_bounds_against_the_file_itself(cache_dir, end):
+    import orjson
+
+    recs = _clips(HAMILTON)  # a 10-s video in two clips
+    recs[-1]["clip"]["end"] = end
+    for r in recs:  # self-consistent records: only the file shows the lie
+        r["video"]["duration"] = end
+    proc = run_m3("validate", input=b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    [line] = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 1 and "the file lasts 10.020 s" in line
+    genuine = b"".join(orjson.dumps(r) + b"\n" for r in _clips(HAMILTON))
+    proc = run_m3("validate", input=genuine)
+    assert proc.returncode == 0 and proc.stderr.decode().startswith("ok: 2 clip records from 1 video ")
+
+
+def test_validate_without_the_file_says_it_did_not_check(tmp_path, cache_dir):
+    import shutil
+
+    import orjson
+
+    moved = tmp_path / "talk.mp4"
+    shutil.copyfile(HAMILTON, moved)
+    recs = _clips(moved)
+    moved.unlink()
+    proc = run_m3("validate", input=b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    assert proc.returncode == 0 and "1 video file not found, so not checked" in proc.stderr.decode()
