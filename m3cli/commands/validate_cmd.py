@@ -36,11 +36,8 @@ def validate(
         k for r in records for k, v in r.to_json().items() if k not in ("schema", "video", "clip")
     )
     summary = ", ".join(f"{name} {count}" for name, count in sorted(sections.items())) or "no stage sections"
-    echo(
-        f"ok: {count(len(records), 'clip record')} from {count(len(videos), 'video')} ({summary})"
-        + (f"; {count(unchecked, 'video file')} not found, so not checked against the records" if unchecked else ""),
-        err=True,
-    )
+    note = f"; {count(unchecked, 'video file')} not found, so not checked against the records" if unchecked else ""
+    echo(f"ok: {count(len(records), 'clip record')} from {count(len(videos), 'video')} ({summary}){note}", err=True)
 
 
 def _check_against_files(records: list) -> int:
@@ -55,7 +52,7 @@ def _check_against_files(records: list) -> int:
         end, _ = last_end.get(r.video.id, (-1.0, None))
         if r.clip.end > end:
             last_end[r.video.id] = (r.clip.end, r)
-    for vid, (end, r) in last_end.items():
+    for end, r in last_end.values():
         uri = getattr(r.video, "uri", None)
         path = media.uri_to_path(uri) if uri else Path(r.video.path)
         if not path.exists():
