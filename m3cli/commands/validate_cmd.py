@@ -35,9 +35,12 @@ def validate(
     sections = Counter(
         k for r in records for k, v in r.to_json().items() if k not in ("schema", "video", "clip")
     )
-    summary = ", ".join(f"{name} {count}" for name, count in sorted(sections.items())) or "no stage sections"
-    note = f"; {count(unchecked, 'video file')} not found, so not checked against the records" if unchecked else ""
-    echo(f"ok: {count(len(records), 'clip record')} from {count(len(videos), 'video')} ({summary}){note}", err=True)
+    summary = ", ".join(f"{name} {n}" for name, n in sorted(sections.items())) or "no stage sections"
+    note = ""
+    if unchecked:
+        note = f"; {count(unchecked, 'video file')} not found, so not checked against the records"
+    what = f"{count(len(records), 'clip record')} from {count(len(videos), 'video')}"
+    echo(f"ok: {what} ({summary}){note}", err=True)
 
 
 def _check_against_files(records: list) -> int:
