@@ -110,3 +110,19 @@ def test_output_to_a_fifo_reaches_its_reader(tmp_path, cache_dir):
     proc = run_m3("batch", tmp_path / "in", "-o", tmp_path / "mem.lance", "--report", fifo, env=OFFLINE)
     reader.join(timeout=60)
     assert proc.returncode == 1 and got and b'"failed"' in got[0] and fifo.is_fifo()
+
+
+def test_index_ends_with_one_summary_line(tmp_path, cache_dir):
+    import orjson
+    from test_index import pipeline
+
+    recs = pipeline(3)
+    data = b"".join(orjson.dumps(r.to_json()) + b"\n" for r in recs)
+    memory = tmp_path / "mem.lance"
+    proc = run_m3("index", "-o", memory, input=data)
+    assert proc.returncode == 0, proc.stderr.decode()
+    [line] = proc.stderr.decode().strip().splitlines()
+    chars = len({c for r in recs for c in (r.characters or {}).values()})
+    assert line.startswith(f"m3: index: memory {memory}: 1 video, 3 clips, {chars} character")
+    assert line.endswith(" s")
+    assert run_m3("-q", "index", "-o", memory, input=data).stderr == b""  # -q: silent
