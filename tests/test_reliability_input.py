@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -123,3 +124,39 @@ def test_validate_without_the_file_says_it_did_not_check(tmp_path, cache_dir):
     moved.unlink()
     proc = run_m3("validate", input=b"".join(orjson.dumps(r) + b"\n" for r in recs))
     assert proc.returncode == 0 and "1 video file not found, so not checked" in proc.stderr.decode()
+
+
+SHARED = Path("/work/shared/media/video")
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="the shared media folder is not on this machine")
+@pytest.mark.parametrize("name", ["grid_4people_turns", "latentsync_2people_turns"])
+def test_eval_link_reads_the_shared_truth_files(name):
+    """The shared ``*.truth.json`` (turns per panel or side) mean what the hand-written truth of
+    tests/data/link (face spans, regions and an RTTM) says about the same video."""
+    from m3cli.stages.eval.link import read_truth
+
+    shared = read_truth(SHARED / f"{name}.truth.json")
+    written = read_truth(Path(__file__).parent / "data" / "link" / f"{name}.json")
+    assert set(shared) == set(written)
+    for who, person in written.items():
+        flat = [x for span in sorted(shared[who].speech) for x in span]
+        assert flat == pytest.approx([x for span in sorted(person.speech) for x in span], abs=0.01)
+        assert shared[who].face[0][2] == person.face[0][2]  # the same panel of the frame
+        for t in (0.5, 9.0, 17.5):
+            x0, y0, x1, y1 = person.face[0][2]
+            assert shared[who].shows(t, (x0 + x1) / 2, (y0 + y1) / 2)
+
+
+def test_eval_link_cli_accepts_a_turns_truth_file(tmp_path):
+    import orjson
+
+    truth = tmp_path / "t.truth.json"
+    truth.write_bytes(
+        orjson.dumps({"A": "left", "turns": [{"speaker": "A", "side": "middle", "start_s": 0, "end_s": 1}]})
+    )
+    records = tmp_path / "r.jsonl"
+    records.write_bytes(run_m3("segment", HAMILTON, check=True).stdout)
+    proc = run_m3("eval", "link", HAMILTON, "--truth", truth, "--records", records)
+    [line] = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 1 and "unknown panel or side 'middle'" in line
