@@ -126,3 +126,25 @@ def test_index_ends_with_one_summary_line(tmp_path, cache_dir):
     assert line.startswith(f"m3: index: memory {memory}: 1 video, 3 clips, {chars} character")
     assert line.endswith(" s")
     assert run_m3("-q", "index", "-o", memory, input=data).stderr == b""  # -q: silent
+
+
+def test_install_steps_say_what_they_do_while_they_run(tmp_path):
+    """install.sh runs each quiet pip step through scripts/with_ticker.sh: named at the start, a line
+    every M3_TICK seconds while it runs, and its outcome; the command's exit status is kept."""
+    from conftest import ROOT
+
+    ticker = ROOT / "scripts" / "with_ticker.sh"
+    env = {**os.environ, "M3_TICK": "1"}
+    slow = [sys.executable, "-c", "import time; time.sleep(3.5)"]
+    proc = subprocess.run([ticker, "installing the thing", *slow], capture_output=True, env=env, timeout=60)
+    lines = proc.stderr.decode().splitlines()
+    assert proc.returncode == 0 and lines[0] == "m3 install: installing the thing ..."
+    assert sum(line.startswith("m3 install: still installing the thing (") for line in lines) >= 2
+    assert lines[-1].startswith("m3 install: done installing the thing in ")
+    failed = subprocess.run(
+        [ticker, "failing", sys.executable, "-c", "raise SystemExit(3)"], capture_output=True
+    )
+    assert failed.returncode == 3 and b"FAILED failing (exit 3)" in failed.stderr
+    install = (ROOT / "scripts" / "install.sh").read_text()
+    assert install.count('"$tick" "') == 4  # venv, pip, torch, m3: every step named
+    assert "installing m3 into .venv" in (ROOT / "examples" / "quickstart.sh").read_text()
