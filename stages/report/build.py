@@ -74,7 +74,7 @@ def write_report(
         if made:
             thumbs[(v.id, c.id)] = made
         if c.voice_sample is not None:
-            audio = voice_sample(*c.voice_sample)
+            audio = voice_sample(*c.voice_sample, video_id=v.id)  # only from that very video
             if audio:
                 voices[(v.id, c.id)] = audio
     page = _pin_script(render(data, thumbs, voices, answers_total))

@@ -14,6 +14,7 @@ whole of every clip its faces and voices occur in (the entities table's ``clips`
 from __future__ import annotations
 
 import base64
+import logging
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -49,6 +50,8 @@ SPAN_RE = re.compile(r"from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) s")
 SPEECH_RE = re.compile(r'says: "(.*)"\s*$', re.S)
 #: Node kinds read for every video whatever clip range is shown: few per video, and cards need them.
 CARD_KINDS = ("character", "relationship", "global")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -479,12 +482,21 @@ def _crop(memory: str | Path, entity: str, value: str) -> Crop:
     if value.startswith("data:"):
         return Crop(entity, None, value)
     path = Path(value)
-    if not isinstance(memory, Path) and not path.is_absolute():
+    # a memory is untrusted input: its crops are read only from inside it (never an absolute path,
+    # never one that climbs out with '..' or through a symlink), else the page shows initials
+    if path.is_absolute() or ".." in path.parts or "\\" in value:
+        log.warning("crop of %s names %r, outside the memory: not shown", entity, value)
+        return Crop(entity, None, None)
+    if not isinstance(memory, Path):
         data = read_file(memory, value)
         uri = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii") if data else None
         return Crop(entity, None, uri)
-    candidates = [path] if path.is_absolute() else [memory / path, memory.parent / path, path]
-    found = next((p for p in candidates if p.is_file()), None)
+    root = memory.resolve()
+    found = (memory / path).resolve()
+    if not found.is_relative_to(root) or not found.is_file():
+        if found.exists():
+            log.warning("crop of %s names %r, outside the memory: not shown", entity, value)
+        return Crop(entity, None, None)
     return Crop(entity, found, None)
 
 
