@@ -34,6 +34,7 @@ class VideoInfo(_Open):
     height: int | None = Field(default=None, ge=0)
     has_audio: bool | None = None
     size_bytes: int | None = Field(default=None, ge=0)
+    audio_track: int | None = Field(default=None, ge=0)  # set when the file has several audio tracks
 
 
 class ClipInfo(_Open):

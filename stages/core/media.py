@@ -211,6 +211,23 @@ def pin(path: Path, cache: Cache | None = None) -> tuple[str, Path]:
     return vid, proc
 
 
+#: Audio track to decode for a pinned path (set by :func:`source_path` from the record).
+_TRACKS: dict[str, int] = {}
+
+
+def audio_track_of(path: Path) -> int:
+    """The audio track a pinned file is heard through (0, the first, unless a record chose another)."""
+    return _TRACKS.get(str(path), 0)
+
+
+def track_video_id(content: str, audio_track: int) -> str:
+    """The video id of a file heard through ``audio_track``: the content id for the first track, a
+    derived id for any other, so everything computed from one track is cached apart from the others."""
+    if not audio_track:
+        return content
+    return hashlib.sha256(f"{content}:audio-track={audio_track}".encode()).hexdigest()[:16]
+
+
 def check_unchanged(path: Path) -> None:
     """Fail when a pinned file was edited in place (or its descriptor reused) since it was hashed."""
     pinned = _PINNED.get(str(path))
@@ -246,6 +263,7 @@ class Probe:
     frame_times: np.ndarray  # presentation times (s) of every video frame, sorted
     frame_duration: float
     start: float = 0.0
+    audio_tracks: int = 0  # how many the file has; the one used is the one asked for
 
 
 def open_container(path: Path) -> av.container.InputContainer:
@@ -295,15 +313,21 @@ def _display_rotation(path: Path) -> int:
     return 0
 
 
-def probe(path: Path) -> Probe:
-    """Demux the video stream (and the first audio stream) and collect every frame's presentation time."""
+def probe(path: Path, audio_track: int = 0) -> Probe:
+    """Demux the video stream (and audio track ``audio_track``); collect every frame's presentation time."""
     name = display_name(path)
     with open_container(path) as container:
         if not container.streams.video:
             raise InputError(f"{name}: no video stream (audio-only or data file)")
         _refuse_still_image(container, name)
         vs = container.streams.video[0]
-        audio = container.streams.audio[0] if container.streams.audio else None
+        tracks = len(container.streams.audio)
+        if audio_track and audio_track >= tracks:
+            raise InputError(
+                f"{name}: --audio-track {audio_track} does not exist: the file has "
+                + (f"audio tracks 0..{tracks - 1}" if tracks else "no audio")
+            )
+        audio = container.streams.audio[audio_track] if tracks else None
         tb = float(vs.time_base)
         origin = _origin(container)
         pts: list[int] = []
@@ -351,6 +375,7 @@ def probe(path: Path) -> Probe:
         frame_times=times,
         frame_duration=frame_duration,
         start=max(0.0, min(float(times[0]), audio_first)),
+        audio_tracks=tracks,
     )
 
 
@@ -518,7 +543,10 @@ def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray
     with open_container(path) as container:
         if not container.streams.audio:
             return np.zeros(0, dtype=np.float32)
-        stream = container.streams.audio[0]
+        track = audio_track_of(path)
+        if track >= len(container.streams.audio):
+            raise InputError(f"{name}: audio track {track} does not exist in this file")
+        stream = container.streams.audio[track]
         origin = _origin(container)
         resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
         _seek_to(container, stream, start, origin)
@@ -568,9 +596,9 @@ def clip_audio(
     cache: Cache | None = None,
 ) -> np.ndarray:
     """Mono float32 audio of [start, end) at ``rate`` Hz (empty if the video has no audio)."""
-    key = CacheKey.of(
-        video_id, clip_index, "audio", {"start": start, "end": end, "rate": rate}, DECODER_VERSION
-    )
+    track = audio_track_of(path)
+    settings = {"start": start, "end": end, "rate": rate, **({"track": track} if track else {})}
+    key = CacheKey.of(video_id, clip_index, "audio", settings, DECODER_VERSION)
     if cache is not None:
         stored = cache.get_arrays(key, "audio.npz")
         if stored is not None:
@@ -621,7 +649,12 @@ def source_path(video: object, cache: Cache | None = None) -> Path:
         actual = f"{st.st_size} bytes, the record says {size}"
     else:
         vid, pinned = pin(path, cache)
+        track = getattr(video, "audio_track", None)
+        if track is None and expected is not None and vid != expected:  # a record without the field
+            track = next((k for k in range(1, 64) if track_video_id(vid, k) == expected), 0)
+        vid = track_video_id(vid, track or 0)
         if expected is None or vid == expected:
+            _TRACKS[str(pinned)] = track or 0
             if size is not None and os.stat(pinned).st_size != size:
                 actual = f"{os.stat(pinned).st_size} bytes, the record says {size}"
             else:
