@@ -160,3 +160,27 @@ def test_eval_link_cli_accepts_a_turns_truth_file(tmp_path):
     proc = run_m3("eval", "link", HAMILTON, "--truth", truth, "--records", records)
     [line] = proc.stderr.decode().strip().splitlines()
     assert proc.returncode == 1 and "unknown panel or side 'middle'" in line
+
+
+def test_another_networks_export_under_the_segmentation_name_is_one_line(tmp_path, monkeypatch):
+    """A valid ONNX of CAM++ copied over the segmentation-3.0 export in the model store."""
+    import shutil
+
+    from m3cli.stages.backends import onnx_export, segmentation
+    from m3cli.stages.core.errors import M3Error
+
+    real_store = onnx_export.model_store()
+    campplus = next(real_store.glob("campplus-*.onnx"), None)
+    segment = next(real_store.glob("segmentation-3.0-*.onnx"), None)
+    if campplus is None or segment is None:
+        pytest.skip("the speaker networks were not exported on this machine yet")
+    monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path))
+    shutil.copyfile(campplus, tmp_path / segment.name)
+    onnx_export._SESSIONS.__init__()  # this process opened none of them from this store
+    with pytest.raises(M3Error, match="not a segmentation-3.0 export") as caught:
+        segmentation.SegmentationModel()
+    assert "\n" not in str(caught.value)
+    (tmp_path / segment.name).unlink()
+    shutil.copyfile(segment, tmp_path / segment.name)  # the right file: it loads
+    onnx_export._SESSIONS.__init__()
+    assert segmentation.SegmentationModel().frame_step > 0

@@ -107,3 +107,23 @@ def test_a_clip_path_naming_another_file_gives_no_audio(memory, tmp_path, which)
     crafted = _craft(memory, tmp_path / "m.lance", video=str(moved))
     page, _ = _page(crafted, tmp_path / "p2.html")
     assert page.count("data:audio/ogg") == 1
+
+
+@pytest.mark.parametrize("damage", ["missing version", "truncated data", "emptied data"])
+def test_a_damaged_memory_is_one_line(memory, tmp_path, damage):
+    import orjson
+
+    crafted = tmp_path / "m.lance"
+    shutil.copytree(memory, crafted)
+    if damage == "missing version":
+        manifest = orjson.loads((crafted / MANIFEST).read_bytes())
+        manifest["tables"]["nodes"] = 99
+        (crafted / MANIFEST).write_bytes(orjson.dumps(manifest))
+    else:
+        for f in (crafted / "nodes.lance" / "data").iterdir():
+            os.truncate(f, f.stat().st_size // 2 if damage == "truncated data" else 0)
+    proc = run_m3("report", crafted, "-o", tmp_path / "p.html")
+    lines = proc.stderr.decode().strip().splitlines()
+    assert proc.returncode == 1 and len(lines) == 1, lines
+    assert "the memory is damaged" in lines[0] and "rebuild it with `m3 index -o`" in lines[0]
+    assert not (tmp_path / "p.html").exists()

@@ -176,3 +176,22 @@ def store_location(argv: list[str]) -> str | None:
         if is_uri(arg):
             return mask_credentials(arg)
     return None
+
+
+def damaged_memory(location: str | Path, exc: BaseException) -> M3Error:
+    """One line for a memory whose tables cannot be read as its manifest names them: a version that is
+    gone, a data file cut short or overwritten. The message keeps the engine's first line (cut short):
+    an object-store reason in it is still recognised (:func:`store_failure`)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if store_failure(text) is not None:
+        return M3Error(f"{mask_credentials(str(location))}: {store_failure(text)}")
+    if "no longer exists" in text or "_versions" in text and "not found" in text.lower():
+        why = "a table version its manifest names is missing"
+    elif "fill whole buffer" in text or "truncated" in text.lower() or "corrupt" in text.lower():
+        why = "a data file is truncated or damaged"
+    else:
+        why = "its tables cannot be read"
+    return M3Error(
+        f"{mask_credentials(str(location))}: the memory is damaged ({why}: {mask_credentials(text)[:160]}); "
+        "rebuild it with `m3 index -o` from the records, or restore a copy"
+    )

@@ -17,7 +17,7 @@ from pathlib import Path
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import open_memory
-from m3cli.stages.core.storage import write_atomic
+from m3cli.stages.core.storage import damaged_memory, write_atomic
 from m3cli.stages.report.answers import read_answers
 from m3cli.stages.report.gather import ReportLimits, gather
 from m3cli.stages.report.media import thumbnail, voice_sample
@@ -63,8 +63,11 @@ def write_report(
             f"-o {output}: is a directory; name the HTML file to write, e.g. {output / 'report.html'}"
         )
     answer_rows, answers_total = read_answers(answers, limits.max_answers) if answers else ([], 0)
-    store = open_memory(memory)
-    data = gather(store, video, clips, limits)
+    try:
+        store = open_memory(memory)
+        data = gather(store, video, clips, limits)
+    except (OSError, ValueError, RuntimeError) as exc:  # the engine's errors: one line, not a traceback
+        raise damaged_memory(memory, exc) from None
     data.answers = answer_rows
     thumbs: dict[tuple[str, str], list[str]] = {}
     voices: dict[tuple[str, str], str] = {}
