@@ -10,7 +10,6 @@ import shlex
 import sys
 
 import pytest
-
 from test_index import pipeline
 from test_memory_commit import fill, in_small_fs, jsonl, needs_small_fs
 
