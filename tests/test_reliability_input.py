@@ -184,3 +184,38 @@ def test_another_networks_export_under_the_segmentation_name_is_one_line(tmp_pat
     shutil.copyfile(segment, tmp_path / segment.name)  # the right file: it loads
     onnx_export._SESSIONS.__init__()
     assert segmentation.SegmentationModel().frame_step > 0
+
+
+@pytest.mark.parametrize("where", ["utterance", "memory line", "both"])
+def test_a_huge_text_field_is_refused_without_gigabytes(tmp_path, cache_dir, where):
+    """A 50 MB utterance (and the memory line quoting it) used to cost abstract and index ~7 GB of RSS;
+    now the record is refused as it is read, in one line, well under a gigabyte."""
+    import resource
+    import subprocess
+    import sys
+
+    import orjson
+    from test_index import pipeline
+
+    big = "word " * 10_000_000  # 50 MB
+    recs = [r.to_json() for r in pipeline(2)]
+    if where in ("utterance", "both"):
+        recs[0]["utterances"][0]["text"] = big
+    if where in ("memory line", "both"):
+        recs[0]["memory"]["episodic"][0]["text"] = f'<voice_1> says: "{big}"'
+    path = tmp_path / "big.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    for args in (("abstract", path), ("index", "-o", tmp_path / "m.lance", path)):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        proc = subprocess.run(
+            [sys.executable, "-m", "m3cli", *map(str, args)], capture_output=True, timeout=300
+        )
+        peak_mb = max(before, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss) / 1024
+        [line] = proc.stderr.decode().strip().splitlines()
+        assert proc.returncode == 1 and "at most 100000 characters" in line and f"{path}:1:" in line
+        assert peak_mb < 1500, peak_mb
+    # a long but plausible utterance (20 000 characters) still goes through
+    recs = [r.to_json() for r in pipeline(2)]
+    recs[0]["utterances"][0]["text"] = "word " * 4000
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    assert run_m3("abstract", path).returncode == 0
