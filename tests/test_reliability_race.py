@@ -65,7 +65,10 @@ def test_segment_under_renames_never_caches_another_files_plan(tmp_path, two_vid
     swapper.start()
     outcomes = {"ok": 0, "refused": 0}
     try:
-        for _ in range(40):
+        deadline = time.monotonic() + 30
+        for i in range(400):
+            if i >= 40 and (outcomes["ok"] >= 3 or time.monotonic() > deadline):
+                break
             _reset_process_memory()
             try:
                 records = segment_video(target, SegmentConfig(clip_seconds=5), cache)
@@ -105,7 +108,10 @@ def test_clip_audio_under_renames_is_the_audio_of_the_recorded_id(tmp_path, two_
     swapper.start()
     served = 0
     try:
-        for i in range(30):
+        deadline = time.monotonic() + 30  # enough tries, however loaded the machine, to be served some
+        for i in range(400):
+            if i >= 30 and (served >= 3 or time.monotonic() > deadline):
+                break
             _reset_process_memory()
             try:
                 path = media.source_path(video, cache)
