@@ -666,7 +666,7 @@ def read_audio_file(path: Path, cache: Cache | None = None) -> tuple[str, np.nda
     """
     import soundfile as sf
 
-    vid = media.content_id(path, cache)
+    vid, path = media.pin(path, cache)  # read the very bytes the id was made from
     try:
         data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, TypeError):
