@@ -51,6 +51,7 @@ from m3cli.stages.backends.asr import (
     make_asr,
     make_diarizer,
     make_vad,
+    merge_spans,
 )
 from m3cli.stages.backends.speaker import (
     SPEAKER_BACKENDS,
@@ -294,7 +295,7 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
             pipe.config.max_speakers,
             pipe.config.num_speakers,
         )
-    utterances = split_by_speaker(transcript.segments, turns, relabel=False)
+    utterances = fit_to_turns(split_by_speaker(transcript.segments, turns, relabel=False), turns)
     turns = _same_labels(utterances, turns)
     if not utterances:
         log.info("%.1f s of speech found but the recogniser produced no words", speech_seconds)
@@ -478,6 +479,8 @@ def split_by_speaker(
             paused = group and w.start - group[-1].end > MAX_WORD_GAP
             if paused and turns and _within_turn(current, group[-1].end, w.start, turns):
                 paused = False  # the speaker goes on talking (words the ASR missed): one utterance
+            if group and not paused and spk == current:
+                paused = _other_speaks(current, group[-1].end, w.start, turns)
             if group and (spk != current or paused):
                 out.append(_from_words(group, current))
                 group = []
@@ -491,6 +494,76 @@ def split_by_speaker(
             if u["speaker_local"] is not None:
                 u["speaker_local"] = names.setdefault(u["speaker_local"], f"S{len(names)}")
     return out
+
+
+def _other_speaks(speaker: str | None, start: float, end: float, turns: Sequence[SpeakerTurn]) -> bool:
+    """Whether another speaker holds the floor alone for at least ``MIN_UTTERANCE`` inside [start, end]:
+    one person's words on both sides of it are two utterances (grid: "C2 again." once spanned
+    10.34-13.92 s across another speaker's turn)."""
+    if end - start < MIN_UTTERANCE:
+        return False
+    mine = [(t.start, t.end) for t in turns if t.speaker == speaker]
+    others = [(max(t.start, start), min(t.end, end)) for t in turns if t.speaker != speaker]
+    alone = _minus([(a, b) for a, b in others if b > a], mine)
+    return sum(b - a for a, b in alone) >= MIN_UTTERANCE
+
+
+def _minus(spans: Sequence[Span], holes: Sequence[Span]) -> list[Span]:
+    """The parts of ``spans`` outside every hole."""
+    out: list[Span] = []
+    for s, e in merge_spans(spans):
+        cur = s
+        for hs, he in merge_spans(holes):
+            if he <= cur or hs >= e:
+                continue
+            if hs > cur:
+                out.append((cur, hs))
+            cur = max(cur, he)
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
+def fit_to_turns(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> list[dict]:
+    """Utterance times from the turns: who spoke when is the diarizer's, the words say what.
+
+    Whisper's word times are tight around what it recognised and wrong at the edges (tiny.en's
+    utterances covered 19 s of dev00's 28 s of speech, its turns all of it; a stretched "now." ran a
+    second past its speaker's turn on the grid video), so each utterance is cut to the stretches of its
+    speaker's turns it touches (a stretch: overlapping or touching turns of one speaker) and widened to
+    fill them: the first utterance of a stretch starts where the stretch starts, each ends where the
+    next one of its speaker begins, the last ends where the stretch ends. Word times are kept inside
+    their utterance. An utterance whose speaker has no turn where it lies keeps its word times.
+    ``utterances`` carry the turns' labels in ``speaker_local``; changed in place and returned."""
+    stretches: dict[str, list[Span]] = {}
+    for t in turns:
+        stretches.setdefault(t.speaker, []).append((t.start, t.end))
+    stretches = {k: merge_spans(v) for k, v in stretches.items()}
+    by_speaker: dict[str, list[tuple[dict, list[int]]]] = {}
+    for u in utterances:
+        spans = stretches.get(u["speaker_local"] or "", [])
+        touched = [k for k, (a, b) in enumerate(spans) if min(u["end"], b) > max(u["start"], a)]
+        if touched:
+            by_speaker.setdefault(u["speaker_local"], []).append((u, touched))
+    for speaker, items in by_speaker.items():
+        spans = stretches[speaker]
+        items.sort(key=lambda item: item[0]["start"])
+        for i, (u, touched) in enumerate(items):
+            lo, hi = spans[touched[0]][0], spans[touched[-1]][1]
+            prev_same = i > 0 and items[i - 1][1][-1] == touched[0]
+            next_same = i + 1 < len(items) and items[i + 1][1][0] == touched[-1]
+            start = max(u["start"], lo) if prev_same else lo
+            end = min(max(u["end"], items[i + 1][0]["start"]), hi) if next_same else hi
+            _retime(u, start, max(end, start + MIN_UTTERANCE))
+    return utterances
+
+
+def _retime(u: dict, start: float, end: float) -> None:
+    """Give utterance ``u`` the span [start, end], its words clamped inside it."""
+    u["start"], u["end"] = round(start, 3), round(end, 3)
+    for w in u["words"]:
+        w["start"] = round(min(max(w["start"], start), end), 3)
+        w["end"] = round(min(max(w["end"], w["start"]), end), 3)
 
 
 def is_spoken(text: str) -> bool:
