@@ -25,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DATA = ROOT / "tests" / "data"
+HEAR_TURNS = True  # the stage's ASR hears VAD speech and the turns (False: VAD speech alone, as before)
 SHARED = ROOT.parent.parent / "shared" / "media"
 if not SHARED.is_dir():
     SHARED = Path("/work/shared/media")
@@ -33,9 +34,15 @@ if not SHARED.is_dir():
 def recordings() -> list[tuple[str, Path, Path, Path | None]]:
     """(name, media, rttm, uem) of every recording with reference turns that is present here."""
     diar = SHARED / "diarization"
-    out = [(n, DATA / f"{n}.wav", DATA / "debug.development.rttm", DATA / "debug.development.uem") for n in ("dev00", "dev01")]
+    out = [
+        (n, DATA / f"{n}.wav", DATA / "debug.development.rttm", DATA / "debug.development.uem")
+        for n in ("dev00", "dev01")
+    ]
     out.append(("sample", diar / "sample.wav", diar / "sample.rttm", None))
-    out += [(f"trn{i:02d}", diar / f"trn{i:02d}.wav", diar / "debug.train.rttm", diar / "debug.train.uem") for i in range(10)]
+    out += [
+        (f"trn{i:02d}", diar / f"trn{i:02d}.wav", diar / "debug.train.rttm", diar / "debug.train.uem")
+        for i in range(10)
+    ]
     out.append(("katiesteve", diar / "katiesteve.wav", diar / "katiesteve.rttm", None))
     for name in ("latentsync_2people_turns", "grid_4people_turns"):
         out.append((name, DATA / "link" / f"{name}.mp4", DATA / "link" / f"{name}.rttm", None))
@@ -43,21 +50,23 @@ def recordings() -> list[tuple[str, Path, Path, Path | None]]:
 
 
 def perceive(path: Path) -> dict:
-    """VAD regions, the transcript on the audio's clock, and the turns (default configuration)."""
+    """VAD regions, turns, and the transcript on the audio's clock, as the stage computes them."""
+    from m3cli.stages.backends.asr import merge_spans
     from m3cli.stages.diarize import DiarizeConfig, Pipeline, _relabel, read_audio_file, transcribe_speech
 
     pipe = Pipeline(DiarizeConfig())
     _, audio = read_audio_file(path)
     speech = pipe.vad.speech(audio)
-    transcript = transcribe_speech(audio, speech, pipe.asr, None)
     found = pipe.diarizer.turns(audio, None, None, speech=speech)
     turns = _relabel([(t.start, t.end, t.speaker) for t in found])
-    return {"duration": len(audio) / 16000, "speech": speech, "transcript": transcript, "turns": turns}
+    heard = merge_spans([*speech, *((t.start, t.end) for t in turns)]) if HEAR_TURNS else speech
+    transcript = transcribe_speech(audio, heard, pipe.asr, None)
+    return {"duration": len(audio) / 16000, "speech": heard, "transcript": transcript, "turns": turns}
 
 
 def measure(name: str, got: dict, ref, uem, fit: bool = True) -> dict:
     from m3cli.stages.diarize import fit_to_turns, split_by_speaker
-    from m3cli.stages.eval.audio import diarization_error, merge_regions, subtract_regions, _crop_regions
+    from m3cli.stages.eval.audio import _crop_regions, diarization_error, merge_regions, subtract_regions
 
     utts = split_by_speaker(got["transcript"].segments, got["turns"], relabel=False)
     if fit:
@@ -100,7 +109,8 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="recompute the pickled perception")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    print(f"{'file':26s} {'turnDER':>7s} {'uttDER':>7s} {'lost':>6s} {'vad':>5s} {'asr':>5s} {'words':>5s} {'split':>5s}")
+    head = ["turnDER", "uttDER", "lost", "vad", "asr", "words", "split"]
+    print(f"{'file':26s} " + " ".join(f"{h:>7s}" for h in head))
     for name, path, rttm, uem_path in recordings():
         if args.only and name not in args.only:
             continue

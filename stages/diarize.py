@@ -76,6 +76,7 @@ STAGE_VERSION = "diarize/7"  # 3: words stay out of long pauses; one turn, one u
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
+PADDING_EPS = 0.02  # Whisper's time step (s): a word starting this close to the audio's end is padding
 MIN_UTTERANCE = 0.1  # a shorter utterance is widened to this around its middle (s): a zero-length one
 # overlaps no turn, so it could name a speaker no turn has (libri5 once had "-" at 5.392-5.392 s)
 
@@ -253,15 +254,10 @@ def _dist_version(dist: str) -> str:
 
 def _identity_asr(config: DiarizeConfig) -> str:
     if config.backend == "faster-whisper":
-        from m3cli.stages.backends.asr_faster_whisper import (
-            BEAM_SIZE,
-            TEMPERATURES,
-            _fingerprint,
-            resolve_model,
-        )
+        from m3cli.stages.backends.asr_faster_whisper import _fingerprint, decode_options, resolve_model
 
         load_from, name = resolve_model(config.model)
-        return f"faster-whisper {name} {_fingerprint(load_from)} beam {BEAM_SIZE} T {TEMPERATURES}"
+        return f"faster-whisper {name} {_fingerprint(load_from)} {sorted(decode_options().items())}"
     return f"{config.backend} {config.model}"
 
 
@@ -277,7 +273,6 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     speech_seconds = round(sum(e - s for s, e in speech), 3)
     if not speech:
         return ClipResult([], [], pipe.config.language, 0.0)
-    transcript = transcribe_speech(audio, speech, pipe.asr, pipe.config.language)
     if pipe.config.diarizer_name == "overlap":
         found = pipe.diarizer.turns(  # type: ignore[union-attr, call-arg]
             audio, pipe.config.max_speakers, pipe.config.num_speakers, speech=speech
@@ -295,6 +290,10 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
             pipe.config.max_speakers,
             pipe.config.num_speakers,
         )
+    # the ASR hears the turns too: speech the VAD gated out but the diarizer heard (0.6 s of trn07,
+    # 0.7 s of trn00) was otherwise in a turn that no word could reach
+    heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])
+    transcript = transcribe_speech(audio, heard, pipe.asr, pipe.config.language)
     utterances = fit_to_turns(split_by_speaker(transcript.segments, turns, relabel=False), turns)
     turns = _same_labels(utterances, turns)
     if not utterances:
@@ -332,9 +331,13 @@ def transcribe_speech(
         return start, max(start, back(b, kb))
 
     raw = asr.transcribe(joined, language)
+    heard_until = len(joined) / RATE - PADDING_EPS
     segments = []
     for seg in raw.segments:
-        words = tuple(Word(*span(w.start, w.end), w.word, w.p) for w in seg.words)
+        # a word that starts after the audio ended was read from Whisper's zero padding
+        words = tuple(Word(*span(w.start, w.end), w.word, w.p) for w in seg.words if w.start < heard_until)
+        if seg.words and not words:
+            continue
         start = back(seg.start, piece(seg.start, False))  # a segment may span pieces: map each end alone
         segments.append(AsrSegment(start, max(start, back(seg.end, piece(seg.end, True))), seg.text, words))
     return Transcript(tuple(segments), raw.language)

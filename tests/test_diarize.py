@@ -15,10 +15,12 @@ from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import M3Error
 from m3cli.stages.diarize import (
+    STAGE,
     DiarizeConfig,
     Pipeline,
     diarize_audio,
     diarize_file,
+    fit_to_turns,
     split_by_speaker,
     windows_over,
 )
@@ -213,3 +215,80 @@ def test_windows_cover_each_speech_region():
     assert wins[0] == (0.0, 1.0)
     assert wins[1] == (2.0, 4.0) and wins[-1] == pytest.approx((3.2, 5.2))
     assert all(2.0 <= a and b <= 5.2 + 1e-9 for a, b in wins[1:])
+
+
+@pytest.mark.slow
+def test_pipe_run_and_batch_write_one_diarize_result(tmp_path):
+    """One cache key, one result: the shell pipe, `m3 run` and `m3 batch`, each on a fresh cache, store
+    byte-identical diarize results (they once stored "both" / "The first" vs "both the first time"),
+    and the pipe's and `m3 run`'s records are byte-identical."""
+    video = DATA / "link" / "latentsync_2people_turns.mp4"
+    caches = {name: tmp_path / name for name in ("pipe", "run", "batch")}
+    seg = run_m3("segment", video, env={"M3_CACHE": str(caches["pipe"])}, check=True)
+    pipe = run_m3("diarize", input=seg.stdout, env={"M3_CACHE": str(caches["pipe"])}, check=True).stdout
+    out = tmp_path / "run.jsonl"
+    run_m3("run", video, "--until", "diarize", "-o", out, env={"M3_CACHE": str(caches["run"])}, check=True)
+    batch_env = {"M3_CACHE": str(caches["batch"])}
+    run_m3("batch", video, "-o", tmp_path / "mem", "--offline", env=batch_env, check=True)
+    assert out.read_bytes() == pipe
+    stored = {}
+    for name, cache in caches.items():
+        results = sorted((cache / "v1" / STAGE).rglob("result.json"))
+        assert len(results) == 1, name
+        stored[name] = (results[0].relative_to(cache), results[0].read_bytes())
+    assert stored["pipe"] == stored["run"] == stored["batch"]
+    texts = [u["text"] for rec in map(orjson.loads, pipe.splitlines()) for u in rec["utterances"]]
+    assert texts and all(any(c.isalnum() for c in t) for t in texts)
+
+
+def test_utterances_take_their_times_from_the_turns():
+    turns = [SpeakerTurn(0.0, 2.0, "A"), SpeakerTurn(2.1, 2.6, "B"), SpeakerTurn(2.7, 6.0, "A")]
+    words = (
+        Word(0.6, 0.9, " one", 0.9),
+        Word(1.5, 2.4, " two", 0.9),  # stretched into B's turn
+        Word(2.9, 3.1, " three", 0.9),
+        Word(4.6, 4.8, " four", 0.9),
+    )
+    seg = AsrSegment(0.6, 4.8, "one two three four", words)
+    cut = split_by_speaker([seg], turns, relabel=False)
+    # B holds the floor alone between "two" and "three": A's words on both sides are two utterances
+    assert [u["text"] for u in cut] == ["one two", "three four"]
+    fitted = fit_to_turns(cut, turns)
+    assert [(u["start"], u["end"], u["speaker_local"]) for u in fitted] == [(0.0, 2.0, "A"), (2.7, 6.0, "A")]
+    assert fitted[0]["words"][-1]["end"] == 2.0  # word times stay inside their utterance
+    # two sentences in one stretch tile it; an utterance of a speaker with no turn there keeps its times
+    two = [
+        AsrSegment(0.5, 0.9, "a", (Word(0.5, 0.9, " a", 0.9),)),
+        AsrSegment(1.2, 1.4, "b", (Word(1.2, 1.4, " b"),)),
+    ]
+    tiled = fit_to_turns(split_by_speaker(two, turns[:1], relabel=False), turns[:1])
+    assert [(u["start"], u["end"]) for u in tiled] == [(0.0, 1.2), (1.2, 2.0)]
+    alone = fit_to_turns([{"start": 7.0, "end": 7.5, "text": "x", "words": [], "speaker_local": "A"}], turns)
+    assert (alone[0]["start"], alone[0]["end"]) == (7.0, 7.5)
+
+
+@pytest.mark.slow
+def test_grid_utterances_keep_to_their_speakers_turns(tmp_path):
+    """grid_4people_turns: every utterance lies in its own speaker's turns (``<voice_2>: C2 again.`` once
+    spanned 10.34-13.92 s across another speaker's turn), utterance DER is within 5 points of turn
+    DER, and no reference speech the turns hold is left without an utterance."""
+    from m3cli.stages.eval.audio import untranscribed
+
+    video = DATA / "link" / "grid_4people_turns.mp4"
+    res = diarize_file(video, DiarizeConfig(), RunContext(cache=Cache(tmp_path)))
+    ref = read_rttm(DATA / "link" / "grid_4people_turns.rttm")["grid_4people_turns"]
+    turns = [(t.start, t.end, t.speaker) for t in res.turns]
+    utts = [(u["start"], u["end"], u["speaker_local"]) for u in res.utterances]
+    for start, end, speaker in utts:
+        assert end - start >= 0.1
+        others = [
+            (max(a, start), min(b, end)) for a, b, s in turns if s != speaker and min(b, end) > max(a, start)
+        ]
+        mine = [(a, b) for a, b, s in turns if s == speaker]
+        alone = sum(b - a for a, b in others) - sum(
+            max(0.0, min(b, d) - max(a, c)) for a, b in others for c, d in mine
+        )
+        assert alone < 0.1, (start, end, speaker)
+    assert all(any(c.isalnum() for c in u["text"]) for u in res.utterances)
+    assert diarization_error(ref, utts).der <= diarization_error(ref, turns).der + 0.05
+    assert untranscribed(turns, utts, ref) <= 0.5

@@ -92,7 +92,14 @@ def diarization(
     of reference speech with two or more speakers and how much of it the turns also mark as overlap."""
     from m3cli.stages.core.errors import InputError
     from m3cli.stages.diarize import ClusterConfig, DiarizeConfig, diarize_file
-    from m3cli.stages.eval.audio import DerResult, diarization_error, overlap_agreement, read_rttm, read_uem
+    from m3cli.stages.eval.audio import (
+        DerResult,
+        diarization_error,
+        overlap_agreement,
+        read_rttm,
+        read_uem,
+        untranscribed,
+    )
 
     refs = read_rttm(rttm)
     uems = read_uem(uem) if uem else {}
@@ -107,6 +114,7 @@ def diarization(
     run = _run_context(ctx, device)
     results = []
     sums: dict[str, list[float]] = {"turns": [0.0] * 4, "utterances": [0.0] * 4}
+    lost = 0.0
     for path in run.progress(media_files, desc="eval diarization", total=len(media_files)):
         uri = path.stem
         if uri not in refs:
@@ -121,6 +129,7 @@ def diarization(
             "uri": uri,
             "ref_speakers": len({t[2] for t in refs[uri]}),
             "overlap": overlap_agreement(refs[uri], hyps["turns"], uems.get(uri)),
+            "untranscribed": untranscribed(hyps["turns"], hyps["utterances"], refs[uri], uems.get(uri)),
         }
         for source, hyp in hyps.items():
             d: DerResult = diarization_error(refs[uri], hyp, uems.get(uri), collar=collar)
@@ -128,9 +137,11 @@ def diarization(
             for i, v in enumerate((d.missed, d.false_alarm, d.confusion, d.total)):
                 sums[source][i] += v
         results.append(entry)
+        lost += entry["untranscribed"]
     overall = {src: round(sum(v[:3]) / v[3], 6) if v[3] else 0.0 for src, v in sums.items()}
     if as_json:
-        typer.echo(json.dumps({"collar": collar, "files": results, "overall_der": overall}, indent=2))
+        out = {"collar": collar, "files": results, "overall_der": overall, "untranscribed": round(lost, 3)}
+        typer.echo(json.dumps(out, indent=2))
         return
     rows = []
     for e in results:
@@ -146,17 +157,19 @@ def diarization(
                     f"{d['confusion']:.2f}",
                     f"{d['total']:.2f}",
                     f"{e['ref_speakers']}/{d['hyp_speakers']}",
+                    f"{e['untranscribed']:.2f}" if src == "utterances" else "",
                 ]
             )
     for src in ("turns", "utterances"):
         m, f, c, t = sums[src]
-        rows.append(
-            ["ALL", src, f"{100 * overall[src]:.1f}%", f"{m:.2f}", f"{f:.2f}", f"{c:.2f}", f"{t:.2f}", ""]
-        )
+        cells = ["ALL", src, f"{100 * overall[src]:.1f}%", f"{m:.2f}", f"{f:.2f}", f"{c:.2f}", f"{t:.2f}", ""]
+        rows.append([*cells, f"{lost:.2f}" if src == "utterances" else ""])
+    header = ["file", "from", "DER", "missed", "false_al", "confusion", "speech", "spk ref/hyp", "untranscr"]
+    echo(_table(header, rows))
     echo(
-        _table(["file", "from", "DER", "missed", "false_al", "confusion", "speech", "spk ref/hyp"], rows)
+        f"(collar ±{collar} s; seconds of scored reference speech; untranscr: seconds of reference speech "
+        "in turns but in no utterance)"
     )
-    echo(f"(collar ±{collar} s; seconds of scored reference speech)")
 
 
 def asr(
@@ -176,7 +189,7 @@ def asr(
     """Word error rate of `m3 diarize`'s transcript (lowercased, punctuation stripped) against a reference."""
     from m3cli.stages.core.errors import InputError
     from m3cli.stages.diarize import DiarizeConfig, diarize_file
-    from m3cli.stages.eval.audio import word_error
+    from m3cli.stages.eval.audio import untranscribed, word_error
 
     try:
         reference = ref.read_text(encoding="utf-8")
@@ -187,12 +200,16 @@ def asr(
     )
     hypothesis = " ".join(u["text"] for u in res.utterances)
     w = word_error(reference, hypothesis)
+    lost = untranscribed(
+        [(t.start, t.end, t.speaker) for t in res.turns],
+        [(u["start"], u["end"], u["speaker_local"]) for u in res.utterances],
+    )
     if as_json:
-        typer.echo(json.dumps({"file": str(media_file), **w.as_dict()}, indent=2))
+        typer.echo(json.dumps({"file": str(media_file), **w.as_dict(), "untranscribed": lost}, indent=2))
         return
     echo(
         _table(
-            ["file", "WER", "sub", "del", "ins", "ref words"],
+            ["file", "WER", "sub", "del", "ins", "ref words", "untranscr"],
             [
                 [
                     safe(media_file.name),
@@ -201,11 +218,13 @@ def asr(
                     str(w.deletions),
                     str(w.insertions),
                     str(w.reference_words),
+                    f"{lost:.2f}",
                 ]
             ],
         )
     )
     echo(f"hypothesis: {safe(w.hypothesis)}")
+    echo("(untranscr: seconds of speaker turns in no utterance)")
 
 
 def register_eval(eval_app: typer.Typer) -> None:

@@ -33,6 +33,7 @@ BEAM_SIZE = 5
 # (tiny.en is unsure of GRID's nonsense sentences and keeps its best try), 3 pass at 0.4-0.6, the rest at
 # 0.0; no window of the evaluation recordings (AMI, sample.wav, jfk, libri5, fixture) falls back at all.
 TEMPERATURES = (0.0, 0.4, 0.8)
+HALLUCINATION_SILENCE = 1.0  # s (see decode_options)
 
 # VAD settings shared by both silero wrappers (chosen on the AMI dev excerpts + fixture: longer
 # silences and some padding keep turn-internal pauses inside speech, which is how RTTM marks them).
@@ -123,7 +124,7 @@ class FasterWhisperAsr:
         self.multilingual = bool(self._model.model.is_multilingual)
         self.version = (
             f"faster-whisper {faster_whisper.__version__}; ct2 {ctranslate2.__version__}; "
-            f"{self.model}; {_fingerprint(load_from)}; {compute_type}; beam {BEAM_SIZE}; T {TEMPERATURES}"
+            f"{self.model}; {_fingerprint(load_from)}; {compute_type}; {sorted(decode_options().items())}"
         )
 
     def transcribe(self, audio: np.ndarray, language: str | None) -> Transcript:
@@ -136,15 +137,7 @@ class FasterWhisperAsr:
                 )
             language = "en"
         ctranslate2.set_random_seed(0)  # temperature fallback samples: keep reruns identical
-        segments, info = self._model.transcribe(
-            audio,
-            language=language,
-            beam_size=BEAM_SIZE,
-            temperature=list(TEMPERATURES),
-            word_timestamps=True,
-            vad_filter=False,
-            condition_on_previous_text=False,
-        )
+        segments, info = self._model.transcribe(audio, language=language, **decode_options())
         out = []
         for seg in segments:
             words = tuple(
@@ -152,6 +145,33 @@ class FasterWhisperAsr:
             )
             out.append(AsrSegment(float(seg.start), float(seg.end), seg.text.strip(), words))
         return Transcript(tuple(out), info.language)
+
+
+def decode_options(temperatures: tuple[float, ...] = TEMPERATURES) -> dict:
+    """How Whisper decodes, with the guards against text it invents on silence, music and noise:
+
+    * a window whose text loops (gzip compression ratio > 2.4) or is unsure (mean log-probability
+      < -1) is decoded again at the next temperature of the ladder;
+    * a window that is probably not speech (no-speech probability > 0.6 with mean log-probability
+      < -1) gives no text at all;
+    * ``hallucination_silence_threshold``: where a window's words look invented (long, improbable or
+      stretched words), silences longer than that many seconds around them are skipped and the
+      window re-read after them, so the text cannot fill a silence;
+    * no conditioning on earlier text (what makes tiny models loop on their own hallucinations).
+
+    The caller also drops words heard in the zero padding after the audio (see
+    :func:`m3cli.stages.diarize.transcribe_speech`)."""
+    return {
+        "beam_size": BEAM_SIZE,
+        "temperature": list(temperatures),
+        "compression_ratio_threshold": 2.4,
+        "log_prob_threshold": -1.0,
+        "no_speech_threshold": 0.6,
+        "hallucination_silence_threshold": HALLUCINATION_SILENCE,
+        "word_timestamps": True,
+        "vad_filter": False,
+        "condition_on_previous_text": False,
+    }
 
 
 def _threads() -> int:
