@@ -4,9 +4,11 @@ Per clip (all cached under the clip's content id, index, span and every setting 
 
 1. **VAD** finds speech regions (silero by default). A clip shorter than 0.5 s or without speech yields
    no utterances; a clip whose video has no audio passes through with ``utterances: []``.
-2. **ASR** transcribes only the speech: the regions are concatenated (as faster-whisper's own VAD filter
-   does) and word times mapped back, so Whisper never sees long silences it would fill with
-   hallucinated text.
+2. **Speaker turns** (step 3), then **ASR** on the VAD's speech joined with the turns (the speech either
+   heard): the regions are concatenated (as faster-whisper's own VAD filter does) and word times mapped
+   back, so Whisper never sees long silences it would fill with hallucinated text; its guards against
+   invented text are in :func:`m3cli.stages.backends.asr_faster_whisper.decode_options`, and a word read
+   from the zero padding after the audio is dropped.
 3. **Speaker turns** (default ``overlap``, :mod:`stages.backends.diarizer_overlap`): segmentation-3.0
    finds speech and where two people talk at once, CAM++ embeddings of 2-s windows clustered
    spectrally find who; turns of different speakers may overlap. With ``--diarizer cluster``:
@@ -19,9 +21,11 @@ Per clip (all cached under the clip's content id, index, span and every setting 
 4. **Utterances**: each word takes the speaker whose turns overlap it most (the nearest turn when none
    does), and every ASR segment is split where the speaker changes, so one utterance has one speaker
    (and where the words pause for more than a second, so an utterance never spans a silence).
-   Local labels are ``S0``, ``S1``, ... in order of first appearance, the same in ``utterances`` and
-   ``turns`` (the record's ``turns`` are cut where overlap starts or ends and flag ``overlap``). Times
-   are clamped to the clip, so an utterance never crosses a clip boundary.
+   An utterance is also cut where another speaker holds the floor alone between two of its words, then
+   takes its times from its speaker's turns (:func:`fit_to_turns`): who spoke when is the turns', the
+   words say what. Local labels are ``S0``, ``S1``, ... in order of first appearance, the same in
+   ``utterances`` and ``turns`` (the record's ``turns`` are cut where overlap starts or ends and flag
+   ``overlap``). Times are clamped to the clip, so an utterance never crosses a clip boundary.
 """
 
 from __future__ import annotations
@@ -69,10 +73,11 @@ from m3cli.stages.core.imports import heavy_import
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/7"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/8"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
-# letter or digit, no utterance shorter than MIN_UTTERANCE
+# letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
+# hears the turns too, no word from Whisper's zero padding, hallucination_silence_threshold
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)

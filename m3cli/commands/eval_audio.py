@@ -21,7 +21,7 @@ Examples:
 ASR_EPILOG = """\b
 Examples:
   m3 eval asr tests/data/jfk.wav --ref tests/data/jfk.ref.txt
-  m3 eval asr talk.mp4 --ref talk.txt --model ~/models/whisper-small-ct2 --json
+  m3 eval asr talk.mp4 --ref talk.txt --asr-model ~/models/whisper-small-ct2 --json
 """
 
 
@@ -179,7 +179,8 @@ def asr(
     model: str | None = typer.Option(
         None,
         "--model",
-        help="ASR model directory or name (default: bundled tiny.en).",
+        "--asr-model",
+        help="ASR model: a CTranslate2 Whisper directory or a cached name (default: bundled tiny.en).",
     ),
     language: str | None = typer.Option(None, "--language", help="Spoken language code."),
     vad: str = typer.Option("silero", "--vad", help="silero, faster-whisper or none."),
