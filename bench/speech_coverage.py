@@ -46,7 +46,12 @@ def recordings() -> list[tuple[str, Path, Path, Path | None]]:
     out.append(("katiesteve", diar / "katiesteve.wav", diar / "katiesteve.rttm", None))
     for name in ("latentsync_2people_turns", "grid_4people_turns"):
         out.append((name, DATA / "link" / f"{name}.mp4", DATA / "link" / f"{name}.rttm", None))
+    for name in ("fixture", "libri5", "speakers3", "speakers6", "speakers8"):
+        out.append((name, DATA / f"{name}.mp4", DATA / f"{name}.rttm", None))
     return [r for r in out if r[1].is_file() and r[2].is_file()]
+
+
+_PIPE = None
 
 
 def perceive(path: Path) -> dict:
@@ -54,7 +59,8 @@ def perceive(path: Path) -> dict:
     from m3cli.stages.backends.asr import merge_spans
     from m3cli.stages.diarize import DiarizeConfig, Pipeline, _relabel, read_audio_file, transcribe_speech
 
-    pipe = Pipeline(DiarizeConfig())
+    global _PIPE
+    pipe = _PIPE = _PIPE or Pipeline(DiarizeConfig())
     _, audio = read_audio_file(path)
     speech = pipe.vad.speech(audio)
     found = pipe.diarizer.turns(audio, None, None, speech=speech)
@@ -89,8 +95,10 @@ def measure(name: str, got: dict, ref, uem, fit: bool = True) -> dict:
         causes[cause] = round(sum(e - s for s, e in subtract_regions(rest, inside)), 2)
         rest = inside
     causes["split"] = round(sum(e - s for s, e in rest), 2)
+    bad = [u for u in utts if u["end"] - u["start"] < 0.1 or not any(c.isalnum() for c in u["text"])]
     return {
         "name": name,
+        "bad": len(bad),
         "turn_der": diarization_error(ref, turns, uem).der,
         "utt_der": diarization_error(ref, uhyp, uem).der,
         "lost": round(sum(e - s for s, e in lost), 2),
@@ -109,7 +117,7 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="recompute the pickled perception")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    head = ["turnDER", "uttDER", "lost", "vad", "asr", "words", "split"]
+    head = ["turnDER", "uttDER", "lost", "vad", "asr", "words", "split", "bad"]
     print(f"{'file':26s} " + " ".join(f"{h:>7s}" for h in head))
     for name, path, rttm, uem_path in recordings():
         if args.only and name not in args.only:
@@ -122,8 +130,9 @@ def main() -> None:
         uem = read_uem(uem_path).get(name) if uem_path else None
         m = measure(name, got, ref, uem, fit=not args.words)
         print(
-            f"{name:26s} {100 * m['turn_der']:6.1f}% {100 * m['utt_der']:6.1f}% {m['lost']:6.2f} "
-            f"{m['vad']:5.2f} {m['asr']:5.2f} {m['words']:5.2f} {m['split']:5.2f}  {m['lost_spans'][:6]}"
+            f"{name:26s} {100 * m['turn_der']:6.1f}% {100 * m['utt_der']:6.1f}% {m['lost']:7.2f} "
+            f"{m['vad']:7.2f} {m['asr']:7.2f} {m['words']:7.2f} {m['split']:7.2f} {m['bad']:7d}  "
+            f"{m['lost_spans'][:4]}"
         )
 
 
