@@ -81,6 +81,7 @@ STAGE_VERSION = "diarize/8"  # 3: words stay out of long pauses; one turn, one u
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
+UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped
 PADDING_EPS = 0.02  # Whisper's time step (s): a word starting this close to the audio's end is padding
 MIN_UTTERANCE = 0.1  # a shorter utterance is widened to this around its middle (s): a zero-length one
 # overlaps no turn, so it could name a speaker no turn has (libri5 once had "-" at 5.392-5.392 s)
@@ -471,7 +472,7 @@ def split_by_speaker(
     the turns' labels (the stage relabels utterances and turns together)."""
     out: list[dict] = []
     for seg in segments:
-        words = [w for w in seg.words if is_spoken(w.word)]
+        words = _without_unheard_tail([w for w in seg.words if is_spoken(w.word)], turns)
         if not words:
             if is_spoken(seg.text) and not seg.words:
                 out.append(
@@ -502,6 +503,23 @@ def split_by_speaker(
             if u["speaker_local"] is not None:
                 u["speaker_local"] = names.setdefault(u["speaker_local"], f"S{len(names)}")
     return out
+
+
+def _without_unheard_tail(words: list[Word], turns: Sequence[SpeakerTurn]) -> list[Word]:
+    """``words`` without the unsure words at their end that no turn covers: Whisper fills a silence
+    after a sentence with low-probability text ("thank you for watching"), and the speaker stack, a
+    second model that listens for voices, heard nobody there. Without turns nothing is dropped."""
+    if not turns:
+        return words
+
+    def unheard(w: Word) -> bool:
+        sure = w.p is None or w.p >= UNSURE_WORD
+        return not sure and not any(min(w.end, t.end) > max(w.start, t.start) for t in turns)
+
+    end = len(words)
+    while end and unheard(words[end - 1]):
+        end -= 1
+    return words[:end]
 
 
 def _other_speaks(speaker: str | None, start: float, end: float, turns: Sequence[SpeakerTurn]) -> bool:

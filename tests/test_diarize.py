@@ -312,3 +312,18 @@ def test_grid_utterances_keep_to_their_speakers_turns(tmp_path):
     assert all(any(c.isalnum() for c in u["text"]) for u in res.utterances)
     assert diarization_error(ref, utts).der <= diarization_error(ref, turns).der + 0.05
     assert untranscribed(turns, utts, ref) <= 0.5
+
+
+def test_unsure_words_after_every_turn_are_dropped():
+    turns = [SpeakerTurn(0.0, 1.5, "A")]
+    words = (
+        Word(0.2, 0.6, " Ask", 0.9),
+        Word(0.6, 1.4, " not.", 0.8),
+        Word(1.8, 2.0, " Thank", 0.3),  # after the turn, unsure: Whisper filling the silence
+        Word(2.0, 2.3, " you.", 0.2),
+    )
+    seg = AsrSegment(0.2, 2.3, "Ask not. Thank you.", words)
+    assert [u["text"] for u in split_by_speaker([seg], turns)] == ["Ask not."]
+    sure = AsrSegment(0.2, 2.3, "Ask not. Thank you.", (*words[:2], Word(1.8, 2.3, " you.", 0.9)))
+    assert [u["text"] for u in split_by_speaker([sure], turns)] == ["Ask not. you."]  # sure words stay
+    assert [u["text"] for u in split_by_speaker([seg], [])] == ["Ask not. Thank you."]  # no turns: kept
