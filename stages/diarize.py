@@ -77,7 +77,7 @@ STAGE_VERSION = "diarize/8"  # 3: words stay out of long pauses; one turn, one u
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
-# hears the turns too, no word from Whisper's zero padding, hallucination_silence_threshold
+# hears the turns too, no word from Whisper's zero padding, nor unsure words after every turn; T 0-0.4
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)

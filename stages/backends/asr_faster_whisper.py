@@ -38,7 +38,10 @@ BEAM_SIZE = 5
 # pass at 0.4-0.6. Three steps that stop at 0.4 keep the three-step cost (the six-step ladder cost 30%
 # more ASR CPU on that footage) without the temperatures where sampling makes text up.
 TEMPERATURES = (0.0, 0.2, 0.4)
-HALLUCINATION_SILENCE = 1.0  # s (see decode_options)
+# faster-whisper's hallucination_silence_threshold (skip silences around words that look invented) is off:
+# at 1 s it changed no text of any evaluation recording or short clip (bench/asr_ladder.py) and cost 50%
+# more ASR CPU on AMI dev00/dev01/trn04/trn07 (it re-decodes the windows it suspects)
+HALLUCINATION_SILENCE = None
 
 # VAD settings shared by both silero wrappers (chosen on the AMI dev excerpts + fixture: longer
 # silences and some padding keep turn-internal pauses inside speech, which is how RTTM marks them).
@@ -159,13 +162,12 @@ def decode_options(temperatures: tuple[float, ...] = TEMPERATURES) -> dict:
       < -1) is decoded again at the next temperature of the ladder;
     * a window that is probably not speech (no-speech probability > 0.6 with mean log-probability
       < -1) gives no text at all;
-    * ``hallucination_silence_threshold``: where a window's words look invented (long, improbable or
-      stretched words), silences longer than that many seconds around them are skipped and the
-      window re-read after them, so the text cannot fill a silence;
+    * ``hallucination_silence_threshold`` is left off (see HALLUCINATION_SILENCE);
     * no conditioning on earlier text (what makes tiny models loop on their own hallucinations).
 
-    The caller also drops words heard in the zero padding after the audio (see
-    :func:`m3cli.stages.diarize.transcribe_speech`)."""
+    The diarize stage adds two more: a word read from the zero padding after the audio is dropped, and so
+    are unsure words at a segment's end where the speaker stack heard nobody (see
+    :mod:`m3cli.stages.diarize`)."""
     return {
         "beam_size": BEAM_SIZE,
         "temperature": list(temperatures),
