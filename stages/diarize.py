@@ -279,6 +279,7 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     speech_seconds = round(sum(e - s for s, e in speech), 3)
     if not speech:
         return ClipResult([], [], pipe.config.language, 0.0)
+    asr = pipe.asr  # loaded first: a missing ASR backend is the error to report
     if pipe.config.diarizer_name == "overlap":
         found = pipe.diarizer.turns(  # type: ignore[union-attr, call-arg]
             audio, pipe.config.max_speakers, pipe.config.num_speakers, speech=speech
@@ -299,7 +300,7 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     # the ASR hears the turns too: speech the VAD gated out but the diarizer heard (0.6 s of trn07,
     # 0.7 s of trn00) was otherwise in a turn that no word could reach
     heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])
-    transcript = transcribe_speech(audio, heard, pipe.asr, pipe.config.language)
+    transcript = transcribe_speech(audio, heard, asr, pipe.config.language)
     utterances = fit_to_turns(split_by_speaker(transcript.segments, turns, relabel=False), turns)
     turns = _same_labels(utterances, turns)
     if not utterances:
