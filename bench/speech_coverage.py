@@ -95,7 +95,7 @@ def measure(name: str, got: dict, ref, uem, fit: bool = True) -> dict:
         causes[cause] = round(sum(e - s for s, e in subtract_regions(rest, inside)), 2)
         rest = inside
     causes["split"] = round(sum(e - s for s, e in rest), 2)
-    bad = [u for u in utts if u["end"] - u["start"] < 0.1 or not any(c.isalnum() for c in u["text"])]
+    bad = [u for u in utts if u["end"] - u["start"] < 0.1 - 1e-6 or not any(c.isalnum() for c in u["text"])]
     return {
         "name": name,
         "bad": len(bad),

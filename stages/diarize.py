@@ -77,11 +77,13 @@ STAGE_VERSION = "diarize/8"  # 3: words stay out of long pauses; one turn, one u
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
-# hears the turns too, no word from Whisper's zero padding, nor unsure words after every turn; T 0-0.4
+# hears the turns too, no word from Whisper's zero padding, nor unsure words after every turn, nor a
+# squeezed repeat of the segment before; T 0-0.4
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
 UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped
+ECHO_WORD = 0.1  # s per word: a repeated segment spoken faster than this is Whisper looping
 PADDING_EPS = 0.02  # Whisper's time step (s): a word starting this close to the audio's end is padding
 MIN_UTTERANCE = 0.1  # a shorter utterance is widened to this around its middle (s): a zero-length one
 # overlaps no turn, so it could name a speaker no turn has (libri5 once had "-" at 5.392-5.392 s)
@@ -345,9 +347,20 @@ def transcribe_speech(
         words = tuple(Word(*span(w.start, w.end), w.word, w.p) for w in seg.words if w.start < heard_until)
         if seg.words and not words:
             continue
+        if segments and _echo(segments[-1], seg.text, words):
+            continue
         start = back(seg.start, piece(seg.start, False))  # a segment may span pieces: map each end alone
         segments.append(AsrSegment(start, max(start, back(seg.end, piece(seg.end, True))), seg.text, words))
     return Transcript(tuple(segments), raw.language)
+
+
+def _echo(previous: AsrSegment, text: str, words: Sequence[Word]) -> bool:
+    """Whether a segment repeats the one before it word for word, its words squeezed faster than anyone
+    speaks (under ``ECHO_WORD`` s each): Whisper's loop at the end of a window (speakers6.mp4 ended in
+    "Thank you very much." four times within 0.95 s, three of them 0.02-0.2 s long)."""
+    if not words or " ".join(text.lower().split()) != " ".join(previous.text.lower().split()):
+        return False
+    return (words[-1].end - words[0].start) / len(words) < ECHO_WORD
 
 
 def cluster_labels(
@@ -587,7 +600,8 @@ def fit_to_turns(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> list[d
 
 def _retime(u: dict, start: float, end: float) -> None:
     """Give utterance ``u`` the span [start, end], its words clamped inside it."""
-    u["start"], u["end"] = round(start, 3), round(end, 3)
+    u["start"] = round(start, 3)
+    u["end"] = max(round(end, 3), round(u["start"] + MIN_UTTERANCE, 3))
     for w in u["words"]:
         w["start"] = round(min(max(w["start"], start), end), 3)
         w["end"] = round(min(max(w["end"], w["start"]), end), 3)
