@@ -34,7 +34,15 @@ _BOTH = re.compile(r"\bboth speak\b|\bspeak at the same time\b", re.I)
 _VISIBLE = re.compile(r"\b(?:is|are) visible\b|\bvisible together\b|\bon screen together\b", re.I)
 _SPAN = re.compile(r"\bfrom (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)\b")
 MIN_OVERLAP = 0.5  # seconds: seen "while" someone speaks means more than a shared turn edge
-_SIGHT = re.compile(r"^\s*(?:on screen|seen|shown|text on screen)\s*:\s*(?P<what>.+)$", re.I | re.S)
+_SIGHT = re.compile(
+    r"^\s*(?:[\d:.]+(?:\s*[\u2013-]\s*[\d:.]+)?\s+)?"  # the clock sight writes, if any
+    r"(?:on screen|seen|shown|text on screen)\s*:\s*(?P<what>.+)$",
+    re.I | re.S,
+)  # "0:20–0:23 on screen: 'THE PEACH …'" / "0:05 seen: laptop, desk" (sight), with or without the clock
+# "<voice_1> speaks from 0.8 to 2.4 s and from 15.8 to 17.4 s": every span one voice speaks in a clip
+_SPEAKING = re.compile(r"^(?P<who>\S+) speaks (?=from \d)(?!.*not transcribed)", re.I)
+# "4 faces are seen in this clip: <face_1> (from 0.0 to 18.0 s), …": who is seen, one line per clip
+_PRESENT = re.compile(r"^\d+ (?:faces|people|persons) are seen in this clip:", re.I)
 
 
 # ============================================================================== lines
@@ -77,8 +85,14 @@ def parse_line(node: Node, raw: bool = False) -> Line:
     if _BOTH.search(text):
         line.kind = "both"
     elif _TURN.match(text):
-        line.kind = "turn"
+        line.kind = "turn"  # speech heard, no words: counts as speaking, never quoted
         line.who = who[:1]
+    elif _SPEAKING.match(text):
+        line.kind = "speaking"  # its spans are the voice's turns (t_start/t_end only their envelope)
+        line.who = who[:1]
+        line.spans = [(float(a), float(b)) for a, b in _SPAN.findall(text)]
+    elif _PRESENT.match(text):
+        line.kind = "present"
     elif _VISIBLE.search(text):
         line.kind = "visible"
         # one line may list several spans ("from 0.6 to 5.8 s and from 13.6 to 21.8 s"): its t_start and
@@ -100,24 +114,37 @@ class Turn:
 
 
 def speaking_turns(lines: list[Line]) -> list[Turn]:
-    """Turns in time order: from turn lines when the memory has them, else from speech lines; one
-    person's consecutive lines (nobody else speaking between, gap < TURN_GAP) are one turn."""
-    src = [ln for ln in lines if ln.kind == "turn" and ln.who and ln.start is not None]
+    """Turns in time order, from the best source the memory has: ``speaking`` lines (every span a voice
+    speaks in, from the diarizer), else turn lines of older memories (each a whole turn), else speech
+    lines. One person's consecutive spans (nobody else speaking between, gap < TURN_GAP) are one turn.
+    Each turn carries the lines inside it that can be cited at their own time: the words said (speech),
+    then stretches heard but not transcribed; the source line itself only when nothing else is there."""
     speech = [ln for ln in lines if ln.kind == "speech" and ln.who and ln.start is not None]
-    if not src:
-        src = speech
-    src = sorted(src, key=lambda ln: (ln.start, ln.end or ln.start))
+    heard = [ln for ln in lines if ln.kind == "turn" and ln.who and ln.start is not None]
+    speaking = [ln for ln in lines if ln.kind == "speaking" and ln.who and ln.spans]
+    spans: list[tuple[str, float, float, Line]] = []
+    if speaking:
+        spans = [(ln.who[0], a, b, ln) for ln in speaking for a, b in ln.spans]
+    else:
+        for ln in heard or speech:
+            spans.append((ln.who[0], float(ln.start), float(ln.end if ln.end is not None else ln.start), ln))
+    spans.sort(key=lambda x: (x[1], x[2], x[0]))
     turns: list[Turn] = []
-    for ln in src:
-        who, s, e = ln.who[0], float(ln.start), float(ln.end if ln.end is not None else ln.start)
+    sources: list[list[Line]] = []
+    for who, s, e, ln in spans:
         if turns and turns[-1].person == who and s - turns[-1].end < TURN_GAP:
             turns[-1].end = max(turns[-1].end, e)
-            turns[-1].lines.append(ln)
+            sources[-1].append(ln)
         else:
-            turns.append(Turn(who, s, e, [ln]))
-    if src is not speech:  # turn lines carry no words: attach the speech lines inside each turn
-        for t in turns:
-            t.lines += [ln for ln in speech if ln.who[0] == t.person and _overlaps(ln, t.start, t.end)]
+            turns.append(Turn(who, s, e))
+            sources.append([ln])
+    inner = speech + (heard if speaking else [] if heard else [])
+    for t, src in zip(turns, sources, strict=True):
+        own = [ln for ln in inner if ln.who[0] == t.person and _overlaps(ln, t.start, t.end)]
+        if speaking:
+            t.lines = sorted(own, key=lambda ln: (ln.start, ln.kind != "speech")) or src[:1]
+        else:
+            t.lines = src + [ln for ln in own if ln not in src]
     return turns
 
 
@@ -514,6 +541,11 @@ class OfflineAnswerer:
             turns = [t for t in self.facts.turns.get(p.video, []) if t.person == p.id]
             if not turns:
                 return None
+            ql = question.lower()
+            if re.search(r"\bfirst time\b|\bat first\b|\bfirst speak", ql):
+                turns = turns[:1]  # "when does X speak for the first time": the first turn only
+            elif re.search(r"\blast time\b|\bat last\b|\blast speak", ql):
+                turns = turns[-1:]
             lines = [t.lines[0] for t in turns]
             spans = _join([f"from {fmt_s(t.start)} to {fmt_s(t.end)} s" for t in turns])
             return Answer(
@@ -755,7 +787,7 @@ def _topic(question: str, people: People) -> str:
 
 def _has_topic(question: str, people: People) -> bool:
     rest = terms(people.strip_refs(question)) - {
-        stem for stem in terms("speak talk say voice heard person first")
+        stem for stem in terms("speak talk say voice heard person first last time")
     }
     return bool(rest)
 
