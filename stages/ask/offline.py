@@ -542,9 +542,9 @@ class OfflineAnswerer:
             if not turns:
                 return None
             ql = question.lower()
-            if re.search(r"\bfirst time\b|\bat first\b|\bfirst speak", ql):
+            if re.search(r"\bfirst time\b|\bat first\b|\bfirst (?:speaks?|spoke|talks?|talked)\b", ql):
                 turns = turns[:1]  # "when does X speak for the first time": the first turn only
-            elif re.search(r"\blast time\b|\bat last\b|\blast speak", ql):
+            elif re.search(r"\blast time\b|\bat last\b|\blast (?:speaks?|spoke|talks?|talked)\b", ql):
                 turns = turns[-1:]
             lines = [t.lines[0] for t in turns]
             spans = _join([f"from {fmt_s(t.start)} to {fmt_s(t.end)} s" for t in turns])
