@@ -195,6 +195,11 @@ def classify(question: str) -> Form:
     if m and re.search(r"\b(what|who|which)\b", ql) and (m.group("unit") or ":" in m.group("t")):
         t = m.group("t")
         sec = (int(t.split(":")[0]) * 60 + float(t.split(":")[1])) if ":" in t else float(t)
+        seen = r"\b(seen|see|shown|show|on screen|visible|written|displayed|appears?)\b"
+        if re.match(r"\s*what\b", ql) and re.search(seen, ql):
+            return Form("seen", "at", time=sec, topic=q)  # "what is seen at 25 s": sight and faces then
+        if re.match(r"\s*who\b", ql) and re.search(seen, ql) and not re.search(_SAID_VERBS, ql):
+            return Form("seen", "who_at", time=sec, topic=q)  # "who is visible at 25 s": faces only
         return Form("at_time", "who" if re.match(r"\s*(who|which)\b", ql) else "what", time=sec)
     if re.search(r"\bhow many\b", ql):
         m_n = re.search(r"\b(once|twice|thrice|(one|two|three|four|five) times)\b", ql)
@@ -709,6 +714,8 @@ class OfflineAnswerer:
         return Answer("Visible: " + "; ".join(parts) + ".", cited, "")
 
     def _a_seen(self, question: str, form: Form) -> Answer | None:
+        if form.time is not None:
+            return self._seen_at(float(form.time), people_only=form.detail == "who_at")
         sights = self.facts.lines_of("sight")
         if sights:
             ranked = self.ranked(question, ("sight",))
@@ -719,6 +726,27 @@ class OfflineAnswerer:
                 "",
             )
         return self._a_who_visible(question, form)
+
+    def _seen_at(self, t: float, people_only: bool = False) -> Answer | None:
+        """What is seen at a time: the sight lines whose span holds it (text on screen, tags), and the
+        people visible then (their appearance lines' own spans)."""
+        videos = [self.scope.video] if self.scope.video else self._videos()
+        sights = [ln for v in videos for ln in self.facts.lines_of("sight", v) if _overlaps(ln, t, t)]
+        sights = [] if people_only else sights
+        faces = [
+            ln
+            for v in videos
+            for ln in self.facts.lines_of("visible", v)
+            if any(a <= t <= b for a, b in (ln.spans or [(ln.start or 0.0, ln.end or 0.0)]))
+        ]
+        if not sights and not faces:
+            return None
+        parts = [f"{_line_text(self, ln)} {cite(self.facts, ln)}" for ln in sights[:CITE_MAX]]
+        who = sorted({p for ln in faces for p in ln.who}, key=self.facts.people.order_key)
+        if who:
+            verb = "is" if len(who) == 1 else "are"
+            parts.append(f"{_join([self.name(p) for p in who])} {verb} visible {_cites(self, faces)}")
+        return Answer(f"At {t:g} s: " + "; ".join(parts) + ".", sights[:CITE_MAX] + faces[:CITE_MAX], "")
 
     def _a_fallback(self, question: str, form: Form, kinds: tuple[str, ...] | None = None) -> Answer:
         ranked = self.ranked(question, None)
