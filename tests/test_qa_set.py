@@ -99,6 +99,7 @@ def test_line_formats_of_the_offline_memory():
         ("What is seen at 25 seconds?", "seen"),
         ("Who is visible at 25 seconds?", "seen"),
         ("Who is speaking at 8 seconds?", "at_time"),
+        ("When is the title shown?", "when"),
     ],
 )
 def test_question_forms(question, kind):

@@ -246,6 +246,8 @@ def classify(question: str) -> Form:
             return Form("who_said", topic=m2.group(1).strip(" ?.!\"'"))
         return Form("who_said", topic=q)
     if re.match(r"\s*when\b", ql):
+        if re.search(r"\b(shown|written|displayed|text|title|caption|sign)s?\b", ql):
+            return Form("when", "sight", topic=q)  # "when is the title shown": the sight line's own span
         if re.search(r"\b(visible|seen|on screen|appear)", ql):
             return Form("when", "visible")
         return Form("when", "speech", topic=q)
@@ -534,6 +536,17 @@ class OfflineAnswerer:
         return Answer("; ".join(parts) + ".", cited, "")
 
     def _a_when(self, question: str, form: Form) -> Answer | None:
+        if form.detail == "sight":
+            ranked = self.ranked(question, ("sight",))
+            if not ranked:
+                return None
+            best = ranked[0][1]
+            return Answer(
+                f"From {fmt_s(best.start)} to {fmt_s(best.end)} s: {_line_text(self, best)} "
+                f"{cite(self.facts, best)}.",
+                [best],
+                "",
+            )
         refs = self.refs(question)
         if form.detail == "visible" and refs:
             p = refs[0]
@@ -740,7 +753,19 @@ class OfflineAnswerer:
             if any(a <= t <= b for a, b in (ln.spans or [(ln.start or 0.0, ln.end or 0.0)]))
         ]
         if not sights and not faces:
-            return None
+            near = sorted(
+                (ln for v in videos for ln in self.facts.lines_of("sight", v) if ln.start is not None),
+                key=lambda ln: min(abs(ln.start - t), abs((ln.end or ln.start) - t)),
+            )[:1]
+            if not near:
+                return None
+            return Answer(
+                f"Nothing is recorded as seen at {t:g} s; the nearest is {_line_text(self, near[0])} "
+                f"{cite(self.facts, near[0])}.",
+                near,
+                "",
+                supported=False,
+            )
         parts = [f"{_line_text(self, ln)} {cite(self.facts, ln)}" for ln in sights[:CITE_MAX]]
         who = sorted({p for ln in faces for p in ln.who}, key=self.facts.people.order_key)
         if who:
