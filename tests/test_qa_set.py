@@ -231,10 +231,10 @@ def eval_json(memory: Path, name: str, *args: str) -> dict:
 
 @pytest.mark.slow
 def test_our_qa_set_retrieval_only(memory):
-    """Measured 59/66 (89.4%; 55 of the first 62) once turns come from the memory's speaking spans (45/62
+    """Measured 59/68 (86.8%; 55 of the first 62) once turns come from the memory's speaking spans (45/62
     before); the bar is the issue's target, 85%. Every type is reported."""
     rows = {r["type"]: r for r in eval_json(memory, "ours.json")["rows"]}
-    assert rows["ALL"]["n"] == 66 and rows["ALL"]["failed"] == 0
+    assert rows["ALL"]["n"] == 68 and rows["ALL"]["failed"] == 0
     assert rows["ALL"]["accuracy"] >= 0.85, rows
     assert {"who-said", "what-said", "when", "counting", "order", "cross-modal", "seen"} <= set(rows)
     assert rows["ALL"]["latency_p95"] >= rows["ALL"]["latency_p50"] > 0
