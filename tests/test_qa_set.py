@@ -100,6 +100,9 @@ def test_line_formats_of_the_offline_memory():
         ("Who is visible at 25 seconds?", "seen"),
         ("Who is speaking at 8 seconds?", "at_time"),
         ("When is the title shown?", "when"),
+        ("How many times is Disneyland said?", "count_said"),
+        ("How many times does the second speaker say the word city?", "count_said"),
+        ("How many times does the second speaker say something?", "count_times"),
     ],
 )
 def test_question_forms(question, kind):
@@ -231,10 +234,10 @@ def eval_json(memory: Path, name: str, *args: str) -> dict:
 
 @pytest.mark.slow
 def test_our_qa_set_retrieval_only(memory):
-    """Measured 59/68 (86.8%; 55 of the first 62) once turns come from the memory's speaking spans (45/62
+    """Measured 60/69 (87.0%; 55 of the first 62) once turns come from the memory's speaking spans (45/62
     before); the bar is the issue's target, 85%. Every type is reported."""
     rows = {r["type"]: r for r in eval_json(memory, "ours.json")["rows"]}
-    assert rows["ALL"]["n"] == 68 and rows["ALL"]["failed"] == 0
+    assert rows["ALL"]["n"] == 69 and rows["ALL"]["failed"] == 0
     assert rows["ALL"]["accuracy"] >= 0.85, rows
     assert {"who-said", "what-said", "when", "counting", "order", "cross-modal", "seen"} <= set(rows)
     assert rows["ALL"]["latency_p95"] >= rows["ALL"]["latency_p50"] > 0

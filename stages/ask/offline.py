@@ -179,6 +179,32 @@ _SAID_VERBS = (
 )
 
 
+# words of a "how many times is X said" question that are not X
+_COUNT_WORDS = terms(
+    "someone anyone somebody anybody something anything the word words phrase name they he she people "
+    "speaker person man woman first second third fourth fifth sixth last"
+)
+_SAID_VERB = re.compile(
+    r"\b(said|says|say|saying|mentioned|mentions|mention|heard|spoken|come up|comes up|came up)\b", re.I
+)
+_LEAD = re.compile(r"^(?:(?:is|was|are|were|does|did|do|has|have|the|a|an|word|words|phrase)\s+)+", re.I)
+
+
+def _said_topic(q: str) -> str:
+    """The words a "how many times is X said / does Y say X" question counts, or "" when it names none
+    (then it counts a person's turns)."""
+    m = _SAID_VERB.search(q)
+    if not m or not re.search(r"\btimes?\b", q[: m.start()], re.I):
+        return ""
+    after = q[m.end() :]
+    before = re.split(r"\btimes?\b", q[: m.start()], maxsplit=1, flags=re.I)[-1]
+    for cand in (after, before):
+        cand = _LEAD.sub("", cand.strip(" ?.!\"'")).strip(" ?.!\"'")
+        if terms(cand) - _COUNT_WORDS:
+            return cand
+    return ""
+
+
 @dataclass
 class Form:
     kind: str  # count_people | count_times | count_turns | order | who_times | when | what_said |
@@ -205,6 +231,9 @@ def classify(question: str) -> Form:
         m_n = re.search(r"\b(once|twice|thrice|(one|two|three|four|five) times)\b", ql)
         if m_n and re.search(r"\b(people|persons|speakers|voices)\b", ql):
             return Form("count_people", "times:" + str(_NUM_WORDS[m_n.group(1).split()[0]]))
+        topic = _said_topic(q)
+        if topic:
+            return Form("count_said", topic=topic)  # "how many times is Disneyland said"
         if re.search(r"\btimes?\b", ql):
             return Form("count_times")
         if re.search(r"\b(turns?|utterances?|lines?)\b", ql):
@@ -458,6 +487,32 @@ class OfflineAnswerer:
             lines,
             "",
         )
+
+    def _a_count_said(self, question: str, form: Form) -> Answer | None:
+        """How many times words were said: the speech lines holding every content word of the topic
+        (one memory line per utterance, so per occurrence), by whom; restricted to a person the question
+        names ("how many times does the first speaker say ...")."""
+        refs = self.refs(question)
+        want = terms(self.facts.people.strip_refs(form.topic)) - _COUNT_WORDS
+        if not want:
+            return None
+        parts, cited = [], []
+        for v in self._videos():
+            lines = [
+                ln
+                for ln in self.facts.lines_of("speech", v)
+                if ln.who
+                and want <= terms(ln.quote or "")
+                and (not refs or any(r.id == ln.who[0] for r in refs))
+            ]
+            if not lines:
+                continue
+            cited += lines[:CITE_MAX]  # the lines the answer quotes
+            who = _join([self.name(p) for p in dict.fromkeys(ln.who[0] for ln in lines)])
+            parts.append(f"{_times(len(lines))}{self._in(v)}, by {who}: {_say(self.facts, lines)}")
+        if not parts:
+            return None
+        return Answer(f'"{form.topic}" is said ' + "; ".join(parts) + ".", cited, "")
 
     def _a_count_turns(self, question: str, form: Form) -> Answer | None:
         parts, cited = [], []
