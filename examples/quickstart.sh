@@ -5,7 +5,10 @@
 #   bash examples/quickstart.sh [VIDEO] [QUESTION]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/m3 ] || bash scripts/install.sh .venv
+if [ ! -x .venv/bin/m3 ]; then
+  echo "== installing m3 into .venv (first run only: about 3 minutes; each step is named below)" >&2
+  bash scripts/install.sh .venv
+fi
 export PATH="$PWD/.venv/bin:$PATH"
 video=${1:-tests/data/short_hamilton_clip.mp4}
 question=${2:-Who talked about being a self starter?}

@@ -85,12 +85,27 @@ def _root(
 register_unlisted(app)
 
 
+def _store_message(exc: BaseException) -> str | None:
+    """One line for an object-store failure (no bucket, no credentials, bad URI) that LanceDB or
+    pyarrow raised as a page of text; None for anything else."""
+    from m3cli.stages.core.storage import store_failure, store_location
+
+    text = str(exc)
+    reason = store_failure(text)
+    if reason is None:
+        return None
+    where = store_location(sys.argv[1:])
+    if where is None and isinstance(exc, M3Error):
+        where = text.split(": ", 1)[0]
+    return f"{where or 'object store'}: {reason}"
+
+
 def main() -> None:
     """Entry point: M3Error -> one ``m3: error:`` line and exit 1; no tracebacks for user mistakes."""
     try:
         app(prog_name="m3", standalone_mode=True)
     except M3Error as exc:
-        print(error_line(exc), file=sys.stderr)
+        print(error_line(_store_message(exc) or exc), file=sys.stderr)
         sys.exit(1)
     except KeyboardInterrupt:
         print("m3: interrupted", file=sys.stderr)
@@ -102,7 +117,15 @@ def main() -> None:
         sys.exit(1)
     except OSError as exc:
         if exc.errno not in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            if (line := _store_message(exc)) is not None:
+                print(error_line(line), file=sys.stderr)
+                sys.exit(1)
             raise
         # stdout (or another output) on a full disk: one line, not a traceback.
         print(f"m3: error: no space left on device writing output ({exc.strerror})", file=sys.stderr)
+        sys.exit(1)
+    except (ValueError, RuntimeError) as exc:  # LanceDB's object-store errors come as these too
+        if (line := _store_message(exc)) is None:
+            raise
+        print(error_line(line), file=sys.stderr)
         sys.exit(1)

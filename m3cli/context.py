@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -51,10 +52,33 @@ def settings(ctx: typer.Context, **flags: Any) -> Settings:
     return effective
 
 
-def cache(s: Settings) -> Cache:
+def cache(s: Settings, hold: bool = True) -> Cache:
     from m3cli.stages.core.cache import open_cache
 
-    return open_cache(s.cache_dir, s.cache_max_size)
+    opened = open_cache(s.cache_dir, s.cache_max_size)
+    # Leased from the process's start: in a shell pipe each stage reads all its input before it opens
+    # the cache, so what earlier stages (now exited) wrote must be held from the pipe's start, or a
+    # later stage's writes would evict the voices or crops that `m3 index` reads at the end.
+    if hold:
+        opened.hold(since=process_start())
+    return opened
+
+
+def process_start() -> float:
+    """When this process started (epoch seconds), from /proc; now where that cannot be read."""
+    import time
+
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime, field 22 of proc(5)
+        boot = next(
+            float(line.split()[1])
+            for line in Path("/proc/stat").read_text().splitlines()
+            if line.startswith("btime ")
+        )
+        return min(time.time(), boot + ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return time.time()
 
 
 class _SafeFormatter(logging.Formatter):
@@ -110,3 +134,40 @@ def run_context(ctx: typer.Context, s: Settings, unit: str = "clip") -> RunConte
         return progress(ctx, items, desc, total, unit=unit)
 
     return RunContext(cache=cache(s), device=s.device, progress=bar)
+
+
+def stop_at_once_on_interrupt(message: str) -> None:
+    """On Ctrl-C (SIGINT, or SIGTERM), print ``message`` and exit 130 within a moment, whatever the
+    process is doing.
+
+    Python runs its own signal handlers only between bytecodes of the main thread, which can sit in
+    a model's native code or wait on a worker thread for many seconds. The C-level handler still
+    writes the signal to a wakeup pipe at once, so a small thread waiting on that pipe is woken and
+    ends the process. Nothing is lost that a rerun needs: cache entries and memory commits are
+    written to temporary names and renamed into place (the same guarantee as after ``kill -9``).
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+
+    def ignore(signum: int, frame: object) -> None:  # the watcher below does the work
+        return None
+
+    signal.signal(signal.SIGINT, ignore)
+    signal.signal(signal.SIGTERM, ignore)
+
+    def watch() -> None:
+        got = os.read(read_fd, 1)
+        clear = "\r\x1b[K" if sys.stderr.isatty() else ""
+        try:
+            sys.stderr.write(f"{clear}{message}\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(143 if got and got[0] == signal.SIGTERM else 130)
+
+    threading.Thread(target=watch, name="m3-interrupt", daemon=True).start()

@@ -16,10 +16,17 @@ MAX_VIDEO_SECONDS = 31 * 86400.0
 CLIP_END_SLACK_S = 1.0
 
 
-class _Open(BaseModel):
-    """Base for record sections: unknown fields are kept and written back out."""
+#: The longest text any record field may hold (characters). A clip's utterance or memory line is a few
+#: thousand at most; a crafted 50 MB one cost abstract and index 7 GB of memory (embedding and full-text
+#: indexing copy it many times over), so a record holding more is refused when it is read, in one line.
+MAX_TEXT_CHARS = 100_000
 
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+class _Open(BaseModel):
+    """Base for record sections: unknown fields are kept and written back out; no string field holds
+    more than :data:`MAX_TEXT_CHARS` characters."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True, str_max_length=MAX_TEXT_CHARS)
 
 
 class VideoInfo(_Open):
@@ -34,6 +41,7 @@ class VideoInfo(_Open):
     height: int | None = Field(default=None, ge=0)
     has_audio: bool | None = None
     size_bytes: int | None = Field(default=None, ge=0)
+    audio_track: int | None = Field(default=None, ge=0)  # set when the file has several audio tracks
 
 
 class ClipInfo(_Open):
@@ -216,6 +224,18 @@ class Vote(_Open):
     sources: dict[str, float] | None = None
 
 
+class VoiceSplit(_Open):
+    """A voice split because two faces seen together were each seen speaking alone in it."""
+
+    voice: str
+    into: str
+    face: str
+    keeper: str
+    seconds: float
+    keeper_seconds: float | None = None
+    clip: int | None = None
+
+
 class LinkSection(_Open):
     votes: list[Vote]
     weights: list[Vote]
@@ -224,6 +244,8 @@ class LinkSection(_Open):
     config: str | None = None
     p: float | None = None
     min_weight: float | None = None
+    voice_splits: list[VoiceSplit] | None = None  # every split so far in the video
+    voice_moved: dict[str, float] | None = None  # this clip's seconds given to each new voice id
 
 
 class Abstraction(_Open):

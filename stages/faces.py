@@ -99,6 +99,18 @@ class FacesConfig:
     def __post_init__(self) -> None:
         checks = [
             (self.fps > 0 and math.isfinite(self.fps), f"--fps must be a positive number, got {self.fps}"),
+            # more samples than any camera's frames find nothing new, and cost without end
+            (self.fps <= 120, f"--fps must be at most 120 (frames per second sampled), got {self.fps:g}"),
+            (0 <= self.upsample <= 3, f"--upsample must be within 0..3, got {self.upsample}"),
+            (self.max_snapshots <= 1000, f"--max-snapshots must be at most 1000, got {self.max_snapshots}"),
+            (
+                self.detect_side is None or 32 <= self.detect_side <= 8192,
+                f"detect size must be within 32..8192, got {self.detect_side}",
+            ),
+            (
+                self.frame_side is None or self.frame_side <= 8192,
+                f"frame size must be at most 8192, got {self.frame_side}",
+            ),
             (self.min_face >= 0, f"--min-face must be >= 0, got {self.min_face}"),
             (0 <= self.min_sharpness <= 1, f"--min-sharpness must be within 0..1, got {self.min_sharpness}"),
             (self.max_snapshots >= 1, f"--max-snapshots must be >= 1, got {self.max_snapshots}"),

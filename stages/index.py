@@ -606,7 +606,9 @@ class Indexer:
         members: dict[str, list[str]] = defaultdict(list)
         for eid, c in view.mapping.items():
             members[c].append(eid)
-        by_id = {r["entity"]: r for r in rows}
+        # members not seen in these clips (an append) count with what the memory holds of them
+        by_id = {r["entity"]: r for r in existing.values() if r["kind"] != "character"}
+        by_id.update({r["entity"]: r for r in rows})
         for c, ms in members.items():
             crops = [by_id[m]["crop"] for m in sorted(ms) if m in by_id and by_id[m]["crop"]]
             firsts = [by_id[m]["first_seen"] for m in ms if m in by_id]

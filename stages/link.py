@@ -16,6 +16,10 @@ Evidence for a (face, voice) pair comes from two places, per clip:
 * ``llm``: each ``memory.equivalences`` pair of an LLM-written memory (fallback memories carry none),
   worth ``llm_weight`` (seconds under ``seen``, windows under ``meta``).
 
+Before voting, each clip goes through the seen-speaking fold (``stages/seen_speaking.py``): a voice that
+two faces seen together are each seen speaking alone in is split into one voice per face, so a merge
+the diarizer made from the audio does not join two people to one character (``link.voice_splits``).
+
 Voice activity is the diarizer's speaker ``turns`` when they carry voice ids, else the utterances.
 For identity a voice's time is cut at the clip's ends and at every shot change (``faces.shots``), so
 it never lands on the next shot's faces; an utterance's piece beyond a cut that is shorter than
@@ -45,9 +49,11 @@ from m3cli.stages.core import media
 from m3cli.stages.core.cache import config_hash
 from m3cli.stages.core.common import by_video
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.lips import mouth_motion, moving_times, shot_bounds  # noqa: F401 (re-exported)
+from m3cli.stages.seen_speaking import SeenSpeaking, SplitConfig
 
 STAGE = "link"
-VERSION = "link-v2"
+VERSION = "link-v3"
 METHODS = ("seen", "meta")
 DEFAULT_MIN_WEIGHT = {"seen": 1.0, "meta": 2.0}
 
@@ -64,6 +70,7 @@ class LinkConfig:
     moving: float = 0.02  # mouth-opening spread (eye distances) above which a mouth is moving
     smooth: float = 0.4  # half-width (s) of the window over which that spread is measured
     min_piece: float = 1.0  # utterance pieces cut off at a shot change shorter than this are spill
+    split_voices: bool = True  # the seen-speaking fold: split a voice two faces are seen speaking in
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -88,6 +95,7 @@ class LinkConfig:
             "method": self.method,
             "llm_weight": self.llm_weight,
             "perception": self.perception,
+            "split_voices": self.split_voices,
         }
         if self.method == "meta":
             cfg |= {"window": self.window, "min_overlap": self.min_overlap}
@@ -145,13 +153,6 @@ def voice_activity(record: ClipRecord) -> tuple[list[tuple[str, float, float]], 
     return [(u.speaker, u.start, u.end) for u in record.utterances or [] if u.speaker], False
 
 
-def shot_bounds(record: ClipRecord) -> list[float]:
-    """The clip's ends and every shot change inside it, in order."""
-    start, end = record.clip.start, record.clip.end
-    shots = (record.faces.shots if record.faces else None) or []
-    return [start, *sorted(float(t) for t in shots if start < t < end), end]
-
-
 def cut_activity(record: ClipRecord, min_piece: float) -> list[tuple[str, float, float]]:
     """Voice stretches cut at the clip's ends and at shot changes (spill pieces of utterances dropped)."""
     stretches, trusted = voice_activity(record)
@@ -173,23 +174,6 @@ def cut_activity(record: ClipRecord, min_piece: float) -> list[tuple[str, float,
 # ------------------------------------------------------------------------------------ per-clip votes
 
 
-def mouth_motion(samples: list[tuple[float, float]], bounds: list[float], smooth: float) -> list[float]:
-    """Per sample, the spread (max - min) of the mouth opening within +-``smooth`` s in the same shot.
-
-    Speech opens and closes the lips several times a second; a still or listening face keeps the
-    opening nearly constant. The window never crosses a shot change, so a cut is not motion.
-    """
-    times = [t for t, _ in samples]
-    shot = [sum(1 for b in bounds[1:-1] if b <= t) for t in times]
-    out = []
-    for i, t in enumerate(times):
-        near = [
-            a for (u, a), k in zip(samples, shot, strict=True) if k == shot[i] and abs(u - t) <= smooth + 1e-6
-        ]
-        out.append(max(near) - min(near) if len(near) > 1 else 0.0)
-    return out
-
-
 def seen_votes(record: ClipRecord, config: LinkConfig) -> list[Vote]:
     """Who is seen speaking: per sampled frame, the voice time shared by the faces moving their lips.
 
@@ -207,9 +191,7 @@ def seen_votes(record: ClipRecord, config: LinkConfig) -> list[Vote]:
     step = 1.0 / (faces.fps or 5.0)
     moving: dict[str, list[float]] = {}  # face -> sample times at which its lips move
     for track in tracks:
-        samples = sorted((float(t), float(a)) for t, a in track.mouth or [])
-        spreads = mouth_motion(samples, bounds, config.smooth)
-        moving[track.face_id] = [t for (t, _), m in zip(samples, spreads, strict=True) if m > config.moving]
+        moving[track.face_id] = moving_times(track, bounds, config.moving, config.smooth)
     totals: dict[tuple[str, str, int], float] = defaultdict(float)
     k = 0
     while k * step < bounds[-1] - bounds[0] - 1e-9:
@@ -429,13 +411,20 @@ def _votes_for(record: ClipRecord, config: LinkConfig, reuse: bool) -> list[Vote
 def link_video(records: list[ClipRecord], config: LinkConfig, reuse: bool = True) -> list[ClipRecord]:
     """One video's clips (in clip order) with ``characters`` and ``link`` set after each clip."""
     state = LinkState(config)
+    seen = SeenSpeaking(SplitConfig(moving=config.moving, smooth=config.smooth))
     out = []
     for record in records:
+        moved: dict[str, float] = {}
+        if config.split_voices:
+            record, moved = seen.fold(record)
         votes = _votes_for(record, config, reuse)
         state.add(votes, first_seen(record))
         new = record.model_copy(deep=True)
         new.characters = state.characters()
-        new.link = LinkSection.model_validate(state.snapshot(votes))
+        snapshot = state.snapshot(votes)
+        if seen.splits:
+            snapshot |= {"voice_splits": [dict(s) for s in seen.splits], "voice_moved": moved}
+        new.link = LinkSection.model_validate(snapshot)
         out.append(new)
     return out
 

@@ -456,6 +456,20 @@ def process_video(
     records = roundtrip(segment_video(Path(path), models.config.segment, ctx.cache))
     if on_stage:
         on_stage("segment", len(records))
+    return process_records(records, models, ctx, on_stage)
+
+
+def process_records(
+    records: list[ClipRecord],
+    models: Models,
+    ctx: RunContext,
+    on_stage: Callable[[str, int], None] | None = None,
+) -> list[ClipRecord]:
+    """Segmented records of one video through every stage after ``segment`` up to ``index`` (not run).
+
+    `m3 watch` calls it with the clips of a live recording cut so far: per-clip work already done is
+    read from the cache and the per-video folds are replayed, so clip k comes out as it would from the
+    finished recording."""
     stages = list(models.config.stages[1:])
     if models.config.parallel and "faces" in stages and records:
         records = perceive_side_by_side(records, models, ctx, on_stage)

@@ -6,6 +6,7 @@ its result is cached per video content: a rerun only hashes nothing, stats the f
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -19,18 +20,34 @@ from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.errors import InputError
 
+log = logging.getLogger(__name__)
+
 STAGE = "segment"
-#: Changes when how clips are planned changes (2: clip 0 from the earliest sample of any stream).
-PLAN_VERSION = 2
+#: Changes when how clips are planned changes (2: clip 0 from the earliest sample of any stream;
+#: 3: still images renamed as videos are refused, not planned as one-frame clips).
+PLAN_VERSION = 3
+
+
+#: Bounds of ``--clip-seconds``: shorter clips than this are mostly a frame or two (and millions of
+#: records for a long video); longer ones than a day are no clips at all.
+MIN_CLIP_S, MAX_CLIP_S = 0.5, 86400.0
 
 
 @dataclass(frozen=True)
 class SegmentConfig:
     clip_seconds: float = 30.0
+    #: Which audio track is heard (0: the first); a file with several says which it uses.
+    audio_track: int = 0
 
     def __post_init__(self) -> None:
         if not (self.clip_seconds > 0 and math.isfinite(self.clip_seconds)):
             raise InputError(f"--clip-seconds must be a positive number, got {self.clip_seconds}")
+        if not 0 <= self.audio_track <= 63:
+            raise InputError(f"--audio-track must be within 0..63, got {self.audio_track}")
+        if not MIN_CLIP_S <= self.clip_seconds <= MAX_CLIP_S:  # a clip per frame, or one of a year
+            raise InputError(
+                f"--clip-seconds must be within {MIN_CLIP_S:g}..{MAX_CLIP_S:g}, got {self.clip_seconds:g}"
+            )
 
 
 def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
@@ -70,8 +87,9 @@ def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None
         plan = cache.get_json(key, "plan.json")
         if isinstance(plan, dict):
             return plan
-    probe = media.probe(path)
+    probe = media.probe(path, config.audio_track)
     plan = {
+        "audio_tracks": probe.audio_tracks,
         "duration": round(probe.duration, 6),
         "fps": probe.fps,
         "width": probe.width,
@@ -87,8 +105,18 @@ def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None
 def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None) -> list[ClipRecord]:
     """All clip records of one video, in order."""
     path = Path(path)
-    vid = media.content_id(path, cache)
-    plan = _video_plan(path, vid, config, cache)
+    content, pinned = media.pin(path, cache)  # probe reads the very bytes the id was made from
+    plan = _video_plan(pinned, content, config, cache)
+    tracks = plan.get("audio_tracks", 0)
+    if tracks > 1:
+        log.warning(
+            "%s: %d audio tracks; using track %d (choose another with --audio-track N, 0..%d)",
+            media.display_name(path),
+            tracks,
+            config.audio_track,
+            tracks - 1,
+        )
+    vid = media.track_video_id(content, config.audio_track)  # each track is its own video to m3
     absolute = Path(os.path.abspath(path))
     video = VideoInfo(
         id=vid,
@@ -98,8 +126,10 @@ def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None)
         width=plan["width"],
         height=plan["height"],
         has_audio=plan["has_audio"],
-        size_bytes=absolute.stat().st_size,
+        size_bytes=os.stat(pinned).st_size,
     )
+    if tracks > 1 or config.audio_track:
+        video.audio_track = config.audio_track  # type: ignore[attr-defined]
     if media.needs_uri(absolute):
         video.uri = media.path_to_uri(absolute)
     return [ClipRecord(schema=CLIP_SCHEMA, video=video, clip=ClipInfo(**clip)) for clip in plan["clips"]]

@@ -124,7 +124,7 @@ def test_an_answer_that_echoes_m3s_own_prompt_is_no_answer(fresh, memory_path):
     fresh.script("I am not sure what to do.", echo)
     rec = make_asker(fresh, memory_path, rounds=1).ask(Question("Who likes coffee?"))
     check_answer(rec)
-    assert rec["answer"] is None and rec["error"] == "no [Answer] after 1 rounds and one forced turn"
+    assert rec["answer"] is None and rec["error"] == "no [Answer] after 1 round and one forced turn"
     assert rec["trajectory"][-1]["forced"] and "repeats m3's own message" in rec["trajectory"][-1]["error"]
     # inside the loop, an [Answer] carrying m3's text is a failed round, and the next one can answer
     fresh.script("[Answer] " + P.FORCE_ANSWER_PROMPT, "[Answer] Alice")

@@ -18,6 +18,7 @@ from m3cli.stages.eval.audio import (
     read_rttm,
     read_uem,
     subtract_regions,
+    untranscribed,
     word_error,
     write_rttm,
 )
@@ -100,6 +101,15 @@ def test_bad_rttm_names_the_line(tmp_path):
         read_uem(tmp_path / "missing.uem")
 
 
+def test_untranscribed_counts_turn_speech_no_utterance_covers():
+    turns = [(0.0, 4.0, "a"), (5.0, 8.0, "b")]
+    utts = [(0.5, 3.0, "a"), (5.0, 8.0, "b")]
+    assert untranscribed(turns, utts) == pytest.approx(1.5)
+    # only reference speech counts (a false-alarm turn loses nothing), and only inside the UEM
+    assert untranscribed(turns, utts, reference=[(0.0, 3.5, "x")]) == pytest.approx(1.0)
+    assert untranscribed(turns, utts, reference=[(0.0, 3.5, "x")], uem=[(3.2, 9.0)]) == pytest.approx(0.3)
+
+
 def test_wer_normalises_case_and_punctuation():
     assert normalize_text("And so, my fellow Americans: ask NOT!") == "and so my fellow americans ask not"
     assert normalize_text("don't 'quote'") == "don't quote"
@@ -122,7 +132,17 @@ def test_eval_commands_print_tables_and_json(cache_dir):
     data = json.loads(
         run_m3("eval", "asr", DATA / "jfk.wav", "--ref", DATA / "jfk.ref.txt", "--json", check=True).stdout
     )
-    assert data["wer"] <= 0.10 and data["reference_words"] == 22
+    assert data["wer"] == 0.0 and data["reference_words"] == 22
+    assert data["untranscribed"] == 0.0  # every second of jfk's one turn is in an utterance
+    # --asr-model DIR: a CTranslate2 Whisper directory (here the bundled one, named explicitly)
+    from m3cli.stages.backends.asr_faster_whisper import bundled_model_dir
+
+    jfk = (DATA / "jfk.wav", "--ref", DATA / "jfk.ref.txt")
+    own = run_m3("eval", "asr", *jfk, "--asr-model", bundled_model_dir(), "--json")
+    assert own.returncode == 0, own.stderr.decode()
+    assert json.loads(own.stdout)["hypothesis"] == data["hypothesis"]
+    bad = run_m3("eval", "asr", *jfk, "--asr-model", DATA)
+    assert bad.returncode != 0 and "not a CTranslate2 Whisper model directory" in bad.stderr.decode()
     proc = run_m3(
         "eval", "diarization", DATA / "fixture.mp4", "--rttm", DATA / "fixture.rttm", "--json", check=True
     )
@@ -130,6 +150,8 @@ def test_eval_commands_print_tables_and_json(cache_dir):
     fixture = res["files"][0]
     assert fixture["uri"] == "fixture" and fixture["turns"]["hyp_speakers"] == 2
     assert fixture["turns"]["der"] < 0.10 and res["overall_der"]["utterances"] < 0.15
+    assert fixture["utterances"]["der"] <= fixture["turns"]["der"] + 0.05
+    assert 0.0 <= fixture["untranscribed"] <= 1.0 and res["untranscribed"] == fixture["untranscribed"]
     bad = run_m3("eval", "diarization", DATA / "jfk.wav", "--rttm", DATA / "fixture.rttm")
     assert bad.returncode == 1 and "no SPEAKER lines for file id 'jfk'" in bad.stderr.decode()
 

@@ -170,9 +170,12 @@ def test_index_on_empty_input_is_an_error_and_writes_nothing(tmp_path, cache_dir
 
 
 def test_a_memory_keeps_its_face_crops_when_the_cache_is_pruned(tmp_path, embedder, ctx, cache_dir):  # noqa: F811
-    crop = Path(cache_dir) / "v1" / "faces-crop" / "obama.jpg"
-    crop.parent.mkdir(parents=True)
-    shutil.copyfile(ROOT / "tests" / "data" / "fixture_src" / "obama.jpg", crop)
+    from m3cli.stages.core.cache import CacheKey
+
+    jpeg = (ROOT / "tests" / "data" / "fixture_src" / "obama.jpg").read_bytes()
+    writer = Cache(cache_dir)  # the faces stage, which has exited by the time the memory is indexed
+    crop = writer.put_bytes(CacheKey.of(VIDEO, 0, "faces-crops", {}, "test"), "crop.jpg", jpeg)
+    writer.release()
     recs = pipeline(2)
     for r in recs:
         for t in r.faces.tracks:

@@ -209,7 +209,7 @@ def test_fixture_report_shows_both_people_with_faces_voices_and_joins(memories):
     for character in characters:
         assert character in page.text
     assert "Utterances" in page.text and "Episodic memory" in page.text
-    assert "whom so ever thou ceased awake" in page.text  # a line the reader of turn 2 says (Whisper)
+    assert "Whomsoever thou ceased awake" in page.text  # a line the reader of turn 2 says (Whisper)
 
 
 @pytest.mark.slow

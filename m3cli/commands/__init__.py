@@ -53,6 +53,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "batch_cmd",
         "Index many videos into one memory: parallel workers, one writer, resumable, failures reported.",
     ),
+    "watch": (
+        "watch_cmd",
+        "Build a memory while a stream, a growing file or a drop folder is recorded, one clip at a time.",
+    ),
     "ask": (
         "ask_cmd",
         "Answer questions from a memory: multi-round search with cited evidence (retrieval-only "

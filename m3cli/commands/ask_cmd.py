@@ -53,6 +53,7 @@ def asker_options(
     from m3cli.stages.ask.tools import parse_tools
     from m3cli.stages.backends.llm import client_from_settings
     from m3cli.stages.core.memory_store import make_text_embedder
+    from m3cli.stages.core.redact import mask_credentials
 
     kind_set, raw_ids = parse_kinds(kinds)
     config = AskConfig(
@@ -71,7 +72,8 @@ def asker_options(
     client = None if no_llm else client_from_settings(settings.llm)
     if client is None:
         log.info("no LLM configured (or --no-llm): retrieval-only answers")
-    return Asker(view, embedder, client, config, cache=context.cache(settings), memory_name=str(memory))
+    name = mask_credentials(str(memory))  # answer records keep it: no s3://KEY:SECRET@ in them
+    return Asker(view, embedder, client, config, cache=context.cache(settings), memory_name=name)
 
 
 def ask(

@@ -10,6 +10,9 @@ import typer
 
 from m3cli import context
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
+from m3cli.stages.core.redact import mask_credentials
+from m3cli.stages.core.sizes import count
+from m3cli.terminal import safe
 
 log = logging.getLogger(__name__)
 
@@ -113,14 +116,15 @@ def batch(
     def progress(p: Progress) -> None:
         r = p.report
         what = {
-            "indexed": f"indexed {r.clips} clips in {r.seconds:.1f} s",
+            "indexed": f"indexed {count(r.clips, 'clip')} in {r.seconds:.1f} s",
             "done": "already in the memory",
-            "duplicate": f"skipped ({r.error})",
-            "failed": f"FAILED: {r.error}",
+            "duplicate": f"skipped ({_own_words(r)})",
+            "failed": f"FAILED: {_own_words(r)}",
         }[r.status]
         if show:
             typer.echo(
-                f"m3: batch [{p.done}/{p.total}] {r.path}: {what} | {p.clips} clips | ETA {_clock(p.eta)}",
+                f"m3: batch [{p.done}/{p.total}] {safe(r.path)}: {what} | {count(p.clips, 'clip')} | "
+                f"ETA {_clock(p.eta)}",
                 err=True,
             )
 
@@ -129,17 +133,29 @@ def batch(
     if report is not None:
         write_report(report, summary)
     if not st.quiet:
+        if not show:  # the progress lines named each failure already when they were shown
+            for r in summary.failed:
+                typer.echo(f"m3: failed: {safe(r.path)}: {_own_words(r)}", err=True)
         typer.echo(
-            f"m3: batch: {len(summary.reports)} videos: {summary.count('indexed')} indexed "
-            f"({summary.clips} clips), {summary.count('done')} already in the memory, "
-            f"{summary.count('duplicate')} duplicates, {summary.count('failed')} failed; "
-            f"{summary.seconds:.1f} s",
+            f"m3: batch: {count(len(summary.reports), 'video')}: {summary.count('indexed')} indexed "
+            f"({count(summary.clips, 'clip')}), {summary.count('done')} already in the memory, "
+            f"{count(summary.count('duplicate'), 'duplicate')}, {summary.count('failed')} failed; "
+            f"memory {safe(mask_credentials(str(output)))}; {summary.seconds:.1f} s",
             err=True,
         )
-        for r in summary.failed:
-            typer.echo(f"m3: failed: {r.path}: {r.error}", err=True)
     if summary.failed:
         raise typer.Exit(1)
+
+
+def _own_words(report: object) -> str:
+    """The report's error without the path it often starts with (the line names the path already),
+    escaped: a file name may hold terminal control sequences or line breaks."""
+    error = str(getattr(report, "error", "") or "")
+    path = str(getattr(report, "path", ""))
+    for prefix in (f"{path}: ", f"{safe(path)}: "):
+        if error.startswith(prefix):
+            error = error[len(prefix) :]
+    return safe(error)
 
 
 RANK = 81

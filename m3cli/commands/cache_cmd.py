@@ -35,7 +35,7 @@ def parse_age(text: str) -> float:
 @cache_app.command()
 def info(ctx: typer.Context) -> None:
     """Where the cache is and what it holds, per stage."""
-    cache = context.cache(context.settings(ctx))
+    cache = context.cache(context.settings(ctx), hold=False)
     stats = cache.stats()
     echo(f"path\t{safe(cache.root)}")
     echo(f"entries\t{stats.entries}")
@@ -62,7 +62,7 @@ def prune(
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would go."),
 ) -> None:
     """Remove old or least recently used entries (and leftovers of killed runs)."""
-    cache = context.cache(context.settings(ctx))
+    cache = context.cache(context.settings(ctx), hold=False)
     age = parse_age(older_than) if older_than else None
     size = parse_size(max_size) if max_size else None
     files, freed = cache.prune(older_than_s=age, max_bytes=size, dry_run=dry_run)
@@ -73,7 +73,7 @@ def prune(
 @cache_app.command()
 def path(ctx: typer.Context) -> None:
     """Print the cache root."""
-    echo(safe(context.cache(context.settings(ctx)).root))
+    echo(safe(context.cache(context.settings(ctx), hold=False).root))
 
 
 RANK = 91

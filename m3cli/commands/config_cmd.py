@@ -31,10 +31,17 @@ def show(ctx: typer.Context) -> None:
 
 @config_app.command("path")
 def path_() -> None:
-    """Print where the user config file is read from."""
+    """Print where the user config file is read from (and, on stderr, whether it exists)."""
     from m3cli.stages.core.config import default_config_path
 
-    echo(safe(default_config_path()))
+    where = default_config_path()
+    echo(safe(where))
+    if not where.is_file():  # stdout stays the bare path, for scripts; the person reads stderr
+        typer.echo(
+            f"m3: {safe(where)} does not exist: defaults and M3_* variables apply (create it to set any; "
+            "`m3 config show` prints the effective settings as TOML)",
+            err=True,
+        )
 
 
 def _drop_none(data: dict) -> dict:

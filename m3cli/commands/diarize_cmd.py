@@ -12,7 +12,7 @@ Examples:
   m3 segment talk.mp4 | m3 diarize --max-speakers 4 -o diarized.jsonl
   m3 segment talk.mp4 | m3 diarize | jq -c '.turns[] | select(.overlap)'
   m3 diarize --diarizer cluster --speaker-backend resemblyzer clips.jsonl > diarized.jsonl
-  m3 diarize --vad faster-whisper --model ~/models/whisper-small-ct2 clips.jsonl > diarized.jsonl
+  m3 diarize --vad faster-whisper --asr-model ~/models/whisper-small-ct2 clips.jsonl > diarized.jsonl
   m3 diarize --backend whisperx --model ~/m/large-v3 --diarizer-model ~/m/sd-3.1 --device cuda clips.jsonl
 """
 
@@ -29,7 +29,9 @@ def diarize(
     model: str | None = typer.Option(
         None,
         "--model",
-        help="ASR model directory or name (default: the bundled Whisper tiny.en).",
+        "--asr-model",
+        help="ASR model: a CTranslate2 Whisper directory (base.en, small.en, distil, large-v3 on GPU) or a "
+        "name in the Hugging Face cache (default: the bundled Whisper tiny.en).",
     ),
     language: str | None = typer.Option(
         None,

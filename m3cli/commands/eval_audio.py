@@ -22,7 +22,7 @@ Examples:
 ASR_EPILOG = """\b
 Examples:
   m3 eval asr tests/data/jfk.wav --ref tests/data/jfk.ref.txt
-  m3 eval asr talk.mp4 --ref talk.txt --model ~/models/whisper-small-ct2 --json
+  m3 eval asr talk.mp4 --ref talk.txt --asr-model ~/models/whisper-small-ct2 --json
 """
 
 
@@ -114,6 +114,7 @@ def diarization(
         overlap_agreement,
         read_manifest,
         speakers_heard,
+        untranscribed,
     )
 
     items, skipped = [], []
@@ -137,6 +138,7 @@ def diarization(
     sources = ("turns",) if turns_only else ("turns", "utterances")
     results = []
     tallies: dict[tuple[str, str], Tally] = {}
+    lost: dict[str, float] = {}  # seconds of reference speech in turns but in no utterance, per group
     for item in run.progress(items, desc="eval diarization", total=len(items)):
         if turns_only:
             hyps = {
@@ -157,6 +159,10 @@ def diarization(
             "ref_speakers_3s": speakers_heard(item.ref),
             "overlap": overlap,
         }
+        if not turns_only:
+            entry["untranscribed"] = untranscribed(hyps["turns"], hyps["utterances"], item.ref, item.uem)
+            lost[item.group] = lost.get(item.group, 0.0) + entry["untranscribed"]
+            lost["ALL"] = lost.get("ALL", 0.0) + entry["untranscribed"]
         for source in sources:
             d = diarization_error(item.ref, hyps[source], item.uem, collar=collar)
             entry[source] = {**d.as_dict(), "hyp_speakers": len({h[2] for h in hyps[source]})}
@@ -172,6 +178,7 @@ def diarization(
             "files": results,
             "groups": pooled,
             "overall_der": overall,
+            "untranscribed": {g: round(v, 3) for g, v in lost.items()},
             "skipped": skipped,
         }
         typer.echo(json.dumps(out, indent=2))
@@ -193,6 +200,7 @@ def diarization(
                     f"{d['total']:.2f}",
                     f"{e['ref_speakers_3s']}/{d['hyp_speakers']}",
                     f"{o['reference']:.1f}/{o['both']:.1f}",
+                    f"{e['untranscribed']:.2f}" if src == "utterances" else "",
                 ]
             )
     for g in [*groups, "ALL"]:
@@ -210,11 +218,15 @@ def diarization(
                     f"{t.total:.2f}",
                     "",
                     f"{t.overlap_ref:.1f}/{t.overlap_flagged:.1f}",
+                    f"{lost.get(g, 0.0):.2f}" if src == "utterances" else "",
                 ]
             )
     header = ["file", "group", "from", "DER", "missed", "false_al", "confusion", "speech", "spk ref/hyp"]
-    echo(_table([*header, "ovl ref/flag"], rows))
-    echo(f"(collar ±{collar} s; seconds of scored reference speech; speakers of >= 3 s)")
+    echo(_table([*header, "ovl ref/flag", "untranscr"], rows))
+    echo(
+        f"(collar ±{collar} s; seconds of scored reference speech; speakers of >= 3 s; untranscr: seconds "
+        "of reference speech the turns hold but no utterance does)"
+    )
     for s in skipped:
         echo(f"skipped: {safe(s)}")
 
@@ -226,7 +238,8 @@ def asr(
     model: str | None = typer.Option(
         None,
         "--model",
-        help="ASR model directory or name (default: bundled tiny.en).",
+        "--asr-model",
+        help="ASR model: a CTranslate2 Whisper directory or a cached name (default: bundled tiny.en).",
     ),
     language: str | None = typer.Option(None, "--language", help="Spoken language code."),
     vad: str = typer.Option("silero", "--vad", help="silero, faster-whisper or none."),
@@ -236,7 +249,7 @@ def asr(
     """Word error rate of `m3 diarize`'s transcript (lowercased, punctuation stripped) against a reference."""
     from m3cli.stages.core.errors import InputError
     from m3cli.stages.diarize import DiarizeConfig, diarize_file
-    from m3cli.stages.eval.audio import word_error
+    from m3cli.stages.eval.audio import untranscribed, word_error
 
     try:
         reference = ref.read_text(encoding="utf-8")
@@ -247,12 +260,16 @@ def asr(
     )
     hypothesis = " ".join(u["text"] for u in res.utterances)
     w = word_error(reference, hypothesis)
+    lost = untranscribed(
+        [(t.start, t.end, t.speaker) for t in res.turns],
+        [(u["start"], u["end"], u["speaker_local"]) for u in res.utterances],
+    )
     if as_json:
-        typer.echo(json.dumps({"file": str(media_file), **w.as_dict()}, indent=2))
+        typer.echo(json.dumps({"file": str(media_file), **w.as_dict(), "untranscribed": lost}, indent=2))
         return
     echo(
         _table(
-            ["file", "WER", "sub", "del", "ins", "ref words"],
+            ["file", "WER", "sub", "del", "ins", "ref words", "untranscr"],
             [
                 [
                     safe(media_file.name),
@@ -261,11 +278,13 @@ def asr(
                     str(w.deletions),
                     str(w.insertions),
                     str(w.reference_words),
+                    f"{lost:.2f}",
                 ]
             ],
         )
     )
     echo(f"hypothesis: {safe(w.hypothesis)}")
+    echo("(untranscr: seconds of speaker turns in no utterance)")
 
 
 def register_eval(eval_app: typer.Typer) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import typer
 
 from m3cli import context, stream
+from m3cli.terminal import safe
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,13 @@ def index(
     stats = index_records(
         records, output, embedder, IndexConfig(fts=not no_fts, ann_min_rows=ann_min_rows), run
     )
+    if not context.state(ctx).quiet:
+        from m3cli.stages.core.summary import characters_in, summary_line
+
+        videos = len({r.video.id for r in records})
+        took = time.time() - context.process_start()
+        line = summary_line("index", output, videos, len(records), characters_in(records), took)
+        typer.echo(safe(line), err=True)
     log.info(
         "%s: %d nodes written (%d reinforced), %d edges, %d entities, %d clips",
         output,

@@ -13,6 +13,7 @@ Examples:
   cat linked.jsonl new_clips.jsonl | m3 link > relinked.jsonl
   m3 link --method meta memorized.jsonl      # M3-Agent's meta-clips (ablation)
   m3 link --llm-only memorized.jsonl | jq -c '.link.edges'
+  m3 link --no-split-voices memorized.jsonl   # keep the diarizer's voices as they are
 
 \b
 Evidence (--method seen, the default): seconds in which a face's mouth moves while a voice is
@@ -49,6 +50,11 @@ def link(
     llm_only: bool = typer.Option(
         False, "--llm-only", "--no-meta", help="Only LLM equivalences vote (no perception evidence)."
     ),
+    split_voices: bool = typer.Option(
+        True,
+        "--split-voices/--no-split-voices",
+        help="seen: split a voice that two faces are each seen speaking alone (see the README).",
+    ),
     recompute: bool = typer.Option(
         False, "--recompute", help="Recompute every clip's votes instead of reusing link.votes."
     ),
@@ -66,6 +72,7 @@ def link(
         moving=moving,
         llm_weight=llm_weight,
         perception=not llm_only,
+        split_voices=split_voices,
     )
     records = stream.read_records(inputs or ["-"])
     stream.write_records(link_records(records, config, reuse=not recompute), output)

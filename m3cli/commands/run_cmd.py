@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import typer
 
 from m3cli import context
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags, print_options
+from m3cli.stages.core.redact import mask_credentials
+from m3cli.terminal import safe
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +107,11 @@ def run(
         raise InputError("-o MEMORY is required (or stop earlier with --until STAGE to write records)")
     models = Models(config, settings)
     run_ctx = context.run_context(ctx, settings)
+    context.stop_at_once_on_interrupt(
+        "m3: interrupted: videos finished so far are kept"
+        + (f" in {safe(mask_credentials(str(output)))}" if output and config.until == "index" else "")
+        + ", and the finished clips' work is in the cache; run the same command again to resume"
+    )
     records = []
     failures = 0
     for outcome, recs in run_videos([Path(v) for v in videos], models, run_ctx, output, keep_going):
@@ -113,6 +121,19 @@ def run(
         records.extend(recs)
     if config.until != "index":
         stream.write_records(records, output)
+    if not context.state(ctx).quiet:
+        from m3cli.stages.core.summary import characters_in, summary_line
+
+        done = len({r.video.id for r in records})
+        line = summary_line(
+            "run",
+            output if config.until == "index" else None,
+            done,
+            len(records),
+            characters_in(records),
+            time.time() - context.process_start(),
+        )
+        typer.echo(safe(line), err=True)
     if failures:
         log.warning("%d of %d videos failed", failures, len(videos))
         raise typer.Exit(1)

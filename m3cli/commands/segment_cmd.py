@@ -29,6 +29,9 @@ def segment(
     clip_seconds: float = typer.Option(
         30.0, "--clip-seconds", "-l", help="Clip length in seconds; the last clip is the remainder."
     ),
+    audio_track: int = typer.Option(
+        0, "--audio-track", help="Audio track to hear (0: the first); a file with several says which it uses."
+    ),
     output: str | None = options.output_option(),
     keep_going: bool = typer.Option(
         False, "--keep-going", "-k", help="Report a bad video and go on with the others (exit 1 at the end)."
@@ -39,7 +42,7 @@ def segment(
 
     settings = context.settings(ctx)
     cache = context.cache(settings)
-    config = SegmentConfig(clip_seconds=clip_seconds)
+    config = SegmentConfig(clip_seconds=clip_seconds, audio_track=audio_track)
     records = []
     failures = 0
     for video in context.progress(ctx, videos, "segment", unit="video"):

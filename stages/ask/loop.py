@@ -43,6 +43,7 @@ from m3cli.stages.ask.tools import (
     terms,
 )
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.sizes import count
 
 log = logging.getLogger(__name__)
 
@@ -489,7 +490,7 @@ class Asker:
         step["seconds"] = round(time.perf_counter() - t0, 4)
         record["trajectory"].append(step)
         if record["answer"] is None:
-            record["error"] = f"no [Answer] after {record['rounds']} rounds and one forced turn"
+            record["error"] = f"no [Answer] after {count(record['rounds'], 'round')} and one forced turn"
 
 
 def _results(ctx: ToolContext, nodes: list[Node]) -> list[dict[str, Any]]:

@@ -28,11 +28,20 @@ BUNDLED_NAME = "tiny.en"
 BEAM_SIZE = 5
 # Whisper's temperature fallback: a window whose beam-search text loops (gzip compression ratio > 2.4) or
 # is unsure (average log-probability < -1) is decoded again by sampling 5 texts at the next temperature.
-# faster-whisper's ladder is 0.0, 0.2, ..., 1.0; three steps keep the escape from loops at a third less
-# ASR CPU. Measured on the 10-min real footage (34 windows): 8 windows fail every step of either ladder
-# (tiny.en is unsure of GRID's nonsense sentences and keeps its best try), 3 pass at 0.4-0.6, the rest at
-# 0.0; no window of the evaluation recordings (AMI, sample.wav, jfk, libri5, fixture) falls back at all.
-TEMPERATURES = (0.0, 0.4, 0.8)
+# Measured (bench/asr_ladder.py): no window of any evaluation recording (AMI dev/train excerpts,
+# sample.wav, katiesteve, jfk, the link videos, fixture, libri5, speakers3/6/8) and none of 28 short
+# clips (each sentence of sample.wav and jfk followed by 2 s of silence or noise) falls back at all, so
+# there every ladder gives the same text. Where windows do fall back, the high end invents: a held-out
+# 1.8-s sentence's trailing silence went to T = 0.8 in the former (0.0, 0.4, 0.8) ladder and came back
+# as "thank you for watching", where faster-whisper's six steps stopped at 0.2. On the 10-min footage
+# 8 of 34 windows fail every step of any ladder (tiny.en is unsure of GRID's nonsense sentences) and 3
+# pass at 0.4-0.6. Three steps that stop at 0.4 keep the three-step cost (the six-step ladder cost 30%
+# more ASR CPU on that footage) without the temperatures where sampling makes text up.
+TEMPERATURES = (0.0, 0.2, 0.4)
+# faster-whisper's hallucination_silence_threshold (skip silences around words that look invented) is off:
+# at 1 s it changed no text of any evaluation recording or short clip (bench/asr_ladder.py) and cost 50%
+# more ASR CPU on AMI dev00/dev01/trn04/trn07 (it re-decodes the windows it suspects)
+HALLUCINATION_SILENCE = None
 
 # VAD settings shared by both silero wrappers (chosen on the AMI dev excerpts + fixture: longer
 # silences and some padding keep turn-internal pauses inside speech, which is how RTTM marks them).
@@ -123,7 +132,7 @@ class FasterWhisperAsr:
         self.multilingual = bool(self._model.model.is_multilingual)
         self.version = (
             f"faster-whisper {faster_whisper.__version__}; ct2 {ctranslate2.__version__}; "
-            f"{self.model}; {_fingerprint(load_from)}; {compute_type}; beam {BEAM_SIZE}; T {TEMPERATURES}"
+            f"{self.model}; {_fingerprint(load_from)}; {compute_type}; {sorted(decode_options().items())}"
         )
 
     def transcribe(self, audio: np.ndarray, language: str | None) -> Transcript:
@@ -136,15 +145,7 @@ class FasterWhisperAsr:
                 )
             language = "en"
         ctranslate2.set_random_seed(0)  # temperature fallback samples: keep reruns identical
-        segments, info = self._model.transcribe(
-            audio,
-            language=language,
-            beam_size=BEAM_SIZE,
-            temperature=list(TEMPERATURES),
-            word_timestamps=True,
-            vad_filter=False,
-            condition_on_previous_text=False,
-        )
+        segments, info = self._model.transcribe(audio, language=language, **decode_options())
         out = []
         for seg in segments:
             words = tuple(
@@ -152,6 +153,32 @@ class FasterWhisperAsr:
             )
             out.append(AsrSegment(float(seg.start), float(seg.end), seg.text.strip(), words))
         return Transcript(tuple(out), info.language)
+
+
+def decode_options(temperatures: tuple[float, ...] = TEMPERATURES) -> dict:
+    """How Whisper decodes, with the guards against text it invents on silence, music and noise:
+
+    * a window whose text loops (gzip compression ratio > 2.4) or is unsure (mean log-probability
+      < -1) is decoded again at the next temperature of the ladder;
+    * a window that is probably not speech (no-speech probability > 0.6 with mean log-probability
+      < -1) gives no text at all;
+    * ``hallucination_silence_threshold`` is left off (see HALLUCINATION_SILENCE);
+    * no conditioning on earlier text (what makes tiny models loop on their own hallucinations).
+
+    The diarize stage adds two more: a word read from the zero padding after the audio is dropped, and so
+    are unsure words at a segment's end where the speaker stack heard nobody (see
+    :mod:`m3cli.stages.diarize`)."""
+    return {
+        "beam_size": BEAM_SIZE,
+        "temperature": list(temperatures),
+        "compression_ratio_threshold": 2.4,
+        "log_prob_threshold": -1.0,
+        "no_speech_threshold": 0.6,
+        "hallucination_silence_threshold": HALLUCINATION_SILENCE,
+        "word_timestamps": True,
+        "vad_filter": False,
+        "condition_on_previous_text": False,
+    }
 
 
 def _threads() -> int:

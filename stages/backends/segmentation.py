@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.backends.onnx_export import OnnxExport, cpu_session, metadata, resolve_runtime
+from m3cli.stages.backends.onnx_export import OnnxExport, cpu_session, export_path, metadata, resolve_runtime
 from m3cli.stages.core.errors import M3Error
 
 RATE = 16000
@@ -74,8 +74,15 @@ class SegmentationModel:
         self._net = None
         runtime = resolve_runtime(self.name, device, runtime)
         if runtime == "onnxruntime":
-            self._session = cpu_session(_export_spec(path))
-            cfg = json.loads(metadata(self._session)["config"])
+            spec = _export_spec(path)
+            self._session = cpu_session(spec)
+            try:
+                cfg = json.loads(metadata(self._session)["config"])
+            except (KeyError, ValueError):  # another network's export under this one's name
+                raise M3Error(
+                    f"{export_path(spec)}: not a {self.name} export (another network's file under its "
+                    "name in the model store); delete it and it is exported again on the next run"
+                ) from None
         else:
             import torch
 

@@ -28,6 +28,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import socket
 import tempfile
 import time
@@ -51,7 +52,11 @@ LEASES = "leases"
 DEFAULT_MAX_SIZE = "20G"
 #: A lease from another host cannot be checked for a live pid; it is trusted for this long.
 FOREIGN_LEASE_S = 24 * 3600.0
-
+#: The shape of every entry m3 writes (see :meth:`CacheKey.relpath`), relative to ``<root>/v1``:
+#: ``stage/video/clip-config-model/name``, or a temporary file beside such an entry. Eviction and
+#: prune remove nothing else, so a cache directory pointed at a folder that also holds other files
+#: (``v1/docs/thesis.txt``) loses none of them.
+_ENTRY = re.compile(r"[^/]+/[^/]+/(?:video|\d{6})-[0-9a-f]{16}-[0-9a-f]{8}/[A-Za-z0-9_.-]+")
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -105,15 +110,15 @@ class Cache:
         self._over_cap_said = False
 
     # -- leases: what running stages hold ----------------------------------------------------
-    def hold(self, renew: bool = False) -> None:
-        """Lease the cache for this process: entries it touches from now on are not evicted while it
-        runs. Called on the first write (then a no-op); ``renew=True`` moves the start to now, for a
-        process that begins a new video and no longer needs what it touched before. The lease goes
-        when the process exits."""
+    def hold(self, renew: bool = False, since: float | None = None) -> None:
+        """Lease the cache for this process: entries touched from now (or from ``since``, e.g. the
+        process's start) on are not evicted while it runs. Called on the first write (then a no-op);
+        ``renew=True`` moves the start to now, for a process that begins a new video and no longer
+        needs what it touched before. The lease goes when the process exits."""
         if self._lease is not None and not renew:
             return
         leases = self.root / LEASES
-        started = time.time()
+        started = time.time() if since is None or renew else since
         path = self._lease or leases / f"{socket.gethostname()}.{os.getpid()}.{int(started * 1e6)}"
         tmp = path.with_name(TMP_PREFIX + path.name)
         try:
@@ -269,12 +274,15 @@ class Cache:
 
     # -- maintenance -------------------------------------------------------------------------
     def _files(self) -> Iterator[Path]:
+        """Every file under ``v1`` that has the shape of an m3 entry (or of its temporary file)."""
         base = self.root / LAYOUT_VERSION
         if not base.is_dir():
             return
         for dirpath, _dirs, files in os.walk(base):
             for name in files:
-                yield Path(dirpath, name)
+                path = Path(dirpath, name)
+                if _ENTRY.fullmatch(path.relative_to(base).as_posix()):
+                    yield path
 
     def stats(self) -> CacheStats:
         stats = CacheStats()

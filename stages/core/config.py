@@ -128,6 +128,12 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise M3Error(f"{path}: config file not found") from None
     except tomllib.TOMLDecodeError as exc:
         raise M3Error(f"{path}: not valid TOML: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise M3Error(f"{path}: not valid TOML: not UTF-8 text (byte {exc.start})") from None
+    except RecursionError:
+        raise M3Error(f"{path}: not valid TOML for m3: nested too deeply") from None
+    except IsADirectoryError:
+        raise M3Error(f"{path}: is a directory, not a config file") from None
     except OSError as exc:
         raise M3Error(f"{path}: cannot read config file: {exc.strerror}") from None
 

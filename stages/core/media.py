@@ -42,11 +42,16 @@ AUDIO_RATE = 16000
 DECODER_VERSION = f"pyav-{av.__version__}/2"
 FRAME_JPEG_QUALITY = 95
 _HASH_CHUNK = 1 << 20
+#: The most frames per second a stage may sample from a clip (more than any camera records).
+MAX_SAMPLE_FPS = 120.0
 
 
 # -- naming files ------------------------------------------------------------------------------
 def display_name(path: Path | str | bytes) -> str:
-    """A printable, UTF-8-safe form of a path for messages and records."""
+    """A printable, UTF-8-safe form of a path for messages and records (a pinned file's own name)."""
+    pinned = _PINNED.get(os.fsdecode(path))
+    if pinned is not None:
+        return pinned[2]
     raw = os.fsencode(path)
     return raw.decode("utf-8", errors="replace")
 
@@ -119,10 +124,32 @@ def content_id(path: Path, cache: Cache | None = None) -> str:
 
     Hashing a long video takes seconds, so the result is remembered (in the cache, and for the
     process) under the file's stat stamp (:func:`_stamp`): a rerun on an unchanged file only stats it,
-    and any change of the stamp means hashing again.
+    and any change of the stamp means hashing again. The stamp and the hash come from one open file
+    (``fstat`` of the descriptor that is read), so a file renamed over ``path`` meanwhile cannot lend
+    its bytes to another's stamp.
     """
-    st = check_readable_file(path)
-    stamp = _stamp(path, st)
+    return _identify(path, cache)[0]
+
+
+def _identify(path: Path, cache: Cache | None) -> tuple[str, int, dict]:
+    """(content id, an open descriptor of the file it was made from, that file's stamp)."""
+    check_readable_file(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise InputError(f"{display_name(path)}: cannot open: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(f"{display_name(path)}: not a regular file")
+        stamp = _stamp(path, st)
+        return _id_of(path, fd, stamp, cache), fd, stamp
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _id_of(path: Path, fd: int, stamp: dict, cache: Cache | None) -> str:
     key = CacheKey.of("files", None, "content-id", stamp, "sha256")
     if key.config in _KNOWN_IDS:
         return _KNOWN_IDS[key.config]
@@ -133,17 +160,14 @@ def content_id(path: Path, cache: Cache | None = None) -> str:
             return known
     digest = hashlib.sha256()
     try:
-        with path.open("rb") as fh:
-            while chunk := fh.read(_HASH_CHUNK):
-                digest.update(chunk)
+        offset = 0
+        while chunk := os.pread(fd, _HASH_CHUNK, offset):
+            digest.update(chunk)
+            offset += len(chunk)
     except OSError as exc:
         raise InputError(f"{display_name(path)}: cannot read: {exc.strerror}") from None
     vid = digest.hexdigest()[:16]
-    try:
-        after = path.stat()
-    except OSError:
-        after = None
-    if after is None or _stamp(path, after) != stamp:
+    if _stamp(path, os.fstat(fd)) != stamp:
         raise InputError(
             f"{display_name(path)}: changed while it was being read; run again once it is complete"
         )
@@ -151,6 +175,75 @@ def content_id(path: Path, cache: Cache | None = None) -> str:
     if cache is not None:
         cache.put_json(key, "id.json", vid)
     return vid
+
+
+# -- pinned files: decode the very file whose bytes were hashed ----------------------------------
+#: Descriptors kept open for verified videos: /proc/self/fd/N -> (fd, stamp, shown name). Opening
+#: /proc/self/fd/N reaches the descriptor's own inode, whatever is renamed over the original path.
+_PINNED: dict[str, tuple[int, dict, str]] = {}
+_PIN_LIMIT = 64
+
+
+def pin(path: Path, cache: Cache | None = None) -> tuple[str, Path]:
+    """(content id, a path that reads exactly the bytes that id was made from).
+
+    The file is opened once; its id is made (or recalled) from that descriptor, and every later read
+    goes through the same descriptor (``/proc/self/fd/N``), so a video replaced while a stage decodes
+    it can never have another file's samples computed and cached under its id. An edit in place (the
+    same inode rewritten) moves its modification time or size, which :func:`check_unchanged` notices
+    around each read (not the change time: renaming or unlinking the name moves it, and the bytes read
+    through the descriptor are still the hashed ones). Without ``/proc`` the original path is read and
+    only that check applies.
+    """
+    vid, fd, stamp = _identify(path, cache)
+    for known, (_fd, known_stamp, _name) in _PINNED.items():
+        if known_stamp == stamp:
+            os.close(fd)
+            return vid, Path(known)
+    proc = Path(f"/proc/self/fd/{fd}")
+    if not proc.exists():
+        os.close(fd)
+        return vid, path
+    if len(_PINNED) >= _PIN_LIMIT:
+        old = next(iter(_PINNED))
+        os.close(_PINNED.pop(old)[0])
+    _PINNED[str(proc)] = (fd, stamp, display_name(path))
+    return vid, proc
+
+
+#: Audio track to decode for a pinned path (set by :func:`source_path` from the record).
+_TRACKS: dict[str, int] = {}
+
+
+def audio_track_of(path: Path) -> int:
+    """The audio track a pinned file is heard through (0, the first, unless a record chose another)."""
+    return _TRACKS.get(str(path), 0)
+
+
+def track_video_id(content: str, audio_track: int) -> str:
+    """The video id of a file heard through ``audio_track``: the content id for the first track, a
+    derived id for any other, so everything computed from one track is cached apart from the others."""
+    if not audio_track:
+        return content
+    return hashlib.sha256(f"{content}:audio-track={audio_track}".encode()).hexdigest()[:16]
+
+
+def check_unchanged(path: Path) -> None:
+    """Fail when a pinned file was edited in place (or its descriptor reused) since it was hashed."""
+    pinned = _PINNED.get(str(path))
+    if pinned is None:
+        return
+    fd, stamp, name = pinned
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    same = st is not None and all(
+        getattr(st, f"st_{k}" if k in ("size", "ino", "dev") else f"st_{k}_ns") == stamp[k]
+        for k in ("size", "mtime", "ino", "dev")
+    )
+    if not same:
+        raise InputError(f"{name}: changed while it was being read; run again once it is complete")
 
 
 # -- probing -----------------------------------------------------------------------------------
@@ -170,11 +263,13 @@ class Probe:
     frame_times: np.ndarray  # presentation times (s) of every video frame, sorted
     frame_duration: float
     start: float = 0.0
+    audio_tracks: int = 0  # how many the file has; the one used is the one asked for
 
 
 def open_container(path: Path) -> av.container.InputContainer:
     name = display_name(path)
     check_readable_file(path)
+    check_unchanged(path)
     try:
         return av.open(os.fsdecode(path), mode="r")
     except av.error.InvalidDataError:
@@ -218,14 +313,21 @@ def _display_rotation(path: Path) -> int:
     return 0
 
 
-def probe(path: Path) -> Probe:
-    """Demux the video stream (and the first audio stream) and collect every frame's presentation time."""
+def probe(path: Path, audio_track: int = 0) -> Probe:
+    """Demux the video stream (and audio track ``audio_track``); collect every frame's presentation time."""
     name = display_name(path)
     with open_container(path) as container:
         if not container.streams.video:
             raise InputError(f"{name}: no video stream (audio-only or data file)")
+        _refuse_still_image(container, name)
         vs = container.streams.video[0]
-        audio = container.streams.audio[0] if container.streams.audio else None
+        tracks = len(container.streams.audio)
+        if audio_track and audio_track >= tracks:
+            raise InputError(
+                f"{name}: --audio-track {audio_track} does not exist: the file has "
+                + (f"audio tracks 0..{tracks - 1}" if tracks else "no audio")
+            )
+        audio = container.streams.audio[audio_track] if tracks else None
         tb = float(vs.time_base)
         origin = _origin(container)
         pts: list[int] = []
@@ -263,6 +365,7 @@ def probe(path: Path) -> Probe:
         width, height = vs.codec_context.width or None, vs.codec_context.height or None
     if _display_rotation(path) in (90, 270):
         width, height = height, width
+    check_unchanged(path)
     return Probe(
         duration=max(video_end, audio_end),
         fps=rate,
@@ -272,7 +375,17 @@ def probe(path: Path) -> Probe:
         frame_times=times,
         frame_duration=frame_duration,
         start=max(0.0, min(float(times[0]), audio_first)),
+        audio_tracks=tracks,
     )
+
+
+def _refuse_still_image(container: av.container.InputContainer, name: str) -> None:
+    """A photo (a JPEG or PNG renamed ``.mp4``) opens as a one-frame "video" through FFmpeg's image
+    demuxers; it is refused, not indexed as a clip of 0.04 s."""
+    fmt = container.format.name or ""
+    if fmt in ("image2", "image2pipe") or fmt.endswith("_pipe"):
+        kind = fmt.removesuffix("_pipe").upper()
+        raise InputError(f"{name}: a still image ({kind}), not a video; m3 reads video files")
 
 
 def _check_not_truncated(container: av.container.InputContainer, name: str, seen_end: float) -> None:
@@ -329,10 +442,11 @@ def _decode_sampled(path: Path, start: float, end: float, fps: float, max_side: 
                     continue
                 images.append(_to_rgb(frame, max_side))
                 times.append(t)
-                while target <= t + eps:
-                    target += step
+                # the next sample time after t, computed (a loop of 1/fps steps never ends at 1e9 fps)
+                target = start + (math.floor((t + eps - start) / step) + 1) * step
         except av.error.FFmpegError as exc:
             log.warning("%s: decoding stopped at %.2f s: %s", name, times[-1] if times else start, exc)
+    check_unchanged(path)
     return Frames(np.asarray(times, dtype=np.float64), images)
 
 
@@ -377,8 +491,7 @@ def sample_frames(
     cache: Cache | None = None,
 ) -> Frames:
     """RGB frames of one clip sampled at ``fps``, decoded once and cached as JPEG."""
-    if fps <= 0:
-        raise InputError(f"frame rate must be positive, got {fps}")
+    _check_fps(fps)
     key = CacheKey.of(
         video_id,
         clip_index,
@@ -402,13 +515,17 @@ def sample_frames(
     return _unpack_frames(packed)
 
 
+def _check_fps(fps: float) -> None:
+    if not (0 < fps <= MAX_SAMPLE_FPS):
+        raise InputError(f"frame rate must be within (0, {MAX_SAMPLE_FPS}], got {fps:g}")
+
+
 def decode_frames(
     path: Path, start: float, end: float, fps: float = 5.0, max_side: int | None = None
 ) -> Frames:
     """RGB frames of one clip sampled at ``fps`` as the decoder gives them: neither cached nor JPEG
     round-tripped, for a stage that caches what it computes from the frames instead of the frames."""
-    if fps <= 0:
-        raise InputError(f"frame rate must be positive, got {fps}")
+    _check_fps(fps)
     return _decode_sampled(path, start, end, fps, max_side)
 
 
@@ -426,7 +543,10 @@ def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray
     with open_container(path) as container:
         if not container.streams.audio:
             return np.zeros(0, dtype=np.float32)
-        stream = container.streams.audio[0]
+        track = audio_track_of(path)
+        if track >= len(container.streams.audio):
+            raise InputError(f"{name}: audio track {track} does not exist in this file")
+        stream = container.streams.audio[track]
         origin = _origin(container)
         resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
         _seek_to(container, stream, start, origin)
@@ -452,6 +572,7 @@ def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray
                 chunks.append(out.to_ndarray().reshape(-1))
         except av.error.FFmpegError as exc:
             log.warning("%s: audio decoding stopped near %.2f s: %s", name, start + got / rate, exc)
+    check_unchanged(path)
     if first_t is None:
         return np.zeros(n_out, dtype=np.float32)
     audio = np.concatenate(chunks).astype(np.float32) if chunks else np.zeros(0, np.float32)
@@ -475,9 +596,9 @@ def clip_audio(
     cache: Cache | None = None,
 ) -> np.ndarray:
     """Mono float32 audio of [start, end) at ``rate`` Hz (empty if the video has no audio)."""
-    key = CacheKey.of(
-        video_id, clip_index, "audio", {"start": start, "end": end, "rate": rate}, DECODER_VERSION
-    )
+    track = audio_track_of(path)
+    settings = {"start": start, "end": end, "rate": rate, **({"track": track} if track else {})}
+    key = CacheKey.of(video_id, clip_index, "audio", settings, DECODER_VERSION)
     if cache is not None:
         stored = cache.get_arrays(key, "audio.npz")
         if stored is not None:
@@ -505,6 +626,19 @@ def windows(start: float, end: float, max_seconds: float = 5.0) -> list[tuple[fl
     return list(zip(edges[:-1], edges[1:], strict=True))
 
 
+_LIVE: dict[str, bytes] = {}
+
+
+def register_live(video_id: str, path: Path) -> None:
+    """Trust ``path`` as the file of the live stream ``video_id`` in this process (`m3 watch`).
+
+    A live recording has no content hash while it is being written: its id is the stream's (fixed when
+    the stream was first watched) and its file grows between clips, so the size, hash and duration
+    checks of :func:`source_path` cannot hold. Only the process that writes the recording registers
+    it, and only for the id it gave the stream."""
+    _LIVE[video_id] = os.fsencode(Path(path).resolve())
+
+
 def source_path(video: object, cache: Cache | None = None) -> Path:
     """The file a clip record's ``video`` section points to, checked to still hold that video.
 
@@ -522,15 +656,27 @@ def source_path(video: object, cache: Cache | None = None) -> Path:
             "run `m3 segment` on its new location and rerun this stage"
         )
     expected = getattr(video, "id", None)
+    if expected is not None and _LIVE.get(expected) == os.fsencode(path.resolve()):
+        return path
     size = getattr(video, "size_bytes", None)
     st = check_readable_file(path)
     if size is not None and st.st_size != size:
         actual = f"{st.st_size} bytes, the record says {size}"
-    elif expected is not None and (vid := content_id(path, cache)) != expected:
-        actual = f"content id {vid}, the record says {expected}"
     else:
-        _check_duration(path, video)
-        return path
+        vid, pinned = pin(path, cache)
+        track = getattr(video, "audio_track", None)
+        if track is None and expected is not None and vid != expected:  # a record without the field
+            track = next((k for k in range(1, 64) if track_video_id(vid, k) == expected), 0)
+        vid = track_video_id(vid, track or 0)
+        if expected is None or vid == expected:
+            _TRACKS[str(pinned)] = track or 0
+            if size is not None and os.stat(pinned).st_size != size:
+                actual = f"{os.stat(pinned).st_size} bytes, the record says {size}"
+            else:
+                _check_duration(pinned, video)
+                return pinned
+        else:
+            actual = f"content id {vid}, the record says {expected}"
     raise InputError(
         f"{display_name(path)}: not the video these records were made from ({actual}): the file was "
         "replaced or edited since `m3 segment`; run `m3 segment` on it again and rerun the stages"

@@ -49,10 +49,11 @@ def record_name(record: Any) -> str:
 def cache_file(record: Any, field: str, value: str | None, cache: Any, kind: FileKind) -> Path | None:
     """The file that ``record``'s ``field`` names, once it is known to be a ``kind`` file in the cache.
 
-    Returns None when there is nothing to read: no path, no cache to check it against (library use
-    without a cache reads no record paths at all), or a cache file that is gone (pruned) — callers go
-    on without it, as they would without the field. Raises :class:`InputError` when the path leaves
-    the cache or the file is not a ``kind`` file.
+    Returns None when there is nothing to read: no path, or no cache to check it against (library use
+    without a cache reads no record paths at all). Raises :class:`InputError` when the path leaves the
+    cache, the file is not a ``kind`` file, or the file is gone (evicted by the cache's size cap or
+    pruned since the stage that wrote it ran): a stage never goes on without it, which would store
+    empty embeddings or a character without its face.
     """
     if not value:
         return None
@@ -68,7 +69,11 @@ def cache_file(record: Any, field: str, value: str | None, cache: Any, kind: Fil
             "--cache-dir, give this one the same)"
         )
     if not path.exists():
-        return None
+        raise InputError(
+            f"{record_name(record)}: {field}: {value!r} is gone from the cache (evicted by its size cap "
+            "or pruned since the stage that wrote it ran); rerun the pipeline from that stage (what is "
+            "still cached is reused), or raise cache_max_size (M3_CACHE_MAX_SIZE)"
+        )
     if not path.is_file():  # checked before opening: a FIFO or device would block or never end
         raise InputError(f"{record_name(record)}: {field}: {value!r} is not a regular file")
     try:

@@ -1,4 +1,5 @@
-"""Byte sizes as people write and read them ("20G", "1.5 MiB"); no heavy imports, for `m3 cache --help`."""
+"""Byte sizes and counts as people write and read them ("20G", "1.5 MiB", "1 clip"); no heavy imports,
+for `m3 cache --help`."""
 
 from __future__ import annotations
 
@@ -25,3 +26,8 @@ def human(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
     return f"{n:.1f} TiB"
+
+
+def count(n: int, word: str, plural: str | None = None) -> str:
+    """``1 clip``, ``2 clips``, ``0 clips`` (``plural`` for words that do not just take an s)."""
+    return f"{n} {word if n == 1 else plural or word + 's'}"

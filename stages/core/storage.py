@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -61,15 +62,35 @@ def read_file(location: str | Path, name: str) -> bytes | None:
         return fh.read()
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back: there is no other portable way)."""
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
+
+
 def write_atomic(path: Path, data: bytes, sync: bool = False, mode: int | None = None) -> None:
     """Write ``data`` to the local ``path`` via a temporary sibling and a rename: readers see all or
     nothing, and a failed write leaves no partial file. ``sync`` flushes it to disk before the rename
-    (a commit that must survive a crash); ``mode`` replaces mkstemp's 0600."""
+    (a commit that must survive a crash); ``mode`` replaces the default, which is what any new file
+    gets (0666 less the umask), not mkstemp's 0600.
+
+    A target that exists and is not a regular file (``/dev/null``, a FIFO, a terminal, a socket) is
+    written through, never renamed over: ``-o /dev/null`` as root must not replace the device."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+        with open(path, "wb", buffering=0) as fh:
+            view = memoryview(data)
+            while view:
+                view = view[fh.write(view) or 0 :]
+        return
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
-        if mode is not None:
-            os.fchmod(fd, mode)
+        os.fchmod(fd, mode if mode is not None else 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             if sync:
@@ -121,3 +142,56 @@ def remove_dir(location: str | Path, name: str) -> None:
         return
     store, root = _object_store(location)
     store.delete_dir(f"{root}/{name}")
+
+
+#: What object-store failures say deep inside LanceDB/Lance/pyarrow messages, and what m3 says instead.
+_STORE_FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("NoSuchBucket",), "the bucket does not exist (create it, or check the name)"),
+    (
+        ("Failed to get AWS credentials", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
+         "Missing credentials", "NoCredentialProviders", "403 Forbidden"),
+        "the object store refused the credentials or found none: set AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL, AWS_ALLOW_HTTP=true for a local S3 server)",
+    ),
+    (("Connection refused", "dns error", "error sending request", "tcp connect error"),
+     "cannot reach the object store (check AWS_ENDPOINT_URL and the network)"),
+    (("Cannot parse URI", "due to syntax error"),
+     "not a valid object-store URI (a '/' or '@' in a password must be percent-encoded; better, give "
+     "credentials in the AWS_* variables, never in the URI)"),
+)
+
+
+def store_failure(text: str) -> str | None:
+    """A one-line reason for an object-store failure buried in ``text`` (a LanceDB/Lance/pyarrow error
+    message, tens of lines long and possibly quoting the request), or None when it is not one."""
+    for needles, reason in _STORE_FAILURES:
+        if any(n.lower() in text.lower() for n in needles):
+            return reason
+    return None
+
+
+def store_location(argv: list[str]) -> str | None:
+    """The object-store URI named on a command line (masked), for a message that must name it."""
+    for arg in argv:
+        if is_uri(arg):
+            return mask_credentials(arg)
+    return None
+
+
+def damaged_memory(location: str | Path, exc: BaseException) -> M3Error:
+    """One line for a memory whose tables cannot be read as its manifest names them: a version that is
+    gone, a data file cut short or overwritten. The message keeps the engine's first line (cut short):
+    an object-store reason in it is still recognised (:func:`store_failure`)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if store_failure(text) is not None:
+        return M3Error(f"{mask_credentials(str(location))}: {store_failure(text)}")
+    if "no longer exists" in text or "_versions" in text and "not found" in text.lower():
+        why = "a table version its manifest names is missing"
+    elif "fill whole buffer" in text or "truncated" in text.lower() or "corrupt" in text.lower():
+        why = "a data file is truncated or damaged"
+    else:
+        why = "its tables cannot be read"
+    return M3Error(
+        f"{mask_credentials(str(location))}: the memory is damaged ({why}: {mask_credentials(text)[:160]}); "
+        "rebuild it with `m3 index -o` from the records, or restore a copy"
+    )

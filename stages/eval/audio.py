@@ -260,6 +260,24 @@ def _crop_regions(regions: Sequence[Region], within: Sequence[Region]) -> list[R
     return merge_regions((s, e) for s, e, _ in cropped)
 
 
+def untranscribed(
+    turns: Sequence[Turn],
+    utterances: Sequence[Turn],
+    reference: Sequence[Turn] | None = None,
+    uem: Sequence[Region] | None = None,
+) -> float:
+    """Seconds of speech the turns cover but no utterance does: what the diarizer heard and the
+    transcript lost. With ``reference`` turns only reference speech counts (inside ``uem`` when given),
+    so a false-alarm turn is not counted as lost speech."""
+    heard = merge_regions((s, e) for s, e, _ in turns)
+    if reference is not None:
+        heard = _crop_regions(heard, [(s, e) for s, e, _ in reference])
+    if uem:
+        heard = _crop_regions(heard, uem)
+    lost = subtract_regions(heard, [(s, e) for s, e, _ in utterances])
+    return round(sum(e - s for s, e in lost), 3)
+
+
 # -- WER -----------------------------------------------------------------------------------------
 _PUNCT = re.compile(r"[^\w\s']|(?<!\w)'|'(?!\w)")
 

@@ -73,6 +73,8 @@ def read_truth(path: Path) -> dict[str, Person]:
     """The people of a truth file, with their speech from its RTTM; one clear error when malformed."""
     try:
         data = orjson.loads(path.read_bytes())
+        if isinstance(data, dict) and "people" not in data and isinstance(data.get("turns"), list):
+            return _turns_truth(data)
         people = {
             str(name): Person(name=str(name), face=_face_spans(spec))
             for name, spec in data["people"].items()
@@ -93,6 +95,40 @@ def read_truth(path: Path) -> dict[str, Person]:
                 if speaker not in people:
                     raise InputError(f"{rttm}: speaker {speaker!r} is not one of the people in {path}")
                 people[speaker].speech.append((start, end))
+    return people
+
+
+#: Where a named panel or side of the frame is, as (x0, y0, x1, y1) fractions.
+_PLACES: dict[str, Region] = {
+    "top-left": (0.0, 0.0, 0.5, 0.5),
+    "top-right": (0.5, 0.0, 1.0, 0.5),
+    "bottom-left": (0.0, 0.5, 0.5, 1.0),
+    "bottom-right": (0.5, 0.5, 1.0, 1.0),
+    "left": (0.0, 0.0, 0.5, 1.0),
+    "right": (0.5, 0.0, 1.0, 1.0),
+}
+_ALWAYS = 1e9  # a face on screen for the whole video (its panel is always shown)
+
+
+def _turns_truth(data: dict[str, Any]) -> dict[str, Person]:
+    """People of a truth file in the shared media's turn format (``*.truth.json``): everyone is on
+    screen in their own panel or side the whole time, and speaks in the listed turns. Two shapes:
+    ``panels: {"0": "top-left", ...}`` with turns' ``panel``/``speech_start_s``/``speech_end_s``, or
+    one key per speaker with turns' ``speaker``/``side``/``start_s``/``end_s``."""
+    people: dict[str, Person] = {}
+    panels = data.get("panels")
+    for turn in data["turns"]:
+        if isinstance(panels, dict):
+            place = str(panels[str(turn["panel"])])
+            name, start, end = place.replace("-", "_"), turn["speech_start_s"], turn["speech_end_s"]
+        else:
+            name, place, start, end = str(turn["speaker"]), str(turn["side"]), turn["start_s"], turn["end_s"]
+        if place not in _PLACES:
+            raise ValueError(f"unknown panel or side {place!r} (known: {', '.join(_PLACES)})")
+        person = people.setdefault(name, Person(name=name, face=[(0.0, _ALWAYS, _PLACES[place])]))
+        person.speech.append((float(start), float(end)))
+    if not people:
+        raise ValueError("no turns")
     return people
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.redact import mask_credentials
 
 SCHEMA = "m3.answer/1"
 
@@ -36,6 +37,8 @@ def read_answers(path: Path, limit: int) -> tuple[list[dict[str, Any]], int]:
             if not isinstance(rec.get("question"), str):
                 raise InputError(f"{path}:{number}: the record has no question")
             total += 1
+            if isinstance(rec.get("memory"), str):  # written by an older m3: no secret on the page
+                rec["memory"] = mask_credentials(rec["memory"])
             if len(out) < limit:
                 out.append(rec)
     return out, total

@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import open_memory
+from m3cli.stages.core.storage import damaged_memory, write_atomic
 from m3cli.stages.report.answers import read_answers
 from m3cli.stages.report.gather import ReportLimits, gather
 from m3cli.stages.report.media import thumbnail, voice_sample
@@ -47,12 +46,6 @@ def _pin_script(page: str) -> str:
     return page.replace("script-src 'unsafe-inline'", f"script-src 'sha256-{digest}'", 1)
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def write_report(
     memory: str | Path,
     output: Path,
@@ -70,8 +63,11 @@ def write_report(
             f"-o {output}: is a directory; name the HTML file to write, e.g. {output / 'report.html'}"
         )
     answer_rows, answers_total = read_answers(answers, limits.max_answers) if answers else ([], 0)
-    store = open_memory(memory)
-    data = gather(store, video, clips, limits)
+    try:
+        store = open_memory(memory)
+        data = gather(store, video, clips, limits)
+    except (OSError, ValueError, RuntimeError) as exc:  # the engine's errors: one line, not a traceback
+        raise damaged_memory(memory, exc) from None
     data.answers = answer_rows
     thumbs: dict[tuple[str, str], list[str]] = {}
     voices: dict[tuple[str, str], str] = {}
@@ -81,23 +77,16 @@ def write_report(
         if made:
             thumbs[(v.id, c.id)] = made
         if c.voice_sample is not None:
-            audio = voice_sample(*c.voice_sample)
+            audio = voice_sample(*c.voice_sample, video_id=v.id)  # only from that very video
             if audio:
                 voices[(v.id, c.id)] = audio
     page = _pin_script(render(data, thumbs, voices, answers_total))
     output.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", dir=output.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(page.encode("utf-8"))
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a page is for sharing, like any new file
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    # all or nothing, 0666 less the umask (a page is for sharing), written through to /dev/null or a FIFO
+    write_atomic(output, page.encode("utf-8"))
     return ReportStats(
         path=output,
-        bytes=output.stat().st_size,
+        bytes=len(page.encode("utf-8")),
         videos=len(data.videos),
         clips=sum(len(v.clips) for v in data.videos),
         characters=len(chars),

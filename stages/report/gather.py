@@ -17,6 +17,7 @@ whole of every clip its faces and voices occur in (the entities table's ``clips`
 from __future__ import annotations
 
 import base64
+import logging
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -25,6 +26,7 @@ from typing import Any
 
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import MemoryStore
+from m3cli.stages.core.redact import mask_credentials
 from m3cli.stages.core.storage import read_file
 from m3cli.stages.memorize import name_fact
 
@@ -56,6 +58,8 @@ TRANSCRIPT_KINDS = ("speech", "untranscribed")
 TOGETHER_KINDS = ("present", "overlap", "cooccurrence")
 #: Node kinds read for every video whatever clip range is shown: few per video, and cards need them.
 CARD_KINDS = ("character", "relationship", "global")
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -304,7 +308,7 @@ def gather(
             "below; `m3 report MEMORY --video ID` writes the page of one.",
         )
     return ReportData(
-        memory=str(store.path),
+        memory=mask_credentials(str(store.path)),  # an s3://KEY:SECRET@ location shows no secret
         meta=dict(store.meta),
         counts=counts,
         videos=videos,
@@ -486,12 +490,21 @@ def _crop(memory: str | Path, entity: str, value: str) -> Crop:
     if value.startswith("data:"):
         return Crop(entity, None, value)
     path = Path(value)
-    if not isinstance(memory, Path) and not path.is_absolute():
+    # a memory is untrusted input: its crops are read only from inside it (never an absolute path,
+    # never one that climbs out with '..' or through a symlink), else the page shows initials
+    if path.is_absolute() or ".." in path.parts or "\\" in value:
+        log.warning("crop of %s names %r, outside the memory: not shown", entity, value)
+        return Crop(entity, None, None)
+    if not isinstance(memory, Path):
         data = read_file(memory, value)
         uri = "data:image/jpeg;base64," + base64.b64encode(data).decode("ascii") if data else None
         return Crop(entity, None, uri)
-    candidates = [path] if path.is_absolute() else [memory / path, memory.parent / path, path]
-    found = next((p for p in candidates if p.is_file()), None)
+    root = memory.resolve()
+    found = (memory / path).resolve()
+    if not found.is_relative_to(root) or not found.is_file():
+        if found.exists():
+            log.warning("crop of %s names %r, outside the memory: not shown", entity, value)
+        return Crop(entity, None, None)
     return Crop(entity, found, None)
 
 

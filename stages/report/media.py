@@ -48,7 +48,8 @@ def thumbnail(crop: Crop, side: int = THUMB_SIDE) -> str | None:
             img.thumbnail((side, side), Image.Resampling.LANCZOS)
             out = io.BytesIO()
             img.save(out, "JPEG", quality=THUMB_QUALITY, optimize=True)
-    except (OSError, ValueError, UnidentifiedImageError) as exc:
+    except (OSError, ValueError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
+        # a 20000x20000 PNG is refused by Pillow's pixel limit before it is decoded: initials instead
         log.warning("face crop of %s unreadable (%s); the page shows initials instead", crop.entity, exc)
         return None
     return data_uri("image/jpeg", out.getvalue())
@@ -75,18 +76,28 @@ def encode_opus(audio: np.ndarray, rate: int = VOICE_RATE, bitrate: int = VOICE_
     return buf.getvalue()
 
 
-def voice_sample(video: Path, start: float, end: float) -> str | None:
-    """An Ogg/Opus data URI of ``video``'s audio over [start, end); None when the video is not readable."""
+def voice_sample(video: Path, start: float, end: float, video_id: str | None = None) -> str | None:
+    """An Ogg/Opus data URI of ``video``'s audio over [start, end); None when the video is not readable
+    or (with ``video_id``) is not the video the memory was made from.
+
+    A memory is untrusted input (it may come from a bucket): its ``clips.path`` may name any file on
+    this machine, so the file's content id must be the memory's video id before a second of it goes
+    into the page, and the samples are decoded from the very file whose bytes were checked."""
+    from types import SimpleNamespace
+
     from m3cli.stages.core.errors import M3Error
-    from m3cli.stages.core.media import clip_audio
+    from m3cli.stages.core.media import clip_audio, display_name, source_path
 
     if not video.is_file():
-        log.info("%s not found: voice samples are left out", video)
+        log.info("%s not found: voice samples are left out", display_name(video))
         return None
     try:
+        if video_id is None:  # nothing to check the file against: a crafted memory could name any
+            return None
+        video = source_path(SimpleNamespace(path=str(video), id=video_id))
         audio = clip_audio(video, "", -1, float(start), float(end), rate=VOICE_RATE)
     except (M3Error, OSError) as exc:
-        log.warning("cannot cut a voice sample from %s (%s)", video, exc)
+        log.warning("no voice sample from %s: %s", display_name(video), exc)
         return None
     if audio.size == 0 or float(np.abs(audio).max()) == 0.0:
         return None

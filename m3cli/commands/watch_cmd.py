@@ -1,0 +1,188 @@
+"""`m3 watch SOURCE -o MEMORY`: the pipeline on a live source, clip by clip (m3cli.stages.watch)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import sys
+import time
+
+import typer
+
+from m3cli import context
+from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
+
+EPILOG = """\b
+Examples:
+  m3 watch udp://127.0.0.1:5000 -o mem.lance              # record the stream, commit each 30-s clip
+  m3 watch rtsp://cam.local/stream -o mem.lance --status watch.json
+  m3 watch recording.ts -o mem.lance --idle 20            # a file still being written (tail -f)
+  m3 watch incoming/ -o mem.lance                         # a drop folder: each new file once complete
+  m3 ask mem.lance "who spoke last?"                      # in another shell, while it records
+
+\b
+Ctrl-C or SIGTERM exits within a second: a commit in progress finishes, the clip being processed
+and the partial clip are discarded, and running the same command again continues where it stopped.
+"""
+
+
+def watch(
+    ctx: typer.Context,
+    source: str = typer.Argument(
+        ..., help="A growing file, a stream URL, a capture device or a drop folder."
+    ),
+    output: str = typer.Option(..., "--output", "-o", help="The memory (directory or s3:// URI)."),
+    sets: list[str] = typer.Option(None, "--set", "-s", help=SET_HELP),
+    clip_seconds: float | None = typer.Option(None, "--clip-seconds", "-l", help="segment.clip_seconds"),
+    faces_fps: float | None = typer.Option(None, "--faces-fps", help="faces.fps (frames per second)."),
+    speakers: int | None = typer.Option(None, "--speakers", help="diarize.num_speakers, when known."),
+    idle: float = typer.Option(
+        10.0,
+        "--idle",
+        help="A growing file or drop-folder file is complete after this many seconds without growth.",
+    ),
+    until_eof: bool = typer.Option(
+        False, "--until-eof", help="Read a file (or folder) as it is now; do not wait for more."
+    ),
+    max_lag: float = typer.Option(
+        300.0, "--max-lag", help="Skip the oldest waiting clips when they trail the live edge by more (s)."
+    ),
+    connect_timeout: float = typer.Option(
+        15.0, "--connect-timeout", help="A stream that yields nothing for this long is an error (s)."
+    ),
+    give_up: float = typer.Option(
+        60.0, "--give-up", help="A dropped stream not back after this long ends the watch (s)."
+    ),
+    state: str | None = typer.Option(
+        None, "--state", help="Watch state folder (default: in the cache, one per source and memory)."
+    ),
+    status: str | None = typer.Option(
+        None, "--status", help="Keep this JSON file updated with progress and lag."
+    ),
+    offline: bool = typer.Option(False, "--offline", help="Never call an LLM (memorize and abstract)."),
+) -> None:
+    """Build a memory while a stream, a growing file or a drop folder is recorded, one clip at a time.
+
+    Clips are planned as `m3 segment` plans the finished recording, and identities, abstractions and
+    the committed clips survive a restart (even after kill -9)."""
+    from pathlib import Path
+
+    from m3cli.stages.core.errors import M3Error
+    from m3cli.stages.pipeline import Models
+    from m3cli.stages.watch import WatchConfig, Watcher
+    from m3cli.terminal import error_line
+
+    settings = context.settings(ctx)
+    config = pipeline_from_flags(
+        settings,
+        sets,
+        "index",
+        offline,
+        {"segment.clip_seconds": clip_seconds, "faces.fps": faces_fps, "diarize.num_speakers": speakers},
+    )
+    run_ctx = context.run_context(ctx, settings)
+
+    def say(line: str) -> None:
+        print(f"m3 watch: {line}", file=sys.stderr, flush=True)
+
+    # The watcher runs in a child process so that a signal is answered within a second even while a
+    # model holds the interpreter lock for seconds (dlib and others do): the parent waits for a commit
+    # in progress (<= 0.8 s), then ends the child with SIGKILL, which every commit survives.
+    mp = multiprocessing.get_context("fork")
+    committing = mp.Event()
+
+    parent = os.getpid()
+
+    def child() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the child stops
+        _die_with_parent(parent)
+        code = 0
+        try:
+            watcher = Watcher(
+                source,
+                output,
+                Models(config, settings),
+                run_ctx,
+                WatchConfig(
+                    idle, until_eof, max_lag=max_lag, connect_timeout=connect_timeout, give_up=give_up
+                ),
+                Path(state) if state else None,
+                Path(status) if status else None,
+                say,
+                commit_flag=committing,
+            )
+            final = watcher.run()
+            ended = f" ({final.error})" if final.error else ""
+            say(f"{final.state}: {final.clips_committed} clips committed{ended}")
+        except M3Error as exc:
+            print(error_line(exc), file=sys.stderr)
+            code = 1
+        except BaseException:  # noqa: BLE001 - a bug: its traceback, then a failing status
+            import traceback
+
+            traceback.print_exc()
+            code = 2
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(code)
+
+    worker = mp.Process(target=child, name="m3-watch")
+    signalled: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        signalled.append(signum)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    worker.start()
+    while worker.is_alive() and not signalled:
+        worker.join(0.1)
+    if signalled:
+        deadline = time.monotonic() + 0.8
+        while committing.is_set() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if worker.pid is not None and worker.is_alive():
+            os.kill(worker.pid, signal.SIGKILL)
+        worker.join(1.0)
+        if status:
+            _mark_stopped(Path(status))
+        say("stopped: the clip in progress is discarded; run the same command again to continue")
+        raise typer.Exit(128 + signalled[0])
+    if worker.exitcode:
+        raise typer.Exit(worker.exitcode)
+
+
+def _die_with_parent(parent: int) -> None:
+    """A parent ended by ``kill -9`` takes the child with it (Linux), so a restart never meets a second
+    watcher of the same stream still running."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(137)
+
+
+def _mark_stopped(path: object) -> None:
+    """The status file says the watch stopped (the child that kept it was ended)."""
+    import orjson
+
+    from m3cli.stages.core.storage import write_atomic
+
+    try:
+        data = orjson.loads(path.read_bytes())  # type: ignore[attr-defined]
+    except (OSError, orjson.JSONDecodeError):
+        return
+    data["state"] = "stopped"
+    write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+
+
+RANK = 82
+
+
+def register(app: typer.Typer) -> None:
+    app.command(epilog=EPILOG)(watch)

@@ -1,0 +1,401 @@
+"""Live sources for `m3 watch`: a recorder that spools a stream to a file, and a scanner that follows it.
+
+Why a spool: clips of a live stream are decoded from a recording (MPEG-TS in the watch state folder),
+never from the socket, so every stage reads a clip the way it reads a finished file, a restart finds
+the frames it had not processed yet, and the recording is the file ``m3 run`` can be compared with.
+
+* :class:`Recorder` copies a stream URL (udp, tcp, rtsp, rtmp, srt, http(s)/HLS) or a capture device
+  into the spool without re-encoding (devices, whose raw frames MPEG-TS cannot carry, are encoded to
+  MPEG-2). A dropped connection is retried with exponential backoff (0.5 s doubling to 8 s); the time
+  without data is recorded as a gap (wall times, and the spool time where it falls) and the next
+  packets continue the spool's clock where it stopped, so clips are decoded the same before and after
+  the recording is complete.
+* :class:`Scanner` demuxes the growing file through :class:`Growing` (a file object whose reads wait
+  for the writer), keeping each video packet's timestamp and how far audio and video have arrived.
+  That is all the clip plan needs (:func:`m3cli.stages.segment.plan_clips`), so clips are planned
+  exactly as ``m3 segment`` plans the finished file.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+
+from m3cli.stages.core import media
+
+log = logging.getLogger(__name__)
+
+URL_SCHEMES = (
+    "udp://",
+    "tcp://",
+    "rtp://",
+    "rtsp://",
+    "rtsps://",
+    "rtmp://",
+    "rtmps://",
+    "srt://",
+    "http://",
+    "https://",
+)
+TS_PACKET = 188
+
+
+def is_url(source: str) -> bool:
+    return source.lower().startswith(URL_SCHEMES)
+
+
+def is_device(source: str) -> bool:
+    return source.startswith("/dev/video")
+
+
+class Growing:
+    """A read-only file object over a file another writer is still appending to (``tail -f``).
+
+    ``read`` waits for more bytes while the writer may still write: until ``finished()`` is true (the
+    recorder stopped), until the file has not grown for ``idle`` seconds (``None``: no limit), or until
+    ``stop`` is set; then it returns what is left and the empty string (end of file)."""
+
+    def __init__(
+        self,
+        path: Path,
+        stop: threading.Event,
+        finished: Any = None,
+        idle: float | None = None,
+        poll: float = 0.05,
+    ) -> None:
+        self.path = Path(path)
+        self.stop = stop
+        self.finished = finished or (lambda: False)
+        self.idle = idle
+        self.poll = poll
+        self.fh = self.path.open("rb")
+        self.last_growth = time.monotonic()
+
+    def read(self, n: int = -1) -> bytes:
+        while True:
+            data = self.fh.read(n)
+            if data:
+                self.last_growth = time.monotonic()
+                return data
+            if self.stop.is_set() or self.finished():
+                return self.fh.read(n)
+            if self.idle is not None and time.monotonic() - self.last_growth >= self.idle:
+                return b""
+            time.sleep(self.poll)
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+@dataclass
+class Arrival:
+    """How far the spool has been read: the demuxed timestamps the clip plan needs, and when each
+    stretch of media arrived (monotonic seconds), for clip latency."""
+
+    pts: list[int] = field(default_factory=list)
+    durations: list[int] = field(default_factory=list)
+    time_base: float = 0.0
+    origin: float = 0.0
+    fps: float | None = None
+    width: int | None = None
+    height: int | None = None
+    has_audio: bool = False
+    audio_first: float = math.inf
+    audio_end: float = -math.inf
+    video_end: float = -math.inf
+    #: (media seconds covered by both streams, monotonic time it was reached), increasing
+    marks: list[tuple[float, float]] = field(default_factory=list)
+
+    @property
+    def covered(self) -> float:
+        """Media time up to which every stream has arrived."""
+        if self.has_audio:
+            return min(self.video_end, self.audio_end)
+        return self.video_end
+
+    def arrived_at(self, t: float) -> float | None:
+        """When media time ``t`` was first covered (None: not yet)."""
+        for covered, when in self.marks:
+            if covered >= t:
+                return when
+        return None
+
+    def probe(self) -> media.Probe | None:
+        """A :class:`~m3cli.stages.core.media.Probe` of what has arrived, computed as the file's probe is."""
+        if not self.pts:
+            return None
+        times = np.unique(np.asarray(self.pts, dtype=np.int64)) * self.time_base - self.origin
+        if self.durations:
+            frame_duration = float(np.median(self.durations)) * self.time_base
+        elif self.fps:
+            frame_duration = 1.0 / self.fps
+        else:
+            frame_duration = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
+        return media.Probe(
+            duration=max(float(times[-1] + frame_duration), self.audio_end),
+            fps=self.fps,
+            width=self.width,
+            height=self.height,
+            has_audio=self.has_audio,
+            frame_times=times,
+            frame_duration=frame_duration,
+            start=max(0.0, min(float(times[0]), self.audio_first)),
+        )
+
+
+class Scanner(threading.Thread):
+    """Demuxes the growing spool in a thread, filling an :class:`Arrival` under ``lock``."""
+
+    def __init__(self, path: Path, stop: threading.Event, finished: Any = None, idle: float | None = None):
+        super().__init__(name="m3-watch-scan", daemon=True)
+        self.path = Path(path)
+        self.stop = stop
+        self.finished = finished
+        self.idle = idle
+        self.lock = threading.Lock()
+        self.arrival = Arrival()
+        self.error: str | None = None
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        try:
+            self._scan()
+        except av.error.FFmpegError as exc:
+            self.error = f"{media.display_name(self.path)}: cannot read the recording: {exc}"
+        except OSError as exc:
+            self.error = f"{media.display_name(self.path)}: cannot read: {exc.strerror or exc}"
+        finally:
+            self.done.set()
+
+    def _scan(self) -> None:
+        while not self.path.exists() or self.path.stat().st_size == 0:
+            if self.stop.is_set() or (self.finished and self.finished()):
+                return
+            time.sleep(0.05)
+        source = Growing(self.path, self.stop, self.finished, self.idle)
+        try:
+            with av.open(source, mode="r") as container:
+                if not container.streams.video:
+                    self.error = f"{media.display_name(self.path)}: no video stream"
+                    return
+                vs = container.streams.video[0]
+                audio = container.streams.audio[0] if container.streams.audio else None
+                a = self.arrival
+                with self.lock:
+                    a.time_base = float(vs.time_base)
+                    a.origin = (container.start_time or 0) / av.time_base
+                    a.fps = float(vs.average_rate) if vs.average_rate else None
+                    a.width = vs.codec_context.width or None
+                    a.height = vs.codec_context.height or None
+                    a.has_audio = audio is not None
+                for packet in container.demux(*(s for s in (vs, audio) if s is not None)):
+                    if packet.pts is None or packet.size == 0:
+                        continue
+                    with self.lock:
+                        t = float(packet.pts * packet.time_base) - a.origin
+                        end = t + float((packet.duration or 0) * packet.time_base)
+                        if packet.stream.index != vs.index:
+                            a.audio_first = min(a.audio_first, t)
+                            a.audio_end = max(a.audio_end, end)
+                        else:
+                            a.pts.append(packet.pts)
+                            if packet.duration:
+                                a.durations.append(packet.duration)
+                            a.video_end = max(a.video_end, end)
+                        covered = a.covered
+                        if not a.marks or covered > a.marks[-1][0]:
+                            a.marks.append((covered, time.monotonic()))
+        finally:
+            source.close()
+
+
+# ------------------------------------------------------------------------------------- recording
+@dataclass
+class Gap:
+    """A stretch without data: wall-clock times and where the spool's clock resumed."""
+
+    lost_at: float
+    resumed_at: float | None = None
+    reason: str = ""
+    at: float | None = None  # the spool's time (container clock) where the stream resumed
+
+    def to_json(self) -> dict:
+        return {"lost_at": self.lost_at, "resumed_at": self.resumed_at, "reason": self.reason, "at": self.at}
+
+
+def spool_end(path: Path) -> float | None:
+    """The last timestamp (s, container clock, not shifted to zero) in an existing spool, or None.
+
+    A spool cut by ``kill -9`` may end in a partial 188-byte packet: it is cut off first, so appended
+    packets start on a packet boundary."""
+    if not path.exists():
+        return None
+    size = path.stat().st_size
+    if size % TS_PACKET:
+        os.truncate(path, size - size % TS_PACKET)
+    if size < TS_PACKET:
+        return None
+    end = None
+    try:
+        with av.open(os.fsdecode(path)) as container:
+            for packet in container.demux():
+                if packet.pts is not None and packet.time_base is not None:
+                    t = float((packet.pts + (packet.duration or 0)) * packet.time_base)
+                    end = t if end is None else max(end, t)
+    except av.error.FFmpegError:
+        pass
+    return end
+
+
+class Recorder(threading.Thread):
+    """Copies a live source into the spool; reconnects with backoff and records gaps.
+
+    ``connect_timeout``: a source that has never delivered a packet within it is given up (one error);
+    once connected, a drop is retried until ``stop`` is set or ``give_up`` seconds pass without data."""
+
+    def __init__(
+        self,
+        source: str,
+        spool: Path,
+        stop: threading.Event,
+        connect_timeout: float = 15.0,
+        give_up: float = 60.0,
+        read_timeout: float = 3.0,
+    ) -> None:
+        super().__init__(name="m3-watch-record", daemon=True)
+        self.source = source
+        self.spool = Path(spool)
+        self.stop = stop
+        self.connect_timeout = connect_timeout
+        self.give_up = give_up
+        self.read_timeout = read_timeout
+        self.gaps: list[Gap] = []
+        self.reconnects = 0
+        self.packets = 0
+        self.error: str | None = None
+        self.finished = threading.Event()
+        self.lock = threading.Lock()
+
+    def run(self) -> None:
+        try:
+            self._record()
+        except Exception as exc:  # noqa: BLE001 - reported by the runner as one line
+            self.error = f"{self.source}: recording failed: {exc}"
+        finally:
+            self.finished.set()
+
+    def _open(self) -> Any:
+        if is_device(self.source):
+            return av.open(self.source, format="v4l2", timeout=(self.connect_timeout, self.read_timeout))
+        options = {"rw_timeout": str(int(self.read_timeout * 1e6))}
+        if self.source.startswith(("udp://", "tcp://", "srt://")):
+            options = {"timeout": str(int(self.read_timeout * 1e6))}
+        return av.open(self.source, options=options, timeout=(self.connect_timeout, self.read_timeout))
+
+    def _record(self) -> None:
+        base = spool_end(self.spool)  # a restart appends after what the spool holds
+        if base is not None:
+            self.gaps.append(Gap(lost_at=time.time(), reason="restart"))
+        backoff = 0.5
+        started = time.monotonic()
+        last_data = time.monotonic()
+        while not self.stop.is_set():
+            try:
+                container = self._open()
+            except (av.error.FFmpegError, OSError) as exc:
+                waited = time.monotonic() - (started if self.packets == 0 else last_data)
+                limit = self.connect_timeout if self.packets == 0 else self.give_up
+                if waited >= limit:
+                    what = "never delivered a frame" if self.packets == 0 else "did not come back"
+                    self.error = f"{self.source}: the stream {what} in {waited:.0f} s ({exc})"
+                    return
+                self.stop.wait(backoff)
+                backoff = min(backoff * 2, 8.0)
+                continue
+            if self.gaps and self.gaps[-1].resumed_at is None:
+                self.gaps[-1].resumed_at = time.time()
+                self.reconnects += 1
+            backoff = 0.5
+            try:
+                base = self._copy(container, base)
+            finally:
+                container.close()
+            last_data = time.monotonic()
+            if self.stop.is_set():
+                break
+            if self.packets == 0 and time.monotonic() - started >= self.connect_timeout:
+                self.error = f"{self.source}: the stream never delivered a frame"
+                return
+            self.gaps.append(Gap(lost_at=time.time(), reason="stream ended or dropped"))
+            if self.source.startswith(("/", "file:")):
+                return
+
+    def _copy(self, container: Any, base: float | None) -> float | None:
+        """Packets of one connection into the spool, shifted to start after ``base`` plus the wall time
+        the source was away; the new end of the spool is returned."""
+        if not container.streams.video:
+            raise av.error.ValueError(0, "no video stream", "")  # type: ignore[call-arg]
+        vin = container.streams.video[0]
+        ain = container.streams.audio[0] if container.streams.audio else None
+        encode = is_device(self.source)
+        # The spool's clock does not count the time away: the decoder joins a stream's samples end to
+        # end, so a hole in the timestamps would shift a clip's later sound by the hole's length (and
+        # differently while the recording is still short of it). The gap's wall times are recorded.
+        away = 0.0
+        if self.gaps and base is not None:
+            self.gaps[-1].at = base
+        end = base
+        shift: float | None = None
+        with self.spool.open("ab") as fh:
+            out = av.open(fh, mode="w", format="mpegts")
+            try:
+                if encode:
+                    vout = out.add_stream("mpeg2video", rate=vin.average_rate or 25)
+                    vout.width, vout.height, vout.pix_fmt = vin.width, vin.height, "yuv420p"
+                else:
+                    vout = out.add_stream_from_template(vin)
+                aout = out.add_stream_from_template(ain) if ain is not None else None
+                streams = [s for s in (vin, ain) if s is not None]
+                for packet in container.demux(*streams):
+                    if self.stop.is_set():
+                        break
+                    if packet.dts is None or packet.pts is None:
+                        continue
+                    tb = float(packet.time_base)
+                    t = packet.pts * tb
+                    if shift is None:
+                        # the first packet of this connection lands just after the spool's end
+                        shift = 0.0 if base is None else base + away - t
+                    offset = int(round(shift / tb))
+                    if encode and packet.stream is vin:
+                        for frame in packet.decode():
+                            frame.pts = (frame.pts or 0) + offset
+                            for p in vout.encode(frame):
+                                out.mux(p)
+                    else:
+                        packet.pts += offset
+                        packet.dts += offset
+                        packet.stream = vout if packet.stream is vin else aout
+                        out.mux(packet)
+                    with self.lock:
+                        self.packets += 1
+                    pend = (packet.pts + (packet.duration or 0)) * tb
+                    end = pend if end is None else max(end, pend)
+                    fh.flush()
+            except av.error.FFmpegError as exc:
+                log.info("%s: connection dropped: %s", self.source, exc)
+            finally:
+                try:
+                    out.close()
+                except av.error.FFmpegError:
+                    pass
+        return end

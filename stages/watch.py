@@ -1,0 +1,535 @@
+"""`m3 watch SOURCE -o MEMORY`: build the memory while the source is still being recorded.
+
+Sources: a growing file (followed until it has not grown for ``idle`` seconds, or read to its current
+end with ``until_eof``), a stream URL or capture device (recorded to a spool by
+:class:`~m3cli.stages.core.live_source.Recorder`), or a drop folder (each new file, once it stops
+growing, runs through :func:`m3cli.stages.pipeline.run_videos` like one video of ``m3 run``).
+
+Design, for streams and growing files:
+
+* **Ids.** A recording has no content hash until it ends, so its clips carry a *stream id*: the first
+  16 hex digits of SHA-256 over ``m3.live/1``, the source and the time it was first watched, kept in
+  the watch state. Restarts keep it. ``m3 run`` on the finished recording gives the same clips and
+  the same face, voice and character ids under the file's content id instead (the state records that
+  id as ``recorded_id`` once the stream has ended).
+* **Clips.** :func:`m3cli.stages.segment.plan_clips` over the timestamps that have arrived; a clip is
+  complete once both streams have arrived ``settle`` seconds past its end (B-frames can still reorder
+  before that), and the last clip when the source ends. Each round runs the pipeline over every clip so
+  far (:func:`m3cli.stages.pipeline.process_records`): per-clip work of earlier clips comes from the
+  cache and the per-video folds (face and voice banks, link votes, abstraction triggers) are replayed,
+  so clip k is what ``m3 run`` makes of clip k of the finished file. Only the new clips are indexed.
+* **State.** ``state.json`` (stream id, source, spool, skipped clips, gaps) in the watch folder (in the
+  cache, or ``--state``); which clips are committed is read from the memory itself, whose commits are
+  atomic, so ``kill -9`` at any moment loses no committed clip and a restart duplicates none.
+* **Stopping.** SIGINT/SIGTERM: a commit in progress is let finish (≤ 1 s wait), the clip being
+  processed and the partial clip are discarded (nothing of them is in the memory; the spool keeps their
+  media and a restart does them), and the process exits within a second.
+* **Lag.** Each round takes every complete clip waiting (at most ``max_batch``), so the replay is paid
+  once per round. When the oldest waiting clip ends more than ``max_lag`` seconds behind the live edge,
+  clips are skipped (oldest first, recorded in the state and the status) until the backlog is back
+  under the bound: the memory misses those clips instead of falling ever further behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from m3cli.schemas import CLIP_SCHEMA
+from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
+from m3cli.stages.core import live_source, media
+from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.storage import memory_location, write_atomic
+
+log = logging.getLogger(__name__)
+
+STATE_SCHEMA = "m3.watch/1"
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    idle: float = 10.0  # a growing file has ended once it has not grown for this long
+    until_eof: bool = False  # read a file to its current end, do not wait for more
+    settle: float = 0.5  # seconds past a clip's end that must arrive before it is cut
+    max_lag: float = 300.0  # bound on how far (media seconds) the oldest waiting clip may trail
+    max_batch: int = 4  # complete clips taken in one round
+    connect_timeout: float = 15.0  # a stream that never yields a packet in this long is an error
+    give_up: float = 60.0  # a dropped stream not back in this long ends the watch
+    poll: float = 0.2
+
+
+@dataclass
+class WatchStatus:
+    """Progress as ``--status`` writes it (and the stderr lines say)."""
+
+    source: str
+    stream_id: str
+    state: str = "starting"
+    clips_committed: int = 0
+    last_clip: int | None = None
+    last_commit: str | None = None
+    live_edge: float = 0.0  # media seconds arrived
+    committed_until: float = 0.0
+    latencies: list[float] = field(default_factory=list)  # clip complete -> committed, seconds
+    pending: int = 0
+    skipped: list[int] = field(default_factory=list)
+    gaps: list[dict] = field(default_factory=list)
+    reconnects: int = 0
+    error: str | None = None
+
+    @property
+    def lag(self) -> float:
+        return round(max(0.0, self.live_edge - self.committed_until), 3)
+
+    def to_json(self) -> dict:
+        lat = sorted(self.latencies)
+
+        def q(p: float) -> float | None:
+            return round(lat[min(len(lat) - 1, int(p * len(lat)))], 3) if lat else None
+
+        return {
+            "schema": "m3.watch-status/1",
+            "source": self.source,
+            "stream_id": self.stream_id,
+            "state": self.state,
+            "clips_committed": self.clips_committed,
+            "last_clip": self.last_clip,
+            "last_commit": self.last_commit,
+            "lag_s": self.lag,
+            "live_edge_s": round(self.live_edge, 3),
+            "committed_until_s": round(self.committed_until, 3),
+            "latency_s": {"last": self.latencies[-1] if lat else None, "p50": q(0.5), "p95": q(0.95)},
+            "pending": self.pending,
+            "skipped": self.skipped,
+            "gaps": self.gaps,
+            "reconnects": self.reconnects,
+            "rss_mb": _rss_mb(),
+            "error": self.error,
+        }
+
+
+def _rss_mb() -> float | None:
+    try:
+        with open("/proc/self/statm") as fh:
+            return round(int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def source_kind(source: str) -> str:
+    """``url``, ``device``, ``folder`` or ``file``."""
+    if live_source.is_url(source):
+        return "url"
+    if live_source.is_device(source):
+        return "device"
+    path = Path(source)
+    if path.is_dir():
+        return "folder"
+    if path.is_file() or (not path.exists() and path.parent.is_dir() and path.suffix):
+        return "file"  # one that does not exist yet is waited for (a recorder about to start)
+    schemes = ", ".join(s[:-3] for s in live_source.URL_SCHEMES)
+    raise InputError(f"{source}: no such file, folder or device, and not a stream URL ({schemes})")
+
+
+def canonical_source(source: str) -> str:
+    return source if source_kind(source) in ("url", "device") else os.path.abspath(source)
+
+
+def state_dir(source: str, memory: str | Path, cache_root: Path) -> Path:
+    """The default watch folder of (source, memory): inside the cache, one per pair."""
+    key = f"{canonical_source(source)}\0{memory_location(memory)}"
+    return Path(cache_root) / "live" / hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+# ------------------------------------------------------------------------------------ state
+@dataclass
+class WatchState:
+    path: Path
+    data: dict
+
+    @classmethod
+    def open(cls, folder: Path, source: str, clip_seconds: float) -> WatchState:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / "state.json"
+        if path.exists():
+            try:
+                data = orjson.loads(path.read_bytes())
+            except orjson.JSONDecodeError as exc:
+                raise M3Error(
+                    f"{path}: damaged watch state ({exc}); move it away to start a new stream"
+                ) from None
+            if data.get("clip_seconds") != clip_seconds:
+                raise InputError(
+                    f"{path}: this stream was cut into {data.get('clip_seconds')} s clips; use "
+                    f"--clip-seconds {data.get('clip_seconds')} or a new --state folder"
+                )
+            return cls(path, data)
+        started = _now()
+        canon = canonical_source(source)
+        sid = hashlib.sha256(f"m3.live/1\0{canon}\0{started}".encode()).hexdigest()[:16]
+        spool = Path(source) if source_kind(source) == "file" else folder / "spool.ts"
+        data = {
+            "schema": STATE_SCHEMA,
+            "stream_id": sid,
+            "source": canon,
+            "started": started,
+            "spool": os.fspath(Path(spool).absolute()),
+            "clip_seconds": clip_seconds,
+            "skipped": [],
+            "gaps": [],
+            "recorded_id": None,
+        }
+        state = cls(path, data)
+        state.save()
+        return state
+
+    def save(self) -> None:
+        write_atomic(self.path, orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
+
+    @property
+    def stream_id(self) -> str:
+        return self.data["stream_id"]
+
+    @property
+    def spool(self) -> Path:
+        return Path(self.data["spool"])
+
+
+def committed_clips(memory: str | Path, video: str) -> set[int]:
+    """Clip indexes of ``video`` the memory holds (its last committed version)."""
+    import lancedb
+
+    location = memory_location(memory)
+    if isinstance(location, Path) and not location.is_dir():
+        return set()
+    try:
+        db = lancedb.connect(str(location))
+        listed = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
+        if "clips" not in list(getattr(listed, "tables", listed)):
+            return set()
+        table = (
+            db.open_table("clips")
+            .search()
+            .where(f"video = '{video}'")
+            .select(["clip"])
+            .limit(None)
+            .to_arrow()
+        )
+        return set(table["clip"].to_pylist())
+    except Exception as exc:  # noqa: BLE001 - an unreadable memory fails clearly at the first commit
+        log.debug("cannot list committed clips of %s: %s", memory, exc)
+        return set()
+
+
+# ------------------------------------------------------------------------------------ the runner
+class Watcher:
+    """One live source into one memory. ``run()`` returns the final status; ``stop()`` from a signal."""
+
+    def __init__(
+        self,
+        source: str,
+        memory: str | Path,
+        models: Any,
+        ctx: Any,
+        config: WatchConfig = WatchConfig(),
+        state_folder: Path | None = None,
+        status_file: Path | None = None,
+        say: Callable[[str], None] | None = None,
+        commit_flag: Any = None,
+    ) -> None:
+        self.source = source
+        self.kind = source_kind(source)
+        self.memory = memory
+        self.models = models
+        self.ctx = ctx
+        self.config = config
+        self.clip_seconds = models.config.segment.clip_seconds
+        cache_root = (
+            ctx.cache.root if ctx.cache is not None else Path(os.environ.get("M3_CACHE", ".m3-cache"))
+        )
+        folder = state_folder or state_dir(source, memory, cache_root)
+        self.status_file = status_file
+        self.say = say or (lambda line: None)
+        self.stopping = threading.Event()
+        self._final: tuple[list[dict], Any, dict[int, float]] | None = None
+        self.commit_lock = threading.Lock()
+        #: set while a commit is being written (an Event another process can read: see m3 watch)
+        self.commit_flag = commit_flag
+        if self.kind == "folder":
+            self.state = None
+            self.status = WatchStatus(source=source, stream_id="")
+            return
+        self.state = WatchState.open(folder, source, self.clip_seconds)
+        self.status = WatchStatus(source=source, stream_id=self.state.stream_id)
+        self.status.skipped = list(self.state.data.get("skipped", []))
+        media.register_live(self.state.stream_id, self.state.spool)
+
+    # -- status
+    def _publish(self) -> None:
+        if self.status_file is not None:
+            write_atomic(self.status_file, orjson.dumps(self.status.to_json(), option=orjson.OPT_INDENT_2))
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+    def wait_for_commit(self, timeout: float) -> bool:
+        """Wait (at most ``timeout``) for a commit in progress; True when none is running now."""
+        got = self.commit_lock.acquire(timeout=timeout)
+        return got
+
+    # -- one round
+    def _records(self, plan: list[dict], probe: Any) -> list[ClipRecord]:
+        assert self.state is not None
+        video = VideoInfo(
+            id=self.state.stream_id,
+            path=media.display_name(self.state.spool),
+            duration=round(probe.duration, 6),
+            fps=probe.fps,
+            width=probe.width,
+            height=probe.height,
+            has_audio=probe.has_audio,
+        )
+        skipped = set(self.state.data["skipped"])
+        return [
+            ClipRecord(schema=CLIP_SCHEMA, video=video, clip=ClipInfo(**c))
+            for c in plan
+            if c["index"] not in skipped
+        ]
+
+    def _complete(
+        self, scanner: live_source.Scanner, ended: bool
+    ) -> tuple[list[dict], Any, dict[int, float]]:
+        """The clips complete so far, the probe they come from and when each one's data arrived."""
+        from m3cli.stages.segment import plan_clips
+
+        if ended and self._final is not None:
+            return self._final
+        if ended and not scanner.error:
+            # the recording is complete: the plan is m3 segment's, from the file's own probe
+            probe = media.probe(self.state.spool)
+            with scanner.lock:
+                self.status.live_edge = max(0.0, scanner.arrival.covered)
+            plan = plan_clips(probe, self.clip_seconds)
+            arrived = {c["index"]: scanner.arrival.arrived_at(c["end"]) or time.monotonic() for c in plan}
+            self._final = (plan, probe, arrived)
+            return self._final
+        with scanner.lock:
+            probe = scanner.arrival.probe()
+            covered = scanner.arrival.covered
+            if probe is None:
+                return [], None, {}
+            plan = plan_clips(probe, self.clip_seconds)
+            arrived = {}
+            if not ended:
+                plan = [c for c in plan[:-1] if c["end"] + self.config.settle <= covered]
+            for c in plan:
+                arrived[c["index"]] = scanner.arrival.arrived_at(c["end"]) or time.monotonic()
+            self.status.live_edge = max(0.0, covered)
+        return plan, probe, arrived
+
+    def _commit_round(
+        self, plan: list[dict], probe: Any, todo: list[dict], arrived: dict[int, float]
+    ) -> None:
+        from m3cli.stages.pipeline import index_video, process_records
+
+        records = self._records([c for c in plan if c["index"] <= todo[-1]["index"]], probe)
+        out = process_records(records, self.models, self.ctx)
+        wanted = {c["index"] for c in todo}
+        new = [r for r in out if r.clip.index in wanted]
+        if self.stopping.is_set():
+            return  # discarded: a restart does these clips from the spool
+        with self.commit_lock:
+            if self.models.config.until == "index" and new:
+                if self.commit_flag is not None:
+                    self.commit_flag.set()
+                try:
+                    index_video(new, self.memory, self.models, self.ctx)
+                finally:
+                    if self.commit_flag is not None:
+                        self.commit_flag.clear()
+            now = time.monotonic()
+            for c in todo:
+                self.status.latencies.append(round(now - arrived[c["index"]], 3))
+            self.status.clips_committed += len(new)
+            self.status.last_clip = todo[-1]["index"]
+            self.status.last_commit = _now()
+            self.status.committed_until = todo[-1]["end"]
+        for c, latency in zip(todo, self.status.latencies[-len(todo) :], strict=True):
+            self.say(
+                f"clip {c['index']} [{c['start']:.1f}-{c['end']:.1f} s] committed {latency:.1f} s after it "
+                f"arrived; {self.status.clips_committed} clips, lag {self.status.lag:.1f} s"
+            )
+        self._publish()
+
+    def _bound_lag(self, waiting: list[dict]) -> list[dict]:
+        """Skip the oldest waiting clips while they trail the live edge by more than ``max_lag``."""
+        assert self.state is not None
+        edge = self.status.live_edge
+        while len(waiting) > 1 and edge - waiting[0]["end"] > self.config.max_lag:
+            dropped = waiting.pop(0)
+            self.state.data["skipped"].append(dropped["index"])
+            self.status.skipped.append(dropped["index"])
+            self.say(f"behind by {edge - dropped['end']:.0f} s: clip {dropped['index']} skipped")
+        self.state.save()
+        return waiting
+
+    # -- the loop
+    def run(self) -> WatchStatus:
+        if self.kind == "folder":
+            return self._run_folder()
+        assert self.state is not None
+        recorder = None
+        finished: Callable[[], bool] | None = None
+        idle: float | None = None
+        if self.kind in ("url", "device"):
+            recorder = live_source.Recorder(
+                self.source, self.state.spool, self.stopping, self.config.connect_timeout, self.config.give_up
+            )
+            recorder.start()
+            finished = recorder.finished.is_set
+        else:
+            idle = 0.0 if self.config.until_eof else self.config.idle
+        began = time.monotonic()
+        scanner = live_source.Scanner(self.state.spool, self.stopping, finished, idle)
+        scanner.start()
+        self._warm_up()
+        done = committed_clips(self.memory, self.state.stream_id)
+        self.status.clips_committed = len(done)
+        self.status.state = "running"
+        self._publish()
+        try:
+            while not self.stopping.is_set():
+                ended = scanner.done.is_set()
+                if recorder is not None:
+                    self.status.gaps = [g.to_json() for g in recorder.gaps]
+                    self.status.reconnects = recorder.reconnects
+                if (
+                    recorder is None
+                    and not self.state.spool.exists()
+                    and time.monotonic() - began > self.config.connect_timeout
+                ):
+                    raise InputError(
+                        f"{media.display_name(self.state.spool)}: no such file "
+                        f"(waited {self.config.connect_timeout:g} s for it)"
+                    )
+                if scanner.error or (recorder is not None and recorder.error and recorder.packets == 0):
+                    raise M3Error(
+                        (recorder.error if recorder is not None and recorder.error else None) or scanner.error
+                    )
+                plan, probe, arrived = self._complete(scanner, ended)
+                skipped = set(self.state.data["skipped"])
+                waiting = [c for c in plan if c["index"] not in done and c["index"] not in skipped]
+                self.status.pending = len(waiting)
+                if not waiting:
+                    if ended:
+                        break
+                    self.stopping.wait(self.config.poll)
+                    continue
+                waiting = self._bound_lag(waiting)
+                todo = waiting[: self.config.max_batch]
+                self._commit_round(plan, probe, todo, arrived)
+                if self.stopping.is_set():
+                    break
+                done |= {c["index"] for c in todo}
+            if self.stopping.is_set():
+                self.status.state = "stopped"
+            else:
+                self.status.state = "ended"
+                if recorder is not None and recorder.error:
+                    self.status.error = recorder.error
+                self._finish()
+        except BaseException as exc:
+            self.status.state = "error"
+            self.status.error = str(exc)
+            self._publish()
+            raise
+        self._publish()
+        return self.status
+
+    def _warm_up(self) -> None:
+        """Load the models now, while the first clip is still being recorded, not when it is due."""
+        stages = self.models.config.stages
+        for stage, name in (("diarize", "diarize"), ("voices", "voices"), ("faces", "faces")):
+            if stage in stages:
+                getattr(self.models, name)
+        self.models.llm  # noqa: B018 - loads (or not) the LLM client
+        self.models.warm_memory_models()
+
+    def _finish(self) -> None:
+        """The stream ended: remember the recording's content id (what ``m3 run`` on it would use)."""
+        assert self.state is not None
+        try:
+            self.state.data["recorded_id"] = media.content_id(self.state.spool, self.ctx.cache)
+        except M3Error as exc:
+            log.info("no content id for the recording: %s", exc)
+        self.state.data["gaps"] = self.status.gaps
+        self.state.save()
+
+    # -- drop folders
+    def _run_folder(self) -> WatchStatus:
+        """Files appearing in the folder, each once it has not grown for ``idle`` seconds (or at once
+        with ``until_eof``), through the pipeline like ``m3 run``; files already in the memory are
+        skipped (by content id), so restarts do nothing twice."""
+        from m3cli.stages.batch import expand_inputs, indexed_videos
+        from m3cli.stages.pipeline import content_id, run_videos
+
+        folder = Path(self.source)
+        seen: dict[Path, tuple[int, int, float]] = {}
+        handled: set[Path] = set()
+        self.status.state = "running"
+        self._publish()
+        while not self.stopping.is_set():
+            ready = []
+            now = time.monotonic()
+            for path in expand_inputs([folder]):
+                if path in handled:
+                    continue
+                st = path.stat()
+                stamp = (st.st_size, st.st_mtime_ns)
+                if path not in seen or seen[path][:2] != stamp:
+                    seen[path] = (*stamp, now)
+                if self.config.until_eof or now - seen[path][2] >= self.config.idle:
+                    ready.append(path)
+            indexed = indexed_videos(self.memory) if ready else set()
+            for path in ready:
+                handled.add(path)
+                if self.stopping.is_set():
+                    break
+                try:
+                    if content_id(path, self.ctx) in indexed:
+                        continue
+                    start = time.monotonic()
+                    with self.commit_lock:
+                        for outcome, _ in run_videos(
+                            [path], self.models, self.ctx, self.memory, keep_going=True
+                        ):
+                            if outcome.error:
+                                self.say(f"{path}: {outcome.error}")
+                            else:
+                                self.status.clips_committed += outcome.clips
+                                self.status.last_commit = _now()
+                                self.status.latencies.append(round(time.monotonic() - start, 3))
+                                self.say(f"{path.name}: {outcome.clips} clips committed")
+                except M3Error as exc:
+                    self.say(f"{path}: {exc}")
+                self._publish()
+            if self.config.until_eof and not ready:
+                break
+            self.stopping.wait(self.config.poll * 5)
+        self.status.state = "stopped" if self.stopping.is_set() else "ended"
+        self._publish()
+        return self.status

@@ -1,0 +1,266 @@
+"""`m3 watch` on real streams: `ffmpeg -re` sends real footage over 127.0.0.1 (UDP MPEG-TS) or writes a
+growing file, and the memory built live is compared with `m3 run` on the recording.
+
+The streams are short (25-30 s of tests/data/fixture.mp4, 10-s clips) because CI has two busy cores.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import FIXTURE, HAMILTON, run_m3
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("ffmpeg") is None, reason="needs the ffmpeg command (apt-get install ffmpeg)"
+)
+
+CLIP = "10"
+
+
+def free_udp_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ffmpeg_send(url: str, start: float, seconds: float, fmt: str = "mpegts") -> subprocess.Popen:
+    """Real-time (-re) copy of ``seconds`` of the fixture from ``start`` to ``url`` (a file or UDP)."""
+    return subprocess.Popen(
+        ["ffmpeg", "-nostdin", "-v", "error", "-re", "-ss", str(start), "-t", str(seconds),
+         "-i", str(FIXTURE), "-c", "copy", "-flush_packets", "1", "-f", fmt, "-y", url],
+    )  # fmt: skip
+
+
+def start_watch(*args: str | os.PathLike) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "m3cli", "watch", *map(os.fsdecode, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+
+
+def read_status(path: Path) -> dict:
+    try:
+        return orjson.loads(path.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+
+
+def wait_for(path: Path, test, timeout: float = 240.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = read_status(path)
+        if status and test(status):
+            return status
+        time.sleep(0.2)
+    raise AssertionError(f"status never reached the condition; last: {read_status(path)}")
+
+
+def memory_view(path: Path) -> dict[str, list]:
+    """The memory's nodes, entities and clips with the video id taken out (a live stream's id is the
+    stream's, `m3 run`'s the recording's content hash)."""
+    import lancedb
+
+    db = lancedb.connect(str(path))
+    nodes = db.open_table("nodes").to_arrow()
+    vid = nodes["video"][0].as_py()
+    cols = ["id", "clip", "kind", "subkind", "text", "raw_text", "entities", "weight", "t_start", "t_end"]
+    ents = db.open_table("entities").to_arrow().select(["entity", "kind", "character", "members", "clips"])
+    clips = db.open_table("clips").to_arrow().select(["clip", "start", "end"])
+
+    def norm(rows: list[dict]) -> list[str]:
+        return sorted(repr(sorted(r.items())).replace(vid, "V") for r in rows)
+
+    return {
+        "nodes": norm(nodes.select(cols).to_pylist()),
+        "entities": norm(ents.to_pylist()),
+        "clips": norm(clips.to_pylist()),
+    }
+
+
+def test_udp_stream_with_a_drop_equals_m3_run_on_the_recording(tmp_path, cache_dir):
+    port = free_udp_port()
+    status, state, memory = tmp_path / "status.json", tmp_path / "state", tmp_path / "live.lance"
+    watch = start_watch(
+        f"udp://127.0.0.1:{port}", "-o", memory, "--clip-seconds", CLIP, "--offline", "--give-up", "8",
+        "--state", state, "--status", status,
+    )  # fmt: skip
+    try:
+        wait_for(status, lambda s: s["state"] == "running", timeout=120)
+        ffmpeg_send(f"udp://127.0.0.1:{port}?pkt_size=1316", 0, 14).wait(timeout=60)
+        time.sleep(4)  # the stream drops for a few seconds, then comes back
+        ffmpeg_send(f"udp://127.0.0.1:{port}?pkt_size=1316", 14, 12).wait(timeout=60)
+        # asking while it records: the memory answers from the clips committed so far
+        wait_for(status, lambda s: s["clips_committed"] >= 1)
+        asked = run_m3("ask", memory, "who speaks?", env={"M3_LLM_BASE_URL": ""})
+        assert asked.returncode == 0, asked.stderr.decode()
+        assert orjson.loads(asked.stdout.splitlines()[0])["evidence"]
+        _, err = watch.communicate(timeout=300)
+    finally:
+        watch.kill()
+    assert watch.returncode == 0, err.decode()
+    final = read_status(status)
+    assert final["state"] == "ended"
+    assert [g for g in final["gaps"] if g["resumed_at"]], final["gaps"]  # the drop, recorded
+    assert final["reconnects"] >= 1
+    n = final["clips_committed"]
+    assert n >= 3
+    assert final["latency_s"]["p95"] is not None and final["latency_s"]["p95"] > 0
+    assert final["lag_s"] == 0
+    assert b"committed" in err
+
+    recorded = tmp_path / "state" / "spool.ts"
+    offline = tmp_path / "run.lance"
+    run_m3("run", recorded, "-o", offline, "--clip-seconds", CLIP, "--offline", check=True)
+    live, whole = memory_view(memory), memory_view(offline)
+    assert len(live["clips"]) == n
+    assert live == whole  # same clips, same face/voice/character ids, same lines
+    st = orjson.loads((state / "state.json").read_bytes())
+    assert st["recorded_id"] and st["recorded_id"] != st["stream_id"]
+
+
+def test_growing_file_killed_and_restarted_loses_and_duplicates_nothing(tmp_path, cache_dir):
+    growing = tmp_path / "camera.ts"
+    status, state, memory = tmp_path / "status.json", tmp_path / "state", tmp_path / "live.lance"
+    writer = ffmpeg_send(os.fspath(growing), 0, 30)
+    # the watcher may start before the camera has created the file: it waits for it
+    args = [
+        growing,
+        "-o",
+        memory,
+        "--clip-seconds",
+        CLIP,
+        "--offline",
+        "--idle",
+        "8",
+        "--state",
+        state,
+        "--status",
+        status,
+    ]
+    first = start_watch(*args)
+    try:
+        wait_for(status, lambda s: s["clips_committed"] >= 1)
+        first.send_signal(signal.SIGKILL)  # kill -9 between or during commits
+        first.wait(timeout=10)
+        second = start_watch(*args)
+        _, err = second.communicate(timeout=400)
+    finally:
+        writer.kill()
+        first.kill()
+    assert second.returncode == 0, err.decode()
+    assert read_status(status)["state"] == "ended"
+    assert b"clip 0 [" not in err  # committed before the kill: not done again
+
+    offline = tmp_path / "run.lance"
+    run_m3("run", growing, "-o", offline, "--clip-seconds", CLIP, "--offline", check=True)
+    live, whole = memory_view(memory), memory_view(offline)
+    assert len(whole["clips"]) >= 3
+    assert live == whole  # no lost clip, no duplicate line, same identities
+
+
+def test_sigterm_exits_within_a_second_and_restart_continues(tmp_path, cache_dir):
+    growing = tmp_path / "camera.ts"
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-v",
+            "error",
+            "-t",
+            "20",
+            "-i",
+            str(FIXTURE),
+            "-c",
+            "copy",
+            "-f",
+            "mpegts",
+            growing,
+        ],
+        check=True,
+    )
+    status, memory = tmp_path / "status.json", tmp_path / "live.lance"
+    args = [growing, "-o", memory, "--clip-seconds", CLIP, "--offline", "--until-eof", "--status", status]
+    watch = start_watch(*args)
+    wait_for(status, lambda s: s["state"] == "running", timeout=120)
+    time.sleep(1.0)  # inside the first clip's work
+    sent = time.monotonic()
+    watch.send_signal(signal.SIGTERM)
+    _, err = watch.communicate(timeout=30)
+    took = time.monotonic() - sent
+    assert took < 1.5, f"exit took {took:.2f} s"
+    assert watch.returncode == 128 + signal.SIGTERM
+    assert b"again to continue" in err
+    assert read_status(status)["state"] == "stopped"
+    again = run_m3("watch", *args)
+    assert again.returncode == 0, again.stderr.decode()
+    assert read_status(status)["clips_committed"] == len(memory_view(memory)["clips"]) >= 2
+
+
+def test_lag_is_bounded_by_skipping_the_oldest_clips(tmp_path, cache_dir):
+    growing = tmp_path / "camera.ts"
+    subprocess.run(
+        [
+            "ffmpeg",
+            "-nostdin",
+            "-v",
+            "error",
+            "-t",
+            "20",
+            "-i",
+            str(FIXTURE),
+            "-c",
+            "copy",
+            "-f",
+            "mpegts",
+            growing,
+        ],
+        check=True,
+    )
+    status, memory = tmp_path / "status.json", tmp_path / "live.lance"
+    # the whole file is there at once: 20 s of clips wait, the bound is 8 s behind the live edge
+    proc = run_m3(
+        "watch", growing, "-o", memory, "--clip-seconds", "5", "--offline", "--until-eof", "--max-lag", "8",
+        "--status", status,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    final = read_status(status)
+    assert final["skipped"] == [0, 1]  # clips ending at 5 and 10 s trail the edge (20 s) by more than 8 s
+    assert b"clip 0 skipped" in proc.stderr
+    committed = sorted({int(r.split("('clip', ")[1].split(")")[0]) for r in memory_view(memory)["clips"]})
+    assert committed[0] == 2 and committed == list(range(2, 2 + final["clips_committed"]))
+    assert final["lag_s"] == 0 and final["latency_s"]["p95"] is not None
+
+
+def test_a_stream_that_never_yields_a_frame_is_one_error_line(tmp_path, cache_dir):
+    port = free_udp_port()
+    proc = run_m3(
+        "watch", f"udp://127.0.0.1:{port}", "-o", tmp_path / "m.lance", "--offline", "--connect-timeout", "2",
+        "--state", tmp_path / "state",
+    )  # fmt: skip
+    assert proc.returncode == 1
+    lines = proc.stderr.decode().strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("m3: error: ") and "never delivered a frame" in lines[0]
+
+
+def test_drop_folder_indexes_each_new_file_once(tmp_path, cache_dir):
+    folder = tmp_path / "incoming"
+    folder.mkdir()
+    shutil.copy(HAMILTON, folder / "a.mp4")
+    memory = tmp_path / "m.lance"
+    args = [folder, "-o", memory, "--offline", "--until-eof"]
+    first = run_m3("watch", *args)
+    assert first.returncode == 0, first.stderr.decode()
+    assert b"a.mp4: 1 clips committed" in first.stderr
+    again = run_m3("watch", *args)  # already in the memory: nothing is done twice
+    assert again.returncode == 0 and b"committed" not in again.stderr.replace(b"0 clips committed", b"")
