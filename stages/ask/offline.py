@@ -656,11 +656,18 @@ class OfflineAnswerer:
                 "",
                 supported=False,
             )
-        ql = question.lower()
-        if re.search(r"\bfirst\b", ql):
-            lines = lines[:1]
-        elif re.search(r"\b(last|at the end|finally)\b", ql):
-            lines = lines[-1:]
+        # "say first / last": the words of the person's first / last turn (an utterance split at a
+        # pause is several lines), else the first / last line
+        turns = [t for t in self.facts.turns.get(p.video, []) if t.person == p.id]
+        rest = self.facts.people.strip_refs(question).lower()  # "the first speaker" is no "first"
+        pick = None
+        if re.search(r"\bfirst\b", rest):
+            pick = 0
+        elif re.search(r"\b(last|at the end|finally)\b", rest):
+            pick = -1
+        if pick is not None:
+            inside = [ln for ln in lines if turns and ln in turns[pick].lines]
+            lines = inside or lines[pick:][:1]
         return Answer(f"{self.name(p.id)} says {_say(self.facts, lines)}.", lines[:CITE_MAX], "")
 
     def _a_who_said(self, question: str, form: Form) -> Answer | None:
