@@ -205,6 +205,9 @@ def _said_topic(q: str) -> str:
     return ""
 
 
+_WHAT_SAID_WORDS = terms("what say says said did does do tell told ask asked first last end finally")
+
+
 @dataclass
 class Form:
     kind: str  # count_people | count_times | count_turns | order | who_times | when | what_said |
@@ -668,6 +671,12 @@ class OfflineAnswerer:
         if pick is not None:
             inside = [ln for ln in lines if turns and ln in turns[pick].lines]
             lines = inside or lines[pick:][:1]
+        # "what does X say he liked best": the line of X's sharing most of the question's other words
+        about = terms(rest) - _WHAT_SAID_WORDS
+        if about:
+            best = max(lines, key=lambda ln: overlap(about, ln.quote or ""))
+            if overlap(about, best.quote or "") > 0:
+                lines = [best]
         return Answer(f"{self.name(p.id)} says {_say(self.facts, lines)}.", lines[:CITE_MAX], "")
 
     def _a_who_said(self, question: str, form: Form) -> Answer | None:
