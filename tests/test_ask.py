@@ -137,7 +137,7 @@ def test_single_round_and_unanswered(fresh, memory_path):
     fresh.script("[Search] coffee", "[Search] again")
     rec = make_asker(fresh, memory_path, rounds=1).ask(Question("Who likes coffee?"))
     assert P.LAST_ROUND_PROMPT in chat_bodies(fresh)[0]["messages"][-1]["content"]
-    assert rec["answer"] is None and "no [Answer] after 1 round" in rec["error"]
+    assert rec["answer"] is None and "no [Answer] after 1 round " in rec["error"]
     check_answer(rec)
 
 

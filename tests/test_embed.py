@@ -138,6 +138,25 @@ def test_onnx_embedder_gives_sentence_transformers_vectors():
     assert np.abs(single - onnx).max() < 1e-5
 
 
+def test_onnx_graph_is_built_once_and_kept_in_the_model_store(tmp_path, monkeypatch):
+    """The first load builds the graph and keeps it; a later process loads the file, same vectors; a
+    damaged file is built again; an unwritable store still embeds (from memory)."""
+    monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path / "store"))
+    first = OnnxEmbedder()
+    path = first.graph_path()
+    assert path.parent == tmp_path / "store" and path.name.startswith("all-MiniLM-L6-v2-")
+    a = first.embed(TEXTS)
+    assert path.is_file() and path.stat().st_size > 80_000_000
+    stamp = path.stat().st_mtime_ns
+    b = OnnxEmbedder().embed(TEXTS)
+    assert path.stat().st_mtime_ns == stamp and np.array_equal(a, b)  # loaded, not rebuilt
+    path.write_bytes(b"truncated")
+    assert np.array_equal(OnnxEmbedder().embed(TEXTS), a) and path.stat().st_size > 80_000_000
+    (tmp_path / "ro").write_text("a file where the store's folder should be")
+    monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path / "ro" / "store"))
+    assert np.array_equal(OnnxEmbedder().embed(TEXTS), a)
+
+
 def test_onnx_graph_is_valid_onnx():
     onnx = pytest.importorskip("onnx")  # a dev tool: the user install builds the graph without it
     from m3cli.stages.backends.bert_onnx import build

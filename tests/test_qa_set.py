@@ -59,6 +59,29 @@ def test_line_formats_old_and_new():
     assert [(t.person, t.start, t.end, len(t.lines)) for t in turns] == [("<voice_2>", 0.0, 4.0, 2)]
 
 
+def test_line_formats_of_the_offline_memory():
+    """Speaking spans are the turns; the words and the untranscribed stretches inside are cited at their
+    own times; sight lines carry their clock; the per-clip 'present' line is no speaking time."""
+    lines = [
+        parse_line(_node(t, a, b, ["<c1>"]))
+        for t, a, b in [
+            ("<c1> speaks from 0.8 to 2.4 s and from 15.8 to 17.4 s", 0.8, 17.4),
+            ('<c1> says: "bin blue"', 0.9, 2.3),
+            ("<c1> speaks, not transcribed, from 15.8 to 17.4 s", 15.8, 17.4),
+        ]
+    ]
+    assert lines[0].kind == "speaking" and lines[0].spans == [(0.8, 2.4), (15.8, 17.4)]
+    turns = speaking_turns(lines)
+    assert [(t.start, t.end, [ln.kind for ln in t.lines]) for t in turns] == [
+        (0.8, 2.4, ["speech"]),
+        (15.8, 17.4, ["turn"]),
+    ]
+    assert parse_line(_node("0:20\u20130:23 on screen: 'THE PEACH'", 20, 23, [])).kind == "sight"
+    assert parse_line(_node("0:05 seen: laptop, desk", 5, 6, [])).kind == "sight"
+    present = "2 faces are seen in this clip: <a> (from 0.0 to 5.0 s) and <b> (from 1.0 to 4.0 s)"
+    assert parse_line(_node(present, 0, 5, ["<a>", "<b>"])).kind == "present"
+
+
 @pytest.mark.parametrize(
     ("question", "kind"),
     [
@@ -73,6 +96,13 @@ def test_line_formats_old_and_new():
         ("What was said at 15 seconds?", "at_time"),
         ("Who is visible while <character_1> speaks?", "cross"),
         ("What is shown on screen?", "seen"),
+        ("What is seen at 25 seconds?", "seen"),
+        ("Who is visible at 25 seconds?", "seen"),
+        ("Who is speaking at 8 seconds?", "at_time"),
+        ("When is the title shown?", "when"),
+        ("How many times is Disneyland said?", "count_said"),
+        ("How many times does the second speaker say the word city?", "count_said"),
+        ("How many times does the second speaker say something?", "count_times"),
     ],
 )
 def test_question_forms(question, kind):
@@ -204,10 +234,11 @@ def eval_json(memory: Path, name: str, *args: str) -> dict:
 
 @pytest.mark.slow
 def test_our_qa_set_retrieval_only(memory):
-    """Measured 50/62 (80.6%) when written; every type is reported."""
+    """Measured 62/69 (89.9%) once turns come from the memory's speaking spans (45/62 before); the bar is
+    the issue's target, 85%. Every type is reported."""
     rows = {r["type"]: r for r in eval_json(memory, "ours.json")["rows"]}
-    assert rows["ALL"]["n"] == 62 and rows["ALL"]["failed"] == 0
-    assert rows["ALL"]["accuracy"] >= 0.75, rows
+    assert rows["ALL"]["n"] == 69 and rows["ALL"]["failed"] == 0
+    assert rows["ALL"]["accuracy"] >= 0.85, rows
     assert {"who-said", "what-said", "when", "counting", "order", "cross-modal", "seen"} <= set(rows)
     assert rows["ALL"]["latency_p95"] >= rows["ALL"]["latency_p50"] > 0
 

