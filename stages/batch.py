@@ -152,6 +152,12 @@ def default_journal(memory: str | Path, cache_dir: Path) -> Path:
 
 def indexed_videos(memory: str | Path) -> set[str]:
     """Video ids the memory holds clips of (empty for a memory that does not exist yet)."""
+    return clip_values(memory, "video")
+
+
+def clip_values(memory: str | Path, column: str, video: str | None = None) -> set:
+    """The distinct values of one column of the memory's ``clips`` table (of one ``video`` when given),
+    as last committed; empty for a memory that does not exist yet or cannot be read."""
     import lancedb
 
     location = memory_location(memory)
@@ -162,10 +168,12 @@ def indexed_videos(memory: str | Path) -> set[str]:
         listed = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
         if "clips" not in list(getattr(listed, "tables", listed)):
             return set()
-        column = db.open_table("clips").search().select(["video"]).limit(None).to_arrow()["video"]
-        return set(column.to_pylist())
+        query = db.open_table("clips").search()
+        if video is not None:
+            query = query.where("video = '{}'".format(video.replace("'", "''")))
+        return set(query.select([column]).limit(None).to_arrow()[column].to_pylist())
     except Exception as exc:  # unreadable memory: the index stage gives the clear error later
-        log.debug("cannot list the videos of %s: %s", memory, exc)
+        log.debug("cannot read the clips of %s: %s", memory, exc)
         return set()
 
 

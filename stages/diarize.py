@@ -282,23 +282,7 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     if not speech:
         return ClipResult([], [], pipe.config.language, 0.0)
     asr = pipe.asr  # loaded first: a missing ASR backend is the error to report
-    if pipe.config.diarizer_name == "overlap":
-        found = pipe.diarizer.turns(  # type: ignore[union-attr, call-arg]
-            audio, pipe.config.max_speakers, pipe.config.num_speakers, speech=speech
-        )
-        turns = _relabel([(t.start, t.end, t.speaker) for t in found])
-    elif pipe.diarizer is not None:
-        found = pipe.diarizer.turns(audio, pipe.config.max_speakers, pipe.config.num_speakers)
-        turns = _relabel([(t.start, t.end, t.speaker) for t in found])
-    else:
-        turns = cluster_turns(
-            audio,
-            speech,
-            pipe.speaker,
-            pipe.config.cluster,
-            pipe.config.max_speakers,
-            pipe.config.num_speakers,
-        )
+    turns = speaker_turns(audio, speech, pipe)
     # the ASR hears the turns too: speech the VAD gated out but the diarizer heard (0.6 s of trn07,
     # 0.7 s of trn00) was otherwise in a turn that no word could reach
     heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])
@@ -308,6 +292,21 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     if not utterances:
         log.info("%.1f s of speech found but the recogniser produced no words", speech_seconds)
     return ClipResult(utterances, turns, transcript.language, speech_seconds)
+
+
+def speaker_turns(audio: np.ndarray, speech: Sequence[Span], pipe: Pipeline) -> list[SpeakerTurn]:
+    """Who spoke when over the ``speech`` regions of ``audio``, by the configured diarizer, with local
+    labels S0, S1, ... in order of first appearance."""
+    c = pipe.config
+    if c.diarizer_name == "overlap":
+        found = pipe.diarizer.turns(  # type: ignore[union-attr, call-arg]
+            audio, c.max_speakers, c.num_speakers, speech=speech
+        )
+    elif pipe.diarizer is not None:
+        found = pipe.diarizer.turns(audio, c.max_speakers, c.num_speakers)
+    else:
+        return cluster_turns(audio, speech, pipe.speaker, c.cluster, c.max_speakers, c.num_speakers)
+    return _relabel([(t.start, t.end, t.speaker) for t in found])
 
 
 def transcribe_speech(
@@ -833,23 +832,8 @@ def speaker_turns_file(path: Path, config: DiarizeConfig, ctx: RunContext | None
     if len(audio) >= MIN_AUDIO_SECONDS * RATE:
         vad = pipe.vad
         speech = vad.speech(audio) if vad is not None else [(0.0, len(audio) / RATE)]
-        if speech and pipe.config.diarizer_name == "overlap":
-            found = pipe.diarizer.turns(  # type: ignore[union-attr, call-arg]
-                audio, pipe.config.max_speakers, pipe.config.num_speakers, speech=speech
-            )
-            turns = _relabel([(t.start, t.end, t.speaker) for t in found])
-        elif speech and pipe.diarizer is not None:
-            found = pipe.diarizer.turns(audio, pipe.config.max_speakers, pipe.config.num_speakers)
-            turns = _relabel([(t.start, t.end, t.speaker) for t in found])
-        elif speech:
-            turns = cluster_turns(
-                audio,
-                speech,
-                pipe.speaker,
-                pipe.config.cluster,
-                pipe.config.max_speakers,
-                pipe.config.num_speakers,
-            )
+        if speech:
+            turns = speaker_turns(audio, speech, pipe)
     if ctx.cache is not None:
         ctx.cache.put_json(key, "turns.json", [[t.start, t.end, t.speaker] for t in turns])
     return turns

@@ -211,28 +211,9 @@ class WatchState:
 
 def committed_clips(memory: str | Path, video: str) -> set[int]:
     """Clip indexes of ``video`` the memory holds (its last committed version)."""
-    import lancedb
+    from m3cli.stages.batch import clip_values
 
-    location = memory_location(memory)
-    if isinstance(location, Path) and not location.is_dir():
-        return set()
-    try:
-        db = lancedb.connect(str(location))
-        listed = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
-        if "clips" not in list(getattr(listed, "tables", listed)):
-            return set()
-        table = (
-            db.open_table("clips")
-            .search()
-            .where(f"video = '{video}'")
-            .select(["clip"])
-            .limit(None)
-            .to_arrow()
-        )
-        return set(table["clip"].to_pylist())
-    except Exception as exc:  # noqa: BLE001 - an unreadable memory fails clearly at the first commit
-        log.debug("cannot list committed clips of %s: %s", memory, exc)
-        return set()
+    return clip_values(memory, "clip", video)
 
 
 # ------------------------------------------------------------------------------------ the runner

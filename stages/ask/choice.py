@@ -15,12 +15,12 @@ from m3cli.stages.ask.tools import overlap, terms
 
 LETTERS = "ABCDEFGHIJ"
 _PREFIX = re.compile(r"^\s*[\(\[]?([A-Ja-j])[\)\].:：]\s*")
-_IDS = re.compile(r"<(?:character|face|voice)_\d+>")
-_NUMBER_WORDS = {
+IDS = re.compile(r"<(?:character|face|voice)_\d+>")
+NUMBER_WORDS = {
     "no": 0, "none": 0, "zero": 0, "one": 1, "once": 1, "two": 2, "twice": 2, "three": 3, "thrice": 3,
     "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
 }  # fmt: skip
-_NUM = re.compile(r"\b(\d+(?:\.\d+)?)\b|\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I)
+NUMBER = re.compile(r"\b(\d+(?:\.\d+)?)\b|\b(" + "|".join(NUMBER_WORDS) + r")\b", re.I)
 TIME_TOLERANCE = 1.5
 
 
@@ -54,14 +54,14 @@ def letter_in(answer: str | None, n: int) -> str | None:
 
 def stated_number(text: str) -> float | None:
     """The first count a text states, citations and people ids left out."""
-    m = _NUM.search(_IDS.sub(" ", re.sub(r"\([^()]*\)", " ", text)))
+    m = NUMBER.search(IDS.sub(" ", re.sub(r"\([^()]*\)", " ", text)))
     if not m:
         return None
-    return float(m.group(1)) if m.group(1) else float(_NUMBER_WORDS[m.group(2).lower()])
+    return float(m.group(1)) if m.group(1) else float(NUMBER_WORDS[m.group(2).lower()])
 
 
 def numbers(text: str) -> list[float]:
-    return [float(x) for x in re.findall(r"(?<![_\w])(\d+(?:\.\d+)?)", _IDS.sub(" ", text))]
+    return [float(x) for x in re.findall(r"(?<![_\w])(\d+(?:\.\d+)?)", IDS.sub(" ", text))]
 
 
 def offline_choice(answerer: Any, question: str, options: list[str]) -> tuple[str, Any, list[float]]:
@@ -70,7 +70,7 @@ def offline_choice(answerer: Any, question: str, options: list[str]) -> tuple[st
     ans = answerer.answer(question)
     people = answerer.facts.people
     said = ans.text + " " + " ".join(ln.text for ln in ans.cited)
-    named = set(_IDS.findall(ans.text)) | {
+    named = set(IDS.findall(ans.text)) | {
         pid for pid, name in people.names.items() if name and re.search(rf"\b{re.escape(name)}\b", ans.text)
     }
     count = stated_number(ans.text) if ans.supported else None

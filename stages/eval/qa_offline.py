@@ -14,17 +14,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from m3cli.stages.ask.choice import IDS, NUMBER, NUMBER_WORDS
 from m3cli.stages.ask.offline import parse_line
 from m3cli.stages.ask.tools import Scope
 
 TIME_TOLERANCE = 1.5
 NEAR = 1.0  # a truth second outside every speech line takes the line within this many seconds
-_IDS = re.compile(r"<(?:character|face|voice)_\d+>")
-_NUMBER_WORDS = {
-    "no": 0, "none": 0, "zero": 0, "one": 1, "once": 1, "two": 2, "twice": 2, "three": 3, "thrice": 3,
-    "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
-}  # fmt: skip
-_NUM = re.compile(r"\b(\d+(?:\.\d+)?)\b|\b(" + "|".join(_NUMBER_WORDS) + r")\b", re.I)
 
 
 def _norm(text: str) -> str:
@@ -33,18 +28,18 @@ def _norm(text: str) -> str:
 
 def _prose(answer: str) -> str:
     """The answer without its citations (file, times) and people ids: what it states."""
-    return _IDS.sub(" ", re.sub(r"\([^()]*\)", " ", answer))
+    return IDS.sub(" ", re.sub(r"\([^()]*\)", " ", answer))
 
 
 def stated_number(answer: str) -> float | None:
-    m = _NUM.search(_prose(answer))
+    m = NUMBER.search(_prose(answer))
     if not m:
         return None
-    return float(m.group(1)) if m.group(1) else float(_NUMBER_WORDS[m.group(2).lower()])
+    return float(m.group(1)) if m.group(1) else float(NUMBER_WORDS[m.group(2).lower()])
 
 
 def numbers(answer: str) -> list[float]:
-    return [float(x) for x in re.findall(r"(?<![_\w])(\d+(?:\.\d+)?)", _IDS.sub(" ", answer))]
+    return [float(x) for x in re.findall(r"(?<![_\w])(\d+(?:\.\d+)?)", IDS.sub(" ", answer))]
 
 
 class PeopleAt:
@@ -76,7 +71,7 @@ class PeopleAt:
 
     def named(self, video: str, answer: str) -> set[str]:
         self.lines(video)
-        out = set(_IDS.findall(answer))
+        out = set(IDS.findall(answer))
         for pid, name in self._names.get(video, {}).items():
             if re.search(rf"\b{re.escape(name)}\b", answer, re.I):
                 out.add(pid)
