@@ -169,26 +169,15 @@ def test_growing_file_killed_and_restarted_loses_and_duplicates_nothing(tmp_path
     assert live == whole  # no lost clip, no duplicate line, same identities
 
 
+def recorded_ts(path: Path, seconds: int) -> Path:
+    """The first ``seconds`` of the fixture remuxed to MPEG-TS, as a camera's recorder would write it."""
+    cmd = ["ffmpeg", "-nostdin", "-v", "error", "-t", str(seconds), "-i", str(FIXTURE)]
+    subprocess.run([*cmd, "-c", "copy", "-f", "mpegts", str(path)], check=True)
+    return path
+
+
 def test_sigterm_exits_within_a_second_and_restart_continues(tmp_path, cache_dir):
-    growing = tmp_path / "camera.ts"
-    subprocess.run(
-        [
-            "ffmpeg",
-            "-nostdin",
-            "-v",
-            "error",
-            "-t",
-            "20",
-            "-i",
-            str(FIXTURE),
-            "-c",
-            "copy",
-            "-f",
-            "mpegts",
-            growing,
-        ],
-        check=True,
-    )
+    growing = recorded_ts(tmp_path / "camera.ts", seconds=20)
     status, memory = tmp_path / "status.json", tmp_path / "live.lance"
     args = [growing, "-o", memory, "--clip-seconds", CLIP, "--offline", "--until-eof", "--status", status]
     watch = start_watch(*args)
@@ -208,25 +197,7 @@ def test_sigterm_exits_within_a_second_and_restart_continues(tmp_path, cache_dir
 
 
 def test_lag_is_bounded_by_skipping_the_oldest_clips(tmp_path, cache_dir):
-    growing = tmp_path / "camera.ts"
-    subprocess.run(
-        [
-            "ffmpeg",
-            "-nostdin",
-            "-v",
-            "error",
-            "-t",
-            "20",
-            "-i",
-            str(FIXTURE),
-            "-c",
-            "copy",
-            "-f",
-            "mpegts",
-            growing,
-        ],
-        check=True,
-    )
+    growing = recorded_ts(tmp_path / "camera.ts", seconds=20)
     status, memory = tmp_path / "status.json", tmp_path / "live.lance"
     # the whole file is there at once: 20 s of clips wait, the bound is 8 s behind the live edge
     proc = run_m3(
