@@ -19,6 +19,11 @@ bench *names:
 lint:
     {{venv}}/bin/ruff check m3cli stages schemas tests bench examples
 
+# the quick gate CI runs before the full suite: lint, then the fast tier (tests not marked slow)
+check:
+    {{venv}}/bin/ruff check m3cli stages schemas tests bench examples
+    {{py}} -m pytest -q -p no:cacheprovider -m "not slow"
+
 # run the pipeline on the bundled real sample
 demo:
     bash examples/quickstart.sh
