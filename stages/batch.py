@@ -408,11 +408,14 @@ def run_batch(
                 report.status, report.clips = "indexed", len(records)
                 report.characters = characters_in(records)
                 clips += len(records)
-            except M3Error as exc:
-                report.error = str(exc)
-            except (OSError, ValueError, RuntimeError) as exc:  # storage (full disk, object store):
-                # this video failed, its journal says so, and the batch goes on with the others
-                report.error = _one_line(exc)
+            except (M3Error, OSError, ValueError, RuntimeError) as exc:  # storage (full disk, object
+                # store): this video failed, its journal says so, and the batch goes on with the others
+                report.error = str(exc) if isinstance(exc, M3Error) else _one_line(exc)
+                if (reason := store_failure(str(exc))) is not None:
+                    # no bucket, no credentials, no endpoint: no video can land; stop now, one line
+                    journal.append({"video": result.video, "path": result.path, "status": "failed",
+                                    "error": reason})
+                    raise M3Error(f"{mask_credentials(str(memory))}: {reason}") from None
         else:
             report.error = result.error
         entry = {"video": result.video, "path": result.path, "status": report.status, "clips": report.clips}
