@@ -186,6 +186,7 @@ class VideoReport:
     status: str
     video: str | None = None
     clips: int = 0
+    characters: int = 0
     seconds: float = 0.0
     error: str | None = None
     attempts: int = 0
@@ -209,6 +210,10 @@ class BatchSummary:
     @property
     def clips(self) -> int:
         return sum(r.clips for r in self.reports if r.status == "indexed")
+
+    @property
+    def characters(self) -> int:
+        return sum(r.characters for r in self.reports if r.status == "indexed")
 
 
 @dataclass
@@ -354,6 +359,7 @@ def run_batch(
     ``models`` (a :class:`~m3cli.stages.pipeline.Models`) gives the writer its text embedder and index
     config. Returns one report per input path."""
     from m3cli.schemas.records import ClipRecord
+    from m3cli.stages.core.summary import characters_in
     from m3cli.stages.pipeline import content_id, index_video
 
     start = time.perf_counter()
@@ -400,12 +406,16 @@ def run_batch(
                     journal.append({"video": result.video, "path": result.path, "status": "indexing"})
                     index_video(records, memory, models, ctx)
                 report.status, report.clips = "indexed", len(records)
+                report.characters = characters_in(records)
                 clips += len(records)
-            except M3Error as exc:
-                report.error = str(exc)
-            except (OSError, ValueError, RuntimeError) as exc:  # storage (full disk, object store):
-                # this video failed, its journal says so, and the batch goes on with the others
-                report.error = _one_line(exc)
+            except (M3Error, OSError, ValueError, RuntimeError) as exc:  # storage (full disk, object
+                # store): this video failed, its journal says so, and the batch goes on with the others
+                report.error = str(exc) if isinstance(exc, M3Error) else _one_line(exc)
+                if (reason := store_failure(str(exc))) is not None:
+                    # no bucket, no credentials, no endpoint: no video can land; stop now, one line
+                    journal.append({"video": result.video, "path": result.path, "status": "failed",
+                                    "error": reason})
+                    raise M3Error(f"{mask_credentials(str(memory))}: {reason}") from None
         else:
             report.error = result.error
         entry = {"video": result.video, "path": result.path, "status": report.status, "clips": report.clips}

@@ -194,6 +194,28 @@ class Indexer:
                 log.info("%s: rolling %s back to committed version %d", self.path, name, committed[name])
                 self.writer.restore(name, committed[name])
 
+    def undo(self) -> None:
+        """Roll this failed run's writes back at once, before its error is reported, so readers of the
+        latest versions (LanceDB, pandas) never see its half-written rows. Best effort: where the
+        rollback fails too (a disk still full), the next run's rollback does it."""
+        try:
+            self.writer = MemoryWriter(self.path)  # reopened: the failed run's datasets may be stale
+            self.tables = self.writer.table_names()
+            self._roll_back_uncommitted()
+        except Exception as exc:
+            if not is_disk_full(exc) or not self._forget_uncommitted():
+                log.info("%s: cannot roll the failed run back now (%s); the next run does", self.path, exc)
+
+    def _forget_uncommitted(self) -> bool:
+        """The rollback on a full disk: the versions past the committed ones are forgotten (their files
+        deleted) instead of restored over, which needs no space. False where that is not possible."""
+        committed = read_manifest(self.path) or {}
+        for name in sorted(set(committed) & self.tables):
+            writer = MemoryWriter(self.path)
+            if writer.version(name) != committed[name] and not writer.forget_after(name, committed[name]):
+                return False
+        return True
+
     def _commit(self) -> None:
         """Name the tables' current versions in the manifest: readers switch to this run's memory."""
         versions = {name: self.writer.version(name) for name in sorted(self.tables)}
@@ -773,14 +795,15 @@ def index_records(
     if not isinstance(path, Path):
         # An object store has no lock files: its manifest still commits all-or-nothing, but writers
         # of one memory must take turns themselves (`m3 batch` has a single writer).
-        return Indexer(path, embedder, config, ctx).run(records)
+        return _run_or_undo(Indexer(path, embedder, config, ctx), records)
     if path.exists() and not path.is_dir():
         raise InputError(f"{path}: exists and is not a directory (a memory dataset is a directory)")
     created = not path.exists()
     try:
         with writer_lock(path) as created:
             try:
-                return Indexer(path, embedder, config, ctx).run(records)
+                indexer = Indexer(path, embedder, config, ctx)
+                return indexer.run(records) if created else _run_or_undo(indexer, records)
             except BaseException:
                 if created:  # removed while still locked, so a waiting writer starts afresh
                     shutil.rmtree(path, ignore_errors=True)
@@ -792,4 +815,13 @@ def index_records(
                 f"{path}: no space left on device while writing the memory; {kept}. "
                 "Free space (or index to another disk) and rerun"
             ) from None
+        raise
+
+
+def _run_or_undo(indexer: Indexer, records: list[ClipRecord]) -> IndexStats:
+    """``indexer.run``; a run that fails is rolled back before its error goes on."""
+    try:
+        return indexer.run(records)
+    except BaseException:
+        indexer.undo()
         raise

@@ -162,6 +162,20 @@ def test_eval_link_cli_accepts_a_turns_truth_file(tmp_path):
     assert proc.returncode == 1 and "unknown panel or side 'middle'" in line
 
 
+def _current_speaker_exports():
+    """The store files this machine's CAM++ and segmentation-3.0 weights export to (a store may also
+    hold exports of other weights or torch versions, under other names)."""
+    from m3cli.stages.backends import onnx_export, segmentation, speaker_campplus
+
+    paths = (
+        onnx_export.export_path(speaker_campplus._export_spec(speaker_campplus.bundled_weights(), 192)),
+        onnx_export.export_path(segmentation._export_spec(segmentation.bundled_checkpoint())),
+    )
+    if not all(p.is_file() for p in paths):
+        pytest.skip("the speaker networks were not exported on this machine yet")
+    return paths
+
+
 def test_another_networks_export_under_the_segmentation_name_is_one_line(tmp_path, monkeypatch):
     """A valid ONNX of CAM++ copied over the segmentation-3.0 export in the model store."""
     import shutil
@@ -169,11 +183,7 @@ def test_another_networks_export_under_the_segmentation_name_is_one_line(tmp_pat
     from m3cli.stages.backends import onnx_export, segmentation
     from m3cli.stages.core.errors import M3Error
 
-    real_store = onnx_export.model_store()
-    campplus = next(real_store.glob("campplus-*.onnx"), None)
-    segment = next(real_store.glob("segmentation-3.0-*.onnx"), None)
-    if campplus is None or segment is None:
-        pytest.skip("the speaker networks were not exported on this machine yet")
+    campplus, segment = _current_speaker_exports()
     monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path))
     shutil.copyfile(campplus, tmp_path / segment.name)
     onnx_export._SESSIONS.__init__()  # this process opened none of them from this store
@@ -184,6 +194,30 @@ def test_another_networks_export_under_the_segmentation_name_is_one_line(tmp_pat
     shutil.copyfile(segment, tmp_path / segment.name)  # the right file: it loads
     onnx_export._SESSIONS.__init__()
     assert segmentation.SegmentationModel().frame_step > 0
+
+
+def test_another_networks_export_under_the_campplus_name_is_one_line(tmp_path, monkeypatch):
+    """A valid ONNX of segmentation-3.0 copied over the CAM++ export in the model store: the same
+    check (the session's inputs and outputs against the export's) as for segmentation."""
+    import shutil
+
+    import numpy as np
+
+    from m3cli.stages.backends import onnx_export, speaker_campplus
+    from m3cli.stages.core.errors import M3Error
+
+    campplus, segment = _current_speaker_exports()
+    monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path))
+    shutil.copyfile(segment, tmp_path / campplus.name)
+    onnx_export._SESSIONS.__init__()  # this process opened none of them from this store
+    with pytest.raises(M3Error, match="not a campplus export") as caught:
+        speaker_campplus.CamppModel()
+    assert "\n" not in str(caught.value) and str(tmp_path) in str(caught.value)
+    (tmp_path / campplus.name).unlink()
+    shutil.copyfile(campplus, tmp_path / campplus.name)  # the right file: it loads and embeds
+    onnx_export._SESSIONS.__init__()
+    audio = np.random.default_rng(0).standard_normal(16000 * 2).astype(np.float32) * 0.1
+    assert speaker_campplus.CamppModel().embed(audio, [(0.0, 2.0)]).shape == (1, 192)
 
 
 @pytest.mark.parametrize("where", ["utterance", "memory line", "both"])

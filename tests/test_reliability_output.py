@@ -31,7 +31,8 @@ def test_batch_escapes_file_names_and_names_each_failure_once(tmp_path, cache_di
         for name in ("clear\\x1b[2J.mp4", "title\\x1b]0;pwned\\x07.mp4", "x\\nm3: error: FORGED.mp4"):
             assert err.count(name) == 1, (name, err)  # named once, escaped
         assert err.count("photo.mp4") == 1 and "still image (JPEG)" in err
-        assert "4 videos: 0 indexed (0 clips)" in err and "0 duplicates, 4 failed" in err
+        assert "0 videos, 0 clips, 0 characters in " in err
+        assert "of 4 inputs: 0 indexed, 0 already in the memory, 0 duplicates, 4 failed" in err
 
 
 def test_a_still_image_renamed_as_a_video_is_refused(tmp_path, cache_dir):
@@ -148,3 +149,40 @@ def test_install_steps_say_what_they_do_while_they_run(tmp_path):
     install = (ROOT / "scripts" / "install.sh").read_text()
     assert install.count('"$tick" "') == 4  # venv, pip, torch, m3: every step named
     assert "installing m3 into .venv" in (ROOT / "examples" / "quickstart.sh").read_text()
+
+
+def test_batch_ends_with_the_same_summary_line_as_run_and_index(tmp_path, cache_dir):
+    """memory, videos, clips, characters and seconds in run/index's shape, then batch's breakdown; the
+    characters are the distinct ones the memory holds for the indexed video."""
+    from conftest import HAMILTON
+    from support.clips import cut_pieces
+    from support.memory_rows import memory_rows
+
+    [piece] = cut_pieces(HAMILTON, 1, 2.5, tmp_path)
+    inbox = tmp_path / "inbox"
+    inbox.mkdir()
+    (inbox / "a.mp4").symlink_to(piece)
+    (inbox / "b.mp4").symlink_to(piece)  # the same content: a duplicate
+    (inbox / "c.mp4").write_bytes(b"not a video")
+    memory = tmp_path / "mem.lance"
+    proc = run_m3("batch", inbox, "-o", memory, "--faces-fps", "2", env=OFFLINE)
+    assert proc.returncode == 1, proc.stderr.decode()[-2000:]
+    last = proc.stderr.decode().strip().splitlines()[-1]
+    rows = memory_rows(memory)
+    clips = len(rows["clips"])
+    chars = len({e["entity"] for e in rows["entities"] if e["kind"] == "character"})
+    counts = f"{count_of(clips, 'clip')}, {count_of(chars, 'character')}"
+    head = f"m3: batch: memory {memory}: 1 video, {counts} in "
+    assert last.startswith(head), (last, rows["entities"][:3])
+    assert last.endswith(" s; of 3 inputs: 1 indexed, 0 already in the memory, 1 duplicate, 1 failed"), last
+    again = run_m3("batch", inbox, "-o", memory, "--faces-fps", "2", env=OFFLINE)  # nothing new
+    last = again.stderr.decode().strip().splitlines()[-1]
+    assert last.startswith(f"m3: batch: memory {memory}: 0 videos, 0 clips, 0 characters in ")
+    assert last.endswith("; of 3 inputs: 0 indexed, 1 already in the memory, 1 duplicate, 1 failed"), last
+    assert run_m3("-q", "batch", inbox, "-o", memory, env=OFFLINE).stderr == b""
+
+
+def count_of(n: int, word: str) -> str:
+    from m3cli.stages.core.sizes import count
+
+    return count(n, word)

@@ -102,3 +102,22 @@ def test_answers_and_report_keep_no_credentials(store):
     rc, err, _ = m3(env, "report", uri, "-a", d / "b.jsonl", "-o", d / "page.html")
     assert rc == 0, err
     assert SECRET not in (d / "page.html").read_text()
+
+
+def test_batch_into_a_broken_object_store_stops_with_one_line(store, tmp_path):
+    """No bucket or no credentials: no video can land, so the batch stops at the first commit with one
+    line (not a failure per video, not a traceback); the same videos then batch into the real bucket."""
+    from conftest import HAMILTON
+    from support.clips import cut_pieces
+
+    d, env = store
+    pieces = cut_pieces(HAMILTON, 2, 2.5, tmp_path)
+    for uri, drop, says in [
+        ("s3://no-such-bucket/b.lance", (), "bucket does not exist"),
+        (f"s3://{BUCKET}/b.lance", NO_KEYS, "AWS_ACCESS_KEY_ID"),
+    ]:
+        rc, err, _ = m3(env, "batch", *pieces, "-o", uri, "--faces-fps", "2", drop=drop)
+        assert rc == 1 and len(err) == 1, err
+        assert err[0].startswith(f"m3: error: {uri}: ") and says in err[0], err
+    rc, err, _ = m3(env, "batch", *pieces, "-o", f"s3://{BUCKET}/b.lance", "--faces-fps", "2")
+    assert rc == 0 and err[-1].startswith(f"m3: batch: memory s3://{BUCKET}/b.lance: 2 videos, "), err

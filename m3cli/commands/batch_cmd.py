@@ -10,7 +10,6 @@ import typer
 
 from m3cli import context
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
-from m3cli.stages.core.redact import mask_credentials
 from m3cli.stages.core.sizes import count
 from m3cli.terminal import safe
 
@@ -136,13 +135,18 @@ def batch(
         if not show:  # the progress lines named each failure already when they were shown
             for r in summary.failed:
                 typer.echo(f"m3: failed: {safe(r.path)}: {_own_words(r)}", err=True)
-        typer.echo(
-            f"m3: batch: {count(len(summary.reports), 'video')}: {summary.count('indexed')} indexed "
-            f"({count(summary.clips, 'clip')}), {summary.count('done')} already in the memory, "
-            f"{count(summary.count('duplicate'), 'duplicate')}, {summary.count('failed')} failed; "
-            f"memory {safe(mask_credentials(str(output)))}; {summary.seconds:.1f} s",
-            err=True,
+        from m3cli.stages.core.summary import summary_line
+
+        breakdown = (
+            f"of {count(len(summary.reports), 'input')}: {summary.count('indexed')} indexed, "
+            f"{summary.count('done')} already in the memory, "
+            f"{count(summary.count('duplicate'), 'duplicate')}, {summary.count('failed')} failed"
         )
+        indexed = summary.count("indexed")
+        line = summary_line(
+            "batch", output, indexed, summary.clips, summary.characters, summary.seconds, breakdown
+        )
+        typer.echo(safe(line), err=True)
     if summary.failed:
         raise typer.Exit(1)
 

@@ -160,7 +160,21 @@ def cpu_session(spec: OnnxExport) -> Any:
     One session per export and process: diarize's and voices' CAM++ in one `m3 run` share it (an
     onnxruntime session runs calls from several threads at once)."""
     path = export_path(spec)
-    return _SESSIONS.get(path, lambda: _open_session(spec, path))
+    session = _SESSIONS.get(path, lambda: _open_session(spec, path))
+    inputs = tuple(i.name for i in session.get_inputs())
+    outputs = tuple(o.name for o in session.get_outputs())
+    if inputs != spec.inputs or outputs != spec.outputs:  # a valid ONNX of another network
+        raise foreign_export(spec)
+    return session
+
+
+def foreign_export(spec: OnnxExport) -> M3Error:
+    """The one line for a store file that loads but is not ``spec``'s network (a file copied or renamed
+    in the model store): it would otherwise fail deep inside with a missing input or ``KeyError``."""
+    return M3Error(
+        f"{export_path(spec)}: not a {spec.name} export (another network's file under its name in the "
+        "model store); delete it and it is exported again on the next run"
+    )
 
 
 _SESSIONS: MadeOnce[Any] = MadeOnce()

@@ -23,7 +23,13 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.backends.onnx_export import OnnxExport, cpu_session, export_path, metadata, resolve_runtime
+from m3cli.stages.backends.onnx_export import (
+    OnnxExport,
+    cpu_session,
+    foreign_export,
+    metadata,
+    resolve_runtime,
+)
 from m3cli.stages.core.errors import M3Error
 
 RATE = 16000
@@ -79,10 +85,7 @@ class SegmentationModel:
             try:
                 cfg = json.loads(metadata(self._session)["config"])
             except (KeyError, ValueError):  # another network's export under this one's name
-                raise M3Error(
-                    f"{export_path(spec)}: not a {self.name} export (another network's file under its "
-                    "name in the model store); delete it and it is exported again on the next run"
-                ) from None
+                raise foreign_export(spec) from None
         else:
             import torch
 

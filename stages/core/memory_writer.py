@@ -100,6 +100,26 @@ class MemoryWriter:
         old.restore()
         self._open[name] = lance.dataset(self.uri(name))
 
+    def forget_after(self, name: str, version: int) -> bool:
+        """Delete the version files of ``name`` newer than ``version`` (local tables only), so that
+        ``version`` is the latest again without writing a byte: the rollback of a run that failed on a
+        full disk, where :meth:`restore` (a new commit) cannot be written. Lance names version ``v``
+        ``<v>.manifest`` or, in its newer scheme, ``<2**64 - 1 - v>.manifest``. Returns False (nothing
+        done) where that cannot be done safely: an object store, or an older table's ``_latest`` copy."""
+        if not isinstance(self.path, Path):
+            return False
+        folder = Path(self.uri(name)) / "_versions"
+        if (folder / "_latest.manifest").exists():
+            return False
+        for f in folder.glob("*.manifest"):
+            if f.stem.isdigit():
+                n = int(f.stem)
+                v = 2**64 - 1 - n if n >= 2**63 else n
+                if v > version:
+                    f.unlink()
+        self._open.pop(name, None)
+        return True
+
     def drop(self, name: str) -> None:
         """Remove table ``name`` whole, whatever state a failed writer left it in (so not through
         ``LanceDataset.drop``, which refuses a folder without a readable version)."""

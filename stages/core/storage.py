@@ -146,7 +146,8 @@ def remove_dir(location: str | Path, name: str) -> None:
 
 #: What object-store failures say deep inside LanceDB/Lance/pyarrow messages, and what m3 says instead.
 _STORE_FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("NoSuchBucket",), "the bucket does not exist (create it, or check the name)"),
+    (("NoSuchBucket", "NO_SUCH_BUCKET", "bucket does not exist"),
+     "the bucket does not exist (create it, or check the name)"),
     (
         ("Failed to get AWS credentials", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
          "Missing credentials", "NoCredentialProviders", "403 Forbidden"),

@@ -20,10 +20,19 @@ def characters_in(records: Iterable[Any]) -> int:
 
 
 def summary_line(
-    command: str, memory: Any, videos: int, clips: int, characters: int | None, seconds: float
+    command: str,
+    memory: Any,
+    videos: int,
+    clips: int,
+    characters: int | None,
+    seconds: float,
+    detail: str = "",
 ) -> str:
+    """``m3: COMMAND: memory M: N videos, N clips, N characters in S s`` and, when given, ``; DETAIL``
+    (batch's breakdown of its inputs), so every command that writes a memory ends the same way."""
     parts = [count(videos, "video"), count(clips, "clip")]
     if characters is not None:
         parts.append(count(characters, "character"))
     where = f"memory {mask_credentials(str(memory))}: " if memory is not None else ""
-    return f"m3: {command}: {where}{', '.join(parts)} in {seconds:.1f} s"
+    tail = f"; {detail}" if detail else ""
+    return f"m3: {command}: {where}{', '.join(parts)} in {seconds:.1f} s{tail}"
