@@ -93,6 +93,11 @@ def test_title_text_found_with_its_time_span(models, tmp_path):
     k = next(k for r in out for k in r.sight.keyframes if "THE PEACH OPEN MOVIE PROJECT" in (k.text or []))
     assert f"{clock(k.start)}–{clock(k.end)}" in titled[0]
 
+    # [Rewatch] with no LLM answers from the clip's sight lines: what was written comes first
+    result = _rewatch(tmp_path / "mem.lance", "clip 0: what was written on the screen?")
+    assert "on screen: 'THE PEACH OPEN MOVIE PROJECT / PRESENTS'" in result.lines[0]
+    assert "on screen" in result.nodes[0].text and result.nodes[0].t_start >= 20.0
+
 
 def test_tags_on_real_photos_are_right_at_the_default_threshold(models):
     from m3cli.stages.eval.sight import _right
@@ -298,3 +303,27 @@ def test_a_memory_without_the_keyframes_column_stays_readable_and_appendable(see
     assert not (memory / "keyframes").exists()
     answer = run_m3("ask", memory, "Was anyone wearing a tie?", "--format", "text", env=env)
     assert answer.returncode == 0, answer.stderr.decode()
+
+
+def _rewatch(memory: Path, arg: str, llm: object = None) -> object:
+    from m3cli.stages.ask.memory import LanceMemory
+    from m3cli.stages.ask.tools import Scope, ToolContext, tool_rewatch
+
+    ctx = ToolContext(memory=LanceMemory.open(memory), embed=lambda _q: None, scope=Scope(), llm=llm)
+    return tool_rewatch(ctx, arg)
+
+
+def test_rewatch_without_an_llm_answers_from_the_clips_sight_lines(seen_memory):
+    from m3cli.stages.ask.tools import ToolError
+
+    records, memory, _env = seen_memory
+    seen = {t for k in records[0].sight.keyframes for t in k.tags or []}
+    assert seen, "the first clip's keyframes are tagged"
+    result = _rewatch(memory, "clip 0: what is the man wearing?")
+    assert result.tool == "rewatch" and result.nodes
+    assert all(" seen: " in n.text for n in result.nodes)  # only the clip's sight lines are evidence
+    assert all(n.clip == 0 for n in result.nodes)
+    assert "no multimodal LLM" in result.lines[0]
+    assert all(tag in result.lines[0] for tag in seen)
+    with pytest.raises(ToolError, match="clip 7"):  # a clip the memory does not hold is still an error
+        _rewatch(memory, "clip 7: what is seen?")
