@@ -327,3 +327,18 @@ def test_rewatch_without_an_llm_answers_from_the_clips_sight_lines(seen_memory):
     assert all(tag in result.lines[0] for tag in seen)
     with pytest.raises(ToolError, match="clip 7"):  # a clip the memory does not hold is still an error
         _rewatch(memory, "clip 7: what is seen?")
+
+
+def test_rewatch_falls_back_to_sight_lines_when_the_model_refuses_the_frames(seen_memory):
+    from m3cli.stages.backends.llm import LlmClient
+    from support.fake_openai import FakeOpenAI, Fault
+
+    _records, memory, _env = seen_memory
+    with FakeOpenAI() as server:  # a text-only model: the request with images is refused (HTTP 400)
+        server.script(Fault.status(400, message="this model does not accept images"))
+        client = LlmClient(server.url, "text-only", backoff=0.01, timeout=5.0, max_retries=1)
+        result = _rewatch(memory, "clip 0: what is the man wearing?", llm=client)
+        sent = server.chat_requests[0]["messages"][0]["content"]
+    assert any(p["type"] == "image_url" for p in sent), "the frames were tried first"
+    assert result.nodes and all(" seen: " in n.text for n in result.nodes)
+    assert "[Rewatch] failed" in result.lines[0] and "seen: " in result.lines[0]
