@@ -276,12 +276,17 @@ class Indexer:
         schema = self._clips_schema()
         clip_rows = [{k: v for k, v in r.items() if k in schema.names} for r in clip_rows]
         stats.clips_written = self._write("clips", schema, clip_rows, stats)
-        if node_rows:  # a video without people (only on-screen text, say) still gets every table
-            for name, schema in (("edges", EDGES_SCHEMA), ("entities", ENTITIES_SCHEMA)):
-                if name not in self.tables:
-                    self.writer.create(name, schema.empty_table(), schema)
-                    self.tables.add(name)
-                    stats.tables_committed.append(name)
+        # a video without people (only on-screen text, say), or with nothing remembered at all (a silent
+        # scene without text or tags), still gets every table: readers open only complete memories
+        for name, schema in (
+            ("nodes", nodes_schema(self.dim)),
+            ("edges", EDGES_SCHEMA),
+            ("entities", ENTITIES_SCHEMA),
+        ):
+            if name not in self.tables:
+                self.writer.create(name, schema.empty_table(), schema)
+                self.tables.add(name)
+                stats.tables_committed.append(name)
         if "meta" not in self.tables:
             import m3cli
 

@@ -342,3 +342,16 @@ def test_rewatch_falls_back_to_sight_lines_when_the_model_refuses_the_frames(see
     assert any(p["type"] == "image_url" for p in sent), "the frames were tried first"
     assert result.nodes and all(" seen: " in n.text for n in result.nodes)
     assert "[Rewatch] failed" in result.lines[0] and "seen: " in result.lines[0]
+
+
+def test_a_scene_with_nothing_remembered_is_still_a_complete_memory(models, tmp_path):
+    """The coffee scene: no people, no text, no tag above the threshold, so no memory line at all; the
+    memory still opens (report, ask) and its report shows the scene's keyframes."""
+    cache = Cache(tmp_path / "cache")
+    records = _sight(COFFEE, models, cache)
+    memory = tmp_path / "mem.lance"
+    env = _memory_of(records, cache, memory)
+    run_m3("report", memory, "-o", tmp_path / "r.html", env=env, check=True)
+    assert len(_figures((tmp_path / "r.html").read_text())) == len(records[0].sight.keyframes) >= 1
+    answer = run_m3("ask", memory, "What was seen?", "--format", "text", env=env)
+    assert answer.returncode == 0 and "No evidence found" in answer.stdout.decode(), answer.stderr.decode()
