@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 
 STAGE = "index"
 CROPS_DIR = "crops"
+KEYFRAMES_DIR = "keyframes"
 FACT_KINDS = ("episodic", "semantic")
 
 
@@ -294,13 +295,20 @@ class Indexer:
         edges = self._changed("edges", list(edge_rows.values()))
         stats.edges_written = self._write("edges", EDGES_SCHEMA, edges, stats)
         stats.entities_written = self._write("entities", ENTITIES_SCHEMA, entity_rows, stats)
-        stats.clips_written = self._write("clips", clips_schema(self.dim), clip_rows, stats)
-        if node_rows:  # a video without people (only on-screen text, say) still gets every table
-            for name, schema in (("edges", EDGES_SCHEMA), ("entities", ENTITIES_SCHEMA)):
-                if name not in self.tables:
-                    self.writer.create(name, schema.empty_table(), schema)
-                    self.tables.add(name)
-                    stats.tables_committed.append(name)
+        schema = self._clips_schema()
+        clip_rows = [{k: v for k, v in r.items() if k in schema.names} for r in clip_rows]
+        stats.clips_written = self._write("clips", schema, clip_rows, stats)
+        # a video without people (only on-screen text, say), or with nothing remembered at all (a silent
+        # scene without text or tags), still gets every table: readers open only complete memories
+        for name, schema in (
+            ("nodes", nodes_schema(self.dim)),
+            ("edges", EDGES_SCHEMA),
+            ("entities", ENTITIES_SCHEMA),
+        ):
+            if name not in self.tables:
+                self.writer.create(name, schema.empty_table(), schema)
+                self.tables.add(name)
+                stats.tables_committed.append(name)
         if "meta" not in self.tables:
             import m3cli
 
@@ -655,26 +663,60 @@ class Indexer:
     def _keep_crop(self, crop: str | None) -> str | None:
         """A face crop copied into the dataset (``crops/<sha256>.jpg``, named relative to it), so the
         memory does not depend on the cache that produced it (``m3 cache prune`` may remove that)."""
-        if not crop:
+        return self._keep_file(crop, CROPS_DIR, "face crop")
+
+    def _keep_file(self, path: str | None, folder: str, what: str) -> str | None:
+        """A cached image copied into ``folder`` of the dataset under its content hash (named relative
+        to the dataset); the path was checked to be a JPEG inside the cache (record_paths)."""
+        if not path:
             return None
-        if not os.path.isabs(crop) and file_exists(self.path, crop):
-            return crop  # already in this dataset
+        if not os.path.isabs(path) and file_exists(self.path, path):
+            return path  # already in this dataset
         try:
-            data = Path(crop).read_bytes()
+            data = Path(path).read_bytes()
         except OSError as exc:
-            log.warning("face crop %s cannot be read (%s); stored without one", crop, exc.strerror)
+            log.warning("%s %s cannot be read (%s); stored without one", what, path, exc.strerror)
             return None
-        name = f"{CROPS_DIR}/{hashlib.sha256(data).hexdigest()[:32]}{Path(crop).suffix or '.jpg'}"
+        name = f"{folder}/{hashlib.sha256(data).hexdigest()[:32]}{Path(path).suffix or '.jpg'}"
         if not file_exists(self.path, name):
             write_file(self.path, name, data)
         return name
 
+    def _clips_schema(self) -> pa.Schema:
+        """The clips table's schema: a memory written before the ``keyframes`` column keeps its own (its
+        appended clips are stored without keyframes, and every reader of it still works)."""
+        schema = clips_schema(self.dim)
+        if "clips" in self.tables:
+            stored = set(self.writer.dataset("clips").schema.names)
+            if "keyframes" not in stored:
+                log.info("%s: its clips table has no keyframes column; keyframes are not stored", self.path)
+                return pa.schema([f for f in schema if f.name in stored])
+        return schema
+
+    def _keyframes(self, r: ClipRecord) -> list[dict] | None:
+        """The clip's keyframes with their JPEGs copied into the memory (None: sight did not run)."""
+        if r.sight is None:
+            return None
+        out = []
+        for i, k in enumerate(r.sight.keyframes):
+            found = cache_file(r, f"sight.keyframes[{i}].path", k.path, self.ctx.cache, JPEG)
+            out.append(
+                {
+                    "t": float(k.t),
+                    "start": float(k.start if k.start is not None else k.t),
+                    "end": float(k.end if k.end is not None else k.t),
+                    "path": self._keep_file(str(found) if found else None, KEYFRAMES_DIR, "keyframe"),
+                    "text": list(k.text or []),
+                    "tags": list(k.tags or []),
+                }
+            )
+        return out
+
     def _clips(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
+        stored = self._clips_schema().names
         existing = {
             r["id"]: r
-            for r in self._existing(
-                "clips", f"video = '{vid}'", [c for c in clips_schema(self.dim).names if c != "vector"]
-            )
+            for r in self._existing("clips", f"video = '{vid}'", [c for c in stored if c != "vector"])
         }
         rows = []
         for r in clips:
@@ -695,6 +737,7 @@ class Indexer:
                     "end": r.clip.end,
                     "path": r.video.path,
                     "summary": summary,
+                    "keyframes": self._keyframes(r) if "keyframes" in stored else None,
                 }
             )
         rows = [r for r in rows if not _same(existing.get(r["id"]), r, skip=("vector",))]

@@ -1,10 +1,11 @@
 """`m3 report` on a crafted memory reads nothing outside it.
 
 A memory is untrusted input (it may come from a bucket or a colleague). Starting from a real memory of
-the quickstart clip (`m3 run`), its tables are rewritten the way an attacker would: a face crop named
-by an absolute path, by a ``../`` path, through a symlink that leaves the memory, or as a 20000x20000
-PNG; the clip's video path pointed at another recording. The page must embed none of those files, and
-still be written (initials instead of a face, no voice sample), with no traceback.
+the quickstart clip (`m3 run`), its tables are rewritten the way an attacker would: a face crop (and
+every keyframe of the clips table) named by an absolute path, by a ``../`` path, through a symlink that
+leaves the memory, or as a 20000x20000 PNG; the clip's video path pointed at another recording. The
+page must embed none of those files, and still be written (initials instead of a face, a keyframe's
+text without its image, no voice sample), with no traceback.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import shutil
 from pathlib import Path
 
 import lancedb
+import pyarrow as pa
 import pytest
 
 from conftest import DATA, FIXTURE, HAMILTON, run_m3
@@ -44,6 +46,12 @@ def _craft(memory: Path, dst: Path, crop: str | None = None, video: str | None =
     db = lancedb.connect(str(dst))
     if crop is not None:
         db.open_table("entities").update(where="crop IS NOT NULL", values={"crop": crop})
+        clips = db.open_table("clips").to_arrow()
+        rows = clips.to_pylist()
+        for row in rows:
+            for frame in row.get("keyframes") or []:
+                frame["path"] = crop
+        db.create_table("clips", pa.Table.from_pylist(rows, schema=clips.schema), mode="overwrite")
     if video is not None:
         db.open_table("clips").update(values={"path": video})
     (dst / MANIFEST).unlink()  # a memory without a manifest is read as its tables stand
@@ -53,6 +61,7 @@ def _craft(memory: Path, dst: Path, crop: str | None = None, video: str | None =
 def test_the_genuine_memory_shows_its_faces_and_voice(memory, tmp_path):
     page, _ = _page(memory, tmp_path / "p.html")
     assert page.count("data:image/jpeg") >= 1 and page.count("data:audio/ogg") == 1
+    assert page.count('class="kf-img"') >= 1  # `m3 run` ran sight: keyframes, read from the memory
 
 
 @pytest.mark.parametrize(

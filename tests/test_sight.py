@@ -82,6 +82,22 @@ def test_title_text_found_with_its_time_span(models, tmp_path):
     assert answer.returncode == 0, answer.stderr.decode()
     assert "on screen: '" in answer.stdout.decode()
 
+    # the report shows the title's keyframe, its image and the text read on it
+    run_m3("report", tmp_path / "mem.lance", "-o", tmp_path / "r.html", env=env, check=True)
+    figures = _figures((tmp_path / "r.html").read_text())
+    assert len(figures) == sum(len(r.sight.keyframes) for r in out)
+    titled = [f for f in figures if "THE PEACH OPEN MOVIE PROJECT / PRESENTS" in f]
+    assert titled and all('<img src="data:image/jpeg;base64,' in f for f in titled)
+    from m3cli.stages.report.markup import clock
+
+    k = next(k for r in out for k in r.sight.keyframes if "THE PEACH OPEN MOVIE PROJECT" in (k.text or []))
+    assert f"{clock(k.start)}–{clock(k.end)}" in titled[0]
+
+    # [Rewatch] with no LLM answers from the clip's sight lines: what was written comes first
+    result = _rewatch(tmp_path / "mem.lance", "clip 0: what was written on the screen?")
+    assert "on screen: 'THE PEACH OPEN MOVIE PROJECT / PRESENTS'" in result.lines[0]
+    assert "on screen" in result.nodes[0].text and result.nodes[0].t_start >= 20.0
+
 
 def test_tags_on_real_photos_are_right_at_the_default_threshold(models):
     from m3cli.stages.eval.sight import _right
@@ -188,3 +204,154 @@ def test_a_keyframe_path_outside_the_cache_is_refused(models, tmp_path):
     record.sight.keyframes[0].path = str(outside)
     with pytest.raises(InputError, match="outside the cache"):
         keyframe_parts(record, 8, 512, 85, cache)
+
+
+def _memory_of(records: list[ClipRecord], cache: Cache, memory: Path) -> dict:
+    """memorize | index the records (offline) into ``memory``; returns the env the commands ran with."""
+    env = {"M3_CACHE": str(cache.root), "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": "", "HF_HUB_OFFLINE": "1"}
+    lines = "".join(json.dumps(r.to_json()) + "\n" for r in records).encode()
+    memorized = run_m3("memorize", input=lines, env=env, check=True).stdout
+    run_m3("index", "-o", memory, input=memorized, env=env, check=True)
+    return env
+
+
+def _figures(page: str) -> list[str]:
+    """The page's keyframe figures, as HTML."""
+    import re
+
+    return re.findall(r'<figure class="kf".*?</figure>', page, re.S)
+
+
+@pytest.fixture(scope="module")
+def seen_memory(models, tmp_path_factory) -> tuple[list[ClipRecord], Path, dict]:
+    """The fixture video (two clips; photos in suits and ties) through sight, memorize and index, with
+    the cache removed afterwards: what the memory shows must be inside it."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("seen")
+    cache = Cache(root / "cache")
+    records = _sight(DATA / "fixture.mp4", models, cache)
+    memory = root / "mem.lance"
+    env = _memory_of(records, cache, memory)
+    shutil.rmtree(cache.root)
+    return records, memory, env
+
+
+def test_report_shows_each_clips_keyframes_from_the_memory_alone(seen_memory, tmp_path):
+    import lancedb
+
+    from support.browser import Browser, find_chromium
+
+    records, memory, env = seen_memory
+    frames = [k for r in records for k in r.sight.keyframes]
+    assert len(records) == 2 and frames and all(k.path for k in frames)
+
+    # the keyframes are copied into the memory (under their content hash): the report needs no cache
+    stored = sorted((memory / "keyframes").iterdir())
+    assert all(p.read_bytes()[:3] == b"\xff\xd8\xff" for p in stored)
+    rows = sorted(
+        lancedb.connect(str(memory)).open_table("clips").to_arrow().to_pylist(), key=lambda r: r["clip"]
+    )
+    assert [(k["t"], k["text"], k["tags"]) for r in rows for k in r["keyframes"]] == [
+        (k.t, k.text or [], k.tags or []) for k in frames
+    ]
+    assert {k["path"] for r in rows for k in r["keyframes"]} == {f"keyframes/{p.name}" for p in stored}
+
+    page_path = tmp_path / "report.html"
+    run_m3("report", memory, "-o", page_path, env=env, check=True)
+    page = page_path.read_text()
+    figures = _figures(page)
+    assert len(figures) == len(frames), "one figure per keyframe of each clip"
+    assert all('<img src="data:image/jpeg;base64,' in f for f in figures)
+    assert any(k.tags for k in frames), "ties and suits are tagged"
+    for k, f in zip(frames, figures, strict=True):
+        assert all(tag in f for tag in k.tags or [])  # each keyframe's tags are printed under it
+        assert ('class="kf-tags"' in f) == bool(k.tags)
+
+    if find_chromium() is None:
+        pytest.skip("no chromium on PATH for the in-browser check")
+    with Browser(1280, 900) as browser:
+        browser.open(page_path)
+        loaded = browser.eval(
+            "[...document.querySelectorAll('.kf-img')].filter(i => i.complete && i.naturalWidth > 0).length"
+        )
+        assert loaded == len(frames)
+        assert browser.errors() == []
+
+
+def test_a_memory_without_the_keyframes_column_stays_readable_and_appendable(seen_memory, models, tmp_path):
+    import shutil
+
+    import lance
+
+    from m3cli.stages.core.memory_manifest import MANIFEST
+
+    records, original, env = seen_memory
+    memory = tmp_path / "old.lance"
+    shutil.copytree(original, memory)
+    # the memory as an m3 without keyframes wrote it: no keyframes column, no keyframes folder
+    lance.dataset(str(memory / "clips.lance")).drop_columns(["keyframes"])
+    shutil.rmtree(memory / "keyframes")
+    (memory / MANIFEST).unlink()  # read as its tables stand
+    page = tmp_path / "old.html"
+    run_m3("report", memory, "-o", page, env=env, check=True)
+    assert _figures(page.read_text()) == [] and "Clip 1" in page.read_text()
+    # indexing into it again (a rerun, an append) keeps its schema and stores no keyframes
+    cache = Cache(tmp_path / "cache")
+    _memory_of(_sight(DATA / "fixture.mp4", models, cache), cache, memory)
+    assert "keyframes" not in lance.dataset(str(memory / "clips.lance")).schema.names
+    assert not (memory / "keyframes").exists()
+    answer = run_m3("ask", memory, "Was anyone wearing a tie?", "--format", "text", env=env)
+    assert answer.returncode == 0, answer.stderr.decode()
+
+
+def _rewatch(memory: Path, arg: str, llm: object = None) -> object:
+    from m3cli.stages.ask.memory import LanceMemory
+    from m3cli.stages.ask.tools import Scope, ToolContext, tool_rewatch
+
+    ctx = ToolContext(memory=LanceMemory.open(memory), embed=lambda _q: None, scope=Scope(), llm=llm)
+    return tool_rewatch(ctx, arg)
+
+
+def test_rewatch_without_an_llm_answers_from_the_clips_sight_lines(seen_memory):
+    from m3cli.stages.ask.tools import ToolError
+
+    records, memory, _env = seen_memory
+    seen = {t for k in records[0].sight.keyframes for t in k.tags or []}
+    assert seen, "the first clip's keyframes are tagged"
+    result = _rewatch(memory, "clip 0: what is the man wearing?")
+    assert result.tool == "rewatch" and result.nodes
+    assert all(" seen: " in n.text for n in result.nodes)  # only the clip's sight lines are evidence
+    assert all(n.clip == 0 for n in result.nodes)
+    assert "no multimodal LLM" in result.lines[0]
+    assert all(tag in result.lines[0] for tag in seen)
+    with pytest.raises(ToolError, match="clip 7"):  # a clip the memory does not hold is still an error
+        _rewatch(memory, "clip 7: what is seen?")
+
+
+def test_rewatch_falls_back_to_sight_lines_when_the_model_refuses_the_frames(seen_memory):
+    from m3cli.stages.backends.llm import LlmClient
+    from support.fake_openai import FakeOpenAI, Fault
+
+    _records, memory, _env = seen_memory
+    with FakeOpenAI() as server:  # a text-only model: the request with images is refused (HTTP 400)
+        server.script(Fault.status(400, message="this model does not accept images"))
+        client = LlmClient(server.url, "text-only", backoff=0.01, timeout=5.0, max_retries=1)
+        result = _rewatch(memory, "clip 0: what is the man wearing?", llm=client)
+        sent = server.chat_requests[0]["messages"][0]["content"]
+    assert any(p["type"] == "image_url" for p in sent), "the frames were tried first"
+    assert result.nodes and all(" seen: " in n.text for n in result.nodes)
+    assert "[Rewatch] failed" in result.lines[0] and "seen: " in result.lines[0]
+
+
+def test_a_scene_with_nothing_remembered_is_still_a_complete_memory(models, tmp_path):
+    """The coffee scene: no people, no text, no tag above the threshold, so no memory line at all; the
+    memory still opens (report, ask) and its report shows the scene's keyframes."""
+    cache = Cache(tmp_path / "cache")
+    records = _sight(COFFEE, models, cache)
+    memory = tmp_path / "mem.lance"
+    env = _memory_of(records, cache, memory)
+    run_m3("report", memory, "-o", tmp_path / "r.html", env=env, check=True)
+    assert len(_figures((tmp_path / "r.html").read_text())) == len(records[0].sight.keyframes) >= 1
+    answer = run_m3("ask", memory, "What was seen?", "--format", "text", env=env)
+    assert answer.returncode == 0 and "No evidence found" in answer.stdout.decode(), answer.stderr.decode()

@@ -22,7 +22,7 @@ from pathlib import PurePath
 from typing import Any
 
 from m3cli.stages.ask.people import People, Person, resolve_people
-from m3cli.stages.ask.tools import Node, Scope, hybrid, overlap, terms
+from m3cli.stages.ask.tools import SIGHT_LINE, Node, Scope, hybrid, overlap, terms
 
 MAX_NODES = 20_000  # structural answers read the scope's nodes; beyond this only retrieval is used
 TURN_GAP = 2.0  # seconds: one person's lines closer than this, nobody else between, are one turn
@@ -34,11 +34,7 @@ _BOTH = re.compile(r"\bboth speak\b|\bspeak at the same time\b", re.I)
 _VISIBLE = re.compile(r"\b(?:is|are) visible\b|\bvisible together\b|\bon screen together\b", re.I)
 _SPAN = re.compile(r"\bfrom (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)\b")
 MIN_OVERLAP = 0.5  # seconds: seen "while" someone speaks means more than a shared turn edge
-_SIGHT = re.compile(
-    r"^\s*(?:[\d:.]+(?:\s*[\u2013-]\s*[\d:.]+)?\s+)?"  # the clock sight writes, if any
-    r"(?:on screen|seen|shown|text on screen)\s*:\s*(?P<what>.+)$",
-    re.I | re.S,
-)  # "0:20–0:23 on screen: 'THE PEACH …'" / "0:05 seen: laptop, desk" (sight), with or without the clock
+_SIGHT = SIGHT_LINE  # "0:20–0:23 on screen: 'THE PEACH …'" / "0:05 seen: laptop, desk"
 # "<voice_1> speaks from 0.8 to 2.4 s and from 15.8 to 17.4 s": every span one voice speaks in a clip
 _SPEAKING = re.compile(r"^(?P<who>\S+) speaks (?=from \d)(?!.*not transcribed)", re.I)
 # "4 faces are seen in this clip: <face_1> (from 0.0 to 18.0 s), …": who is seen, one line per clip

@@ -706,14 +706,26 @@ def tool_count(ctx: ToolContext, arg: str) -> ToolResult:
 
 
 _CLIP_Q = re.compile(r"^\s*clip\s*(\d{1,6})\s*[:,\-]?\s*(.*)$", re.IGNORECASE | re.DOTALL)
+#: A sight line of the offline memorizer ("0:20–0:23 on screen: 'THE PEACH …'", "0:05 seen: laptop, desk"),
+#: with or without the clock; the offline answerer reads the same lines.
+SIGHT_LINE = re.compile(
+    r"^\s*(?:[\d:.]+(?:\s*[\u2013-]\s*[\d:.]+)?\s+)?"
+    r"(?:on screen|seen|shown|text on screen)\s*:\s*(?P<what>.+)$",
+    re.I | re.S,
+)
+_ABOUT_TEXT = re.compile(r"\b(written|writing|text|read|says?|sign|caption|title|words?|letters?)\b", re.I)
 
 
-def _clip_question(ctx: ToolContext, arg: str, tag: str) -> tuple[ClipInfo, str]:
+def _clip_arg(ctx: ToolContext, arg: str, tag: str) -> tuple[ClipInfo, str]:
     m = _CLIP_Q.match(arg)
     if not m:
         raise ToolError(f"[{tag}] takes 'clip <N>: <question>'")
     question = _query_arg(m.group(2), f"[{tag}]")
-    info = ctx.check_clip(ctx.video_for(f"[{tag}]"), int(m.group(1)))
+    return ctx.check_clip(ctx.video_for(f"[{tag}]"), int(m.group(1))), question
+
+
+def _clip_question(ctx: ToolContext, arg: str, tag: str) -> tuple[ClipInfo, str]:
+    info, question = _clip_arg(ctx, arg, tag)
     if not info.path or not Path(info.path).is_file():
         raise ToolError(f"the video file of clip {info.clip} is not available ({info.path or 'no path'})")
     if ctx.llm is None:
@@ -748,8 +760,64 @@ def _ask_media(
     return result
 
 
+def rewatch_from_sight(ctx: ToolContext, info: ClipInfo, question: str, why: str) -> ToolResult | None:
+    """[Rewatch] with no frames to look at (``why``): the clip's sight lines, what `m3 sight` read on its
+    keyframes and tagged in them, those sharing words with the question first (on-screen text first
+    when the question asks what was written). None when the clip has no sight lines."""
+    nodes = [
+        n
+        for n in ctx.memory.clip_nodes(info.video, [info.clip], ctx.scope)
+        if n.kind == "episodic" and SIGHT_LINE.match(n.raw_text or n.text)
+    ]
+    if not nodes:
+        return None
+    q = terms(question)
+    text_first = bool(_ABOUT_TEXT.search(question))
+
+    def order(n: Node) -> tuple:
+        on_screen = "on screen" in (n.raw_text or n.text).lower()
+        return (-(overlap(q, n.text) if q else 0.0), on_screen != text_first, n.t_start or 0.0, n.id)
+
+    ranked = sorted(nodes, key=order)[: max(ctx.k, 8)]
+    what = "; ".join(SIGHT_LINE.match(n.raw_text or n.text).group(0).strip() for n in ranked)
+    result = ToolResult(
+        "rewatch",
+        f"clip {info.clip}: {question}",
+        ranked,
+        [
+            f"What clip {info.clip} ({fmt_time(info.start)}-{fmt_time(info.end)}) shows, asked {question!r}: "
+            f"its keyframes as read offline (on-screen text and object tags; {why}): {what}",
+            *(ctx.render(n) for n in ranked),
+        ],
+    )
+    result.note = f"answered from the clip's sight lines: {why}"
+    return result
+
+
 def tool_rewatch(ctx: ToolContext, arg: str) -> ToolResult:
-    """CAM's watch_video_clip: frames of one clip to the multimodal LLM with a focused question."""
+    """CAM's watch_video_clip: frames of one clip to the multimodal LLM with a focused question. Without
+    an LLM, or the video file, or when the LLM refuses the frames, the clip's sight lines answer
+    (:func:`rewatch_from_sight`) where it has any."""
+    info, question = _clip_arg(ctx, arg, "Rewatch")
+    why = None
+    if ctx.llm is None:
+        why = "no multimodal LLM to look at the frames"
+    elif not info.path or not Path(info.path).is_file():
+        why = "the video file is not available"
+    if why:
+        found = rewatch_from_sight(ctx, info, question, why)
+        if found is not None:
+            return found
+    try:
+        return _rewatch_frames(ctx, arg)
+    except ToolError as exc:
+        found = rewatch_from_sight(ctx, info, question, str(exc))
+        if found is None:
+            raise
+        return found
+
+
+def _rewatch_frames(ctx: ToolContext, arg: str) -> ToolResult:
     from m3cli.stages.backends.llm import image_part
     from m3cli.stages.core import media
 

@@ -144,6 +144,22 @@ ENTITIES_SCHEMA = pa.schema(
 )
 
 
+#: One keyframe of a clip (``m3 sight``): its time, the span it stands for, the JPEG copied into the
+#: memory (``keyframes/<sha256>.jpg``, relative to it) and the text read and tags kept on it. The clips
+#: table's ``keyframes`` column was added after the first memories: readers select it only when present,
+#: and indexing into a memory without it leaves it out (see ``Indexer``).
+KEYFRAME_TYPE = pa.struct(
+    [
+        pa.field("t", pa.float64()),
+        pa.field("start", pa.float64()),
+        pa.field("end", pa.float64()),
+        pa.field("path", pa.string()),
+        pa.field("text", pa.list_(pa.string())),
+        pa.field("tags", pa.list_(pa.string())),
+    ]
+)
+
+
 def clips_schema(dim: int) -> pa.Schema:
     return pa.schema(
         [
@@ -155,6 +171,7 @@ def clips_schema(dim: int) -> pa.Schema:
             pa.field("path", pa.string()),
             pa.field("summary", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dim)),
+            pa.field("keyframes", pa.list_(KEYFRAME_TYPE)),
         ]
     )
 

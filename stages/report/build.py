@@ -19,8 +19,8 @@ from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import open_memory
 from m3cli.stages.core.storage import damaged_memory, write_atomic
 from m3cli.stages.report.answers import read_answers
-from m3cli.stages.report.gather import ReportLimits, gather
-from m3cli.stages.report.media import thumbnail, voice_sample
+from m3cli.stages.report.gather import ReportData, ReportLimits, gather
+from m3cli.stages.report.media import KEYFRAME_SIDE, thumbnail, voice_sample
 from m3cli.stages.report.render import render
 
 
@@ -34,6 +34,7 @@ class ReportStats:
     answers: int
     thumbnails: int
     voice_samples: int
+    keyframes: int = 0
 
 
 def _pin_script(page: str) -> str:
@@ -80,7 +81,8 @@ def write_report(
             audio = voice_sample(*c.voice_sample, video_id=v.id)  # only from that very video
             if audio:
                 voices[(v.id, c.id)] = audio
-    page = _pin_script(render(data, thumbs, voices, answers_total))
+    frames = _keyframe_thumbs(data, limits)
+    page = _pin_script(render(data, thumbs, voices, answers_total, frames=frames))
     output.parent.mkdir(parents=True, exist_ok=True)
     # all or nothing, 0666 less the umask (a page is for sharing), written through to /dev/null or a FIFO
     write_atomic(output, page.encode("utf-8"))
@@ -93,4 +95,29 @@ def write_report(
         answers=len(answer_rows),
         thumbnails=sum(len(t) for t in thumbs.values()),
         voice_samples=len(voices),
+        keyframes=len(frames),
     )
+
+
+def _keyframe_thumbs(data: ReportData, limits: ReportLimits) -> dict[tuple[str, int, int], str]:
+    """(video, clip, keyframe number) -> an embedded JPEG of the keyframe, for at most
+    ``max_page_keyframes`` keyframes (a note says when the cap bites)."""
+    frames: dict[tuple[str, int, int], str] = {}
+    shown = 0
+    for v in data.videos:
+        for c in v.clips:
+            for i, k in enumerate(c.keyframes):
+                if k.image.path is None and k.image.data_uri is None:
+                    continue
+                shown += 1
+                if shown > limits.max_page_keyframes:
+                    continue
+                made = thumbnail(k.image, KEYFRAME_SIDE)
+                if made:
+                    frames[(v.id, c.index, i)] = made
+    if shown > limits.max_page_keyframes:
+        data.notes.append(
+            f"{shown} keyframes in the clips shown; the first {limits.max_page_keyframes} are embedded "
+            "(the others are listed with their text and tags)."
+        )
+    return frames

@@ -47,7 +47,7 @@ NODE_COLUMNS = (
     "evidence",
     "superseded",
 )
-CLIP_COLUMNS = ("video", "clip", "start", "end", "path", "summary")
+CLIP_COLUMNS = ("video", "clip", "start", "end", "path", "summary", "keyframes")
 ENTITY_COLUMNS = ("video", "entity", "kind", "character", "name", "members", "clips", "first_seen", "crop")
 SPAN_RE = re.compile(r"from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) s")
 SPEECH_RE = re.compile(r'says: "(.*)"\s*$', re.S)
@@ -76,6 +76,8 @@ class ReportLimits:
     max_spans: int = 2_000  # timeline spans per character row (nearby spans are merged beyond this)
     max_answers: int = 500
     crops_per_character: int = 4
+    keyframes_per_clip: int = 24  # spread over the clip when it has more
+    max_page_keyframes: int = 1_500  # keyframe images embedded in one page (about 10 MB)
     voice_seconds: float = 5.0
     max_voice_samples: int = 40  # per video
     max_page_lines: int = 30_000  # memory lines on one page, all videos together (about 10 MB of HTML)
@@ -113,6 +115,25 @@ class Utterance:
 
 
 @dataclass
+class Crop:
+    entity: str
+    path: Path | None
+    data_uri: str | None  # a crop already stored inline as a data: URI
+
+
+@dataclass
+class Keyframe:
+    """A keyframe of a clip (``m3 sight``) as the clips table stores it, its image read from the memory."""
+
+    t: float
+    start: float
+    end: float
+    image: Crop  # path checked to lie inside the memory, like a face crop
+    text: list[str]
+    tags: list[str]
+
+
+@dataclass
 class Clip:
     video: str
     index: int
@@ -122,6 +143,8 @@ class Clip:
     lines: list[Line] = field(default_factory=list)
     utterances: list[Utterance] = field(default_factory=list)
     lines_total: int = 0
+    keyframes: list[Keyframe] = field(default_factory=list)
+    keyframes_total: int = 0
 
 
 @dataclass
@@ -140,13 +163,6 @@ class Join:
     face: str
     voice: str
     weight: float
-
-
-@dataclass
-class Crop:
-    entity: str
-    path: Path | None
-    data_uri: str | None  # a crop already stored inline as a data: URI
 
 
 @dataclass
@@ -367,6 +383,8 @@ def _video(
         int(r["clip"]): Clip(vid, int(r["clip"]), float(r["start"]), float(r["end"]), r.get("summary") or "")
         for r in shown
     }
+    for r in shown:
+        _fill_keyframes(store.path, clips[int(r["clip"])], r.get("keyframes") or [], limits)
     lines: list[Line] = []
     if clips:
         lo, hi = min(clips), max(clips)
@@ -506,6 +524,27 @@ def _crop(memory: str | Path, entity: str, value: str) -> Crop:
             log.warning("crop of %s names %r, outside the memory: not shown", entity, value)
         return Crop(entity, None, None)
     return Crop(entity, found, None)
+
+
+def _fill_keyframes(memory: str | Path, clip: Clip, rows: list[dict], limits: ReportLimits) -> None:
+    """The clip's stored keyframes (at most ``keyframes_per_clip``, spread evenly over the clip)."""
+    clip.keyframes_total = len(rows)
+    cap = limits.keyframes_per_clip
+    if len(rows) > cap:
+        rows = [rows[round(i * (len(rows) - 1) / (cap - 1))] for i in range(cap)] if cap > 1 else rows[:cap]
+    for k in rows:
+        label = f"keyframe at {float(k.get('t') or 0.0):.1f} s of clip {clip.index}"
+        image = _crop(memory, label, k["path"]) if k.get("path") else Crop(label, None, None)
+        clip.keyframes.append(
+            Keyframe(
+                t=float(k.get("t") or 0.0),
+                start=float(k["start"] if k.get("start") is not None else k.get("t") or 0.0),
+                end=float(k["end"] if k.get("end") is not None else k.get("t") or 0.0),
+                image=image,
+                text=[str(x) for x in k.get("text") or []],
+                tags=[str(x) for x in k.get("tags") or []],
+            )
+        )
 
 
 def _fill_clips(

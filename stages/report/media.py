@@ -20,6 +20,7 @@ from m3cli.stages.report.gather import Crop
 log = logging.getLogger(__name__)
 
 THUMB_SIDE = 96
+KEYFRAME_SIDE = 200  # keyframes: big enough to read a title, ~6 kB each
 THUMB_QUALITY = 80
 VOICE_RATE = 16_000
 VOICE_BITRATE = 24_000
@@ -50,7 +51,8 @@ def thumbnail(crop: Crop, side: int = THUMB_SIDE) -> str | None:
             img.save(out, "JPEG", quality=THUMB_QUALITY, optimize=True)
     except (OSError, ValueError, UnidentifiedImageError, Image.DecompressionBombError) as exc:
         # a 20000x20000 PNG is refused by Pillow's pixel limit before it is decoded: initials instead
-        log.warning("face crop of %s unreadable (%s); the page shows initials instead", crop.entity, exc)
+        # a face then shows initials, a keyframe its text and tags alone
+        log.warning("image of %s unreadable (%s); not shown", crop.entity, exc)
         return None
     return data_uri("image/jpeg", out.getvalue())
 

@@ -56,6 +56,7 @@ class Page:
     data: ReportData
     thumbs: dict[tuple[str, str], list[str]]  # (video, character) -> thumbnail data URIs
     voices: dict[tuple[str, str], str]  # (video, character) -> audio data URI
+    frames: dict[tuple[str, int, int], str] = field(default_factory=dict)  # (video, clip, k) -> data URI
     anchors: set[str] = field(default_factory=set)
     characters: dict[tuple[str, str], Character] = field(default_factory=dict)
     member_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (video, face/voice id) -> character
@@ -270,6 +271,8 @@ def clip_detail(page: Page, v: Video, c: Clip) -> Safe:
         el("h3", f"Clip {c.index}", el("span", f" {clock(c.start)}–{clock(c.end)}", class_="time")),
         el("p", rich_text(page, v.id, c.summary), class_="summary", data_s="") if c.summary else "",
     ]
+    if c.keyframes:
+        parts.append(keyframes(page, v, c))
     if c.utterances:
         rows = [
             el(
@@ -307,6 +310,30 @@ def clip_detail(page: Page, v: Video, c: Clip) -> Safe:
         data_video=v.id,
         data_clip=str(c.index),
     )
+
+
+def keyframes(page: Page, v: Video, c: Clip) -> Safe:
+    """The clip's keyframes (`m3 sight`), each with the time it stands for, the text read on it and its
+    tags; a keyframe whose image is not in the memory shows its text and tags alone."""
+    figures = []
+    for i, k in enumerate(c.keyframes):
+        uri = page.frames.get((v.id, c.index, i))
+        img = (
+            el("img", src=uri, alt=f"keyframe at {clock(k.t)}", class_="kf-img")
+            if uri and SAFE_URL.match(uri)
+            else el("div", "no image", class_="kf-img kf-none")
+        )
+        caption = [el("span", f"{clock(k.start)}–{clock(k.end)}", class_="time")]
+        if k.text:
+            caption.append(el("span", " / ".join(k.text), class_="kf-text", title="on-screen text"))
+        if k.tags:
+            caption.append(el("span", ", ".join(k.tags), class_="kf-tags", title="seen (tags)"))
+        figures.append(el("figure", img, el("figcaption", caption), class_="kf", data_s=""))
+    more = c.keyframes_total - len(c.keyframes)
+    title = f"Keyframes ({len(c.keyframes)}" + (
+        f" of {c.keyframes_total}, spread over the clip)" if more else ")"
+    )
+    return join([el("h4", title), el("div", figures, class_="keyframes")])
 
 
 def video_section(page: Page, v: Video) -> Safe:
@@ -655,8 +682,9 @@ def render(
     voices: dict[tuple[str, str], str],
     answers_total: int = 0,
     progress: Callable[[str], None] | None = None,
+    frames: dict[tuple[str, int, int], str] | None = None,
 ) -> str:
-    page = Page(data, thumbs, voices)
+    page = Page(data, thumbs, voices, frames or {})
     videos = [video_section(page, v) for v in data.videos]
     cards = [
         el(
