@@ -18,6 +18,7 @@ attribution can be rerun without the models. Usage::
 from __future__ import annotations
 
 import argparse
+import os
 import pickle
 import sys
 from pathlib import Path
@@ -26,9 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 DATA = ROOT / "tests" / "data"
 HEAR_TURNS = True  # the stage's ASR hears VAD speech and the turns (False: VAD speech alone, as before)
-SHARED = ROOT.parent.parent / "shared" / "media"
-if not SHARED.is_dir():
-    SHARED = Path("/work/shared/media")
+SHARED = Path(os.environ.get("M3_SHARED_MEDIA", ROOT.parent / "shared" / "media"))
 
 
 def recordings() -> list[tuple[str, Path, Path, Path | None]]:

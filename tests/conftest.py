@@ -20,6 +20,9 @@ os.environ["PYTHONSAFEPATH"] = "1"
 DATA = Path(__file__).parent / "data"
 HAMILTON = DATA / "short_hamilton_clip.mp4"
 FIXTURE = DATA / "fixture.mp4"
+# The project's shared real media (licences in its README) sits beside the checkout; tests that need
+# media which may not be committed read it from there and skip where it is absent.
+SHARED_MEDIA = Path(os.environ.get("M3_SHARED_MEDIA", ROOT.parent / "shared" / "media"))
 
 
 @pytest.fixture

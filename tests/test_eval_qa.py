@@ -235,9 +235,9 @@ def test_wilson_and_verdicts():
 
 def test_real_m3bench_annotations_load():
     """The shipped M3-Bench files parse (local-only media; skipped where they are absent)."""
-    from pathlib import Path
+    from conftest import SHARED_MEDIA
 
-    robot = Path("/work/shared/media/m3bench/robot.json")
+    robot = SHARED_MEDIA / "m3bench" / "robot.json"
     if not robot.exists():
         pytest.skip("M3-Bench annotations not available here")
     items = qa_eval.load_annotations(robot)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE, HAMILTON, run_m3
+from conftest import FIXTURE, HAMILTON, SHARED_MEDIA, run_m3
 
 
 @pytest.mark.parametrize(
@@ -126,7 +126,7 @@ def test_validate_without_the_file_says_it_did_not_check(tmp_path, cache_dir):
     assert proc.returncode == 0 and "1 video file not found, so not checked" in proc.stderr.decode()
 
 
-SHARED = Path("/work/shared/media/video")
+SHARED = SHARED_MEDIA / "video"
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="the shared media folder is not on this machine")

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from conftest import DATA, ROOT, run_m3
+from conftest import DATA, ROOT, SHARED_MEDIA, run_m3
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
@@ -24,8 +24,7 @@ BBB = next(
     (
         p
         for p in (
-            ROOT.parent / "shared" / "media" / "sight" / "video" / "big_buck_bunny_0_30.webm",
-            Path("/work/shared/media/sight/video/big_buck_bunny_0_30.webm"),
+            SHARED_MEDIA / "sight" / "video" / "big_buck_bunny_0_30.webm",
         )
         if p.is_file()
     ),
