@@ -9,9 +9,11 @@ import pytest
 
 from conftest import run_m3
 from m3cli.stages.ask import prompts as P
+from m3cli.stages.ask.actions import ToolError, parse_action
 from m3cli.stages.ask.loop import Asker, Question, parse_kinds, read_questions
 from m3cli.stages.ask.memory import LanceMemory
-from m3cli.stages.ask.tools import ToolError, parse_action, parse_time, parse_tools, stem
+from m3cli.stages.ask.text import parse_time, stem
+from m3cli.stages.ask.tools import parse_tools
 from m3cli.stages.backends.embed import make_embedder
 from m3cli.stages.backends.llm import LlmClient
 from m3cli.stages.core.errors import InputError

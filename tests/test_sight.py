@@ -306,14 +306,15 @@ def test_a_memory_without_the_keyframes_column_stays_readable_and_appendable(see
 
 def _rewatch(memory: Path, arg: str, llm: object = None) -> object:
     from m3cli.stages.ask.memory import LanceMemory
-    from m3cli.stages.ask.tools import Scope, ToolContext, tool_rewatch
+    from m3cli.stages.ask.nodes import Scope
+    from m3cli.stages.ask.tools import ToolContext, tool_rewatch
 
     ctx = ToolContext(memory=LanceMemory.open(memory), embed=lambda _q: None, scope=Scope(), llm=llm)
     return tool_rewatch(ctx, arg)
 
 
 def test_rewatch_without_an_llm_answers_from_the_clips_sight_lines(seen_memory):
-    from m3cli.stages.ask.tools import ToolError
+    from m3cli.stages.ask.actions import ToolError
 
     records, memory, _env = seen_memory
     seen = {t for k in records[0].sight.keyframes for t in k.tags or []}

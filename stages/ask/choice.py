@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from m3cli.stages.ask.tools import overlap, terms
+from m3cli.stages.ask.text import overlap, terms
 
 LETTERS = "ABCDEFGHIJ"
 _PREFIX = re.compile(r"^\s*[\(\[]?([A-Ja-j])[\)\].:：]\s*")

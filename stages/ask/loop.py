@@ -27,21 +27,11 @@ from typing import Any
 import numpy as np
 
 from m3cli.stages.ask import prompts as P
+from m3cli.stages.ask.actions import ToolError, parse_action, split_reasoning
 from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_placeholder, known_names
-from m3cli.stages.ask.tools import (
-    Node,
-    Scope,
-    ToolContext,
-    ToolError,
-    fmt_time,
-    has_quote,
-    overlap,
-    parse_action,
-    parse_tools,
-    run_action,
-    split_reasoning,
-    terms,
-)
+from m3cli.stages.ask.nodes import Node, Scope
+from m3cli.stages.ask.text import fmt_time, has_quote, overlap, terms
+from m3cli.stages.ask.tools import ToolContext, parse_tools, run_action
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.sizes import count
 

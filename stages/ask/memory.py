@@ -1,4 +1,4 @@
-"""The Lance-backed :class:`~m3cli.stages.ask.tools.MemoryView`: reads a memory written by `m3 index`.
+"""The Lance-backed :class:`~m3cli.stages.ask.nodes.MemoryView`: reads a memory written by `m3 index`.
 
 Reads go through :class:`~m3cli.stages.core.memory_reader.MemoryReader` (Lance datasets, no LanceDB:
 a cold `m3 ask` would spend most of its start-up importing LanceDB).
@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from m3cli.stages.ask.tools import STOPWORDS, Character, ClipInfo, Edge, Node, Scope
+from m3cli.stages.ask.nodes import Character, ClipInfo, Edge, Node, Scope
+from m3cli.stages.ask.text import STOPWORDS
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_reader import MemoryReader, open_reader
 

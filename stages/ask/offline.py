@@ -21,8 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from m3cli.stages.ask.nodes import Node, Scope
 from m3cli.stages.ask.people import People, Person, resolve_people
-from m3cli.stages.ask.tools import SIGHT_LINE, Node, Scope, hybrid, overlap, terms
+from m3cli.stages.ask.retrieval import hybrid
+from m3cli.stages.ask.text import SIGHT_LINE, overlap, terms
 
 MAX_NODES = 20_000  # structural answers read the scope's nodes; beyond this only retrieval is used
 TURN_GAP = 2.0  # seconds: one person's lines closer than this, nobody else between, are one turn

@@ -1,9 +1,9 @@
-"""The tools `m3 ask` can call, the action grammar the model uses to call them, and their validation.
+"""The tools `m3 ask` can call, their validation, and the registry the loop calls them through.
 
 The loop (:mod:`m3cli.stages.ask.loop`) only ever calls a tool through :func:`run_action`, which
 
-* parses the model's reply into one :class:`Action` (the last ``[Tag] content`` line outside any
-  ``<think>`` block; M3-Agent's ``Action: [Search]`` / ``Content: ...`` form is accepted too),
+* takes one :class:`~m3cli.stages.ask.actions.Action` parsed from the model's reply
+  (:mod:`m3cli.stages.ask.actions`),
 * rejects unknown or disabled tags and malformed arguments with :class:`ToolError` (a failed round,
   never a crash): integers must be in range, clips must exist and be inside the question's scope, node
   ids must be well formed and known,
@@ -21,16 +21,18 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
 from m3cli.stages.ask import prompts as P
+from m3cli.stages.ask.actions import Action, ToolError
+from m3cli.stages.ask.nodes import Character, ClipInfo, MemoryView, Node, Scope
+from m3cli.stages.ask.retrieval import LEX_WEIGHT, hybrid
+from m3cli.stages.ask.text import SIGHT_LINE, fmt_time, overlap, parse_time, terms
 
 log = logging.getLogger(__name__)
 
@@ -41,316 +43,6 @@ WINDOW_LINES = 30
 CLIP_LINES = 40
 COUNT_POOL = 200
 REWATCH_FRAMES = 8
-LEX_WEIGHT = 0.3  # hybrid score = cosine + LEX_WEIGHT * share of query terms found in the line
-QUOTE_BONUS = 0.05  # retrieval-only: prefer lines that quote what someone said
-
-
-# ============================================================================== records of memory
-
-
-@dataclass
-class Node:
-    """One memory line (or abstraction) as retrieved; ``score`` is the hybrid score of the last search."""
-
-    id: str
-    video: str
-    clip: int
-    kind: str
-    text: str
-    raw_text: str = ""
-    entities: list[str] = field(default_factory=list)
-    characters: list[str] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
-    weight: float = 1.0
-    t_start: float | None = None
-    t_end: float | None = None
-    sim: float = 0.0
-    score: float = 0.0
-
-
-@dataclass
-class ClipInfo:
-    video: str
-    clip: int
-    start: float
-    end: float
-    path: str | None
-    summary: str
-
-
-@dataclass
-class Character:
-    video: str
-    id: str  # <character_k>
-    name: str | None
-    members: list[str]
-    clips: list[int]
-
-
-@dataclass(frozen=True)
-class Scope:
-    """What a question may see; fixed by the caller (flags, annotations), never by the model.
-
-    ``kinds`` None means every node kind; ``raw_ids`` shows perception ids (``<face_1>``) instead of
-    resolved characters and names (the "without equivalences" ablation).
-    """
-
-    video: str | None = None
-    before_clip: int | None = None
-    kinds: frozenset[str] | None = None
-    raw_ids: bool = False
-
-
-@dataclass
-class Edge:
-    src: str
-    dst: str
-    kind: str
-    weight: float
-
-
-class MemoryView(Protocol):
-    """What the ask loop needs from a memory; :class:`m3cli.stages.ask.memory.LanceMemory` implements it."""
-
-    embed_model: str
-
-    def videos(self) -> list[str]: ...
-
-    def counts(self) -> dict[str, int]: ...
-
-    def vector_search(self, query_vec: np.ndarray, n: int, scope: Scope) -> list[Node]:
-        """Top-``n`` nodes by cosine similarity (``sim`` set), restricted to ``scope``."""
-        ...
-
-    def text_search(self, text: str, n: int, scope: Scope, query_vec: np.ndarray | None) -> list[Node]:
-        """Top-``n`` nodes by full-text relevance; ``sim`` set from ``query_vec`` when given."""
-        ...
-
-    def get_nodes(self, ids: Sequence[str], scope: Scope) -> list[Node]:
-        """The nodes with these ids that exist and lie inside ``scope`` (unknown ids are left out)."""
-        ...
-
-    def clip_nodes(self, video: str, clips: Sequence[int], scope: Scope) -> list[Node]: ...
-
-    def window(
-        self, video: str, t0: float, t1: float, scope: Scope, limit: int, query_vec: np.ndarray | None = None
-    ) -> list[Node]:
-        """Nodes overlapping [t0, t1] in time order (``sim`` set from ``query_vec`` when given)."""
-        ...
-
-    def clip_info(self, video: str, clip: int) -> ClipInfo | None: ...
-
-    def characters(self, video: str | None) -> list[Character]: ...
-
-    def edges_of(self, ids: Sequence[str], limit: int) -> list[Edge]: ...
-
-
-# ============================================================================== text helpers
-
-_WORD = re.compile(r"[A-Za-z0-9]+(?:'[A-Za-z]+)?")
-STOPWORDS = frozenset(
-    (
-        "a about above after again against all am an and any are as at be because been before being "
-        "below between both but by can could did do does doing down during each few for from further had "
-        "has have having he her here hers herself him himself his how i if in into is it its itself just "
-        "me more most my myself no nor not now of off on once only or other our ours ourselves out over "
-        "own same she should so some such than that the their theirs them themselves then there these "
-        "they this those through to too under until up very was we were what when where which while who "
-        "whom why will with would you your yours yourself yourselves s t don didn doesn isn wasn"
-    ).split()
-)
-
-
-def stem(word: str) -> str:
-    """A deliberately crude stemmer: good enough to match likes/liked/liking, love/loves, cup/cups."""
-    w = word.lower()
-    if w.endswith("'s"):
-        w = w[:-2]
-    for suffix in ("ing", "ed", "es", "s"):
-        if w.endswith(suffix) and len(w) - len(suffix) >= 3:
-            w = w[: -len(suffix)]
-            break
-    if w.endswith("e") and len(w) > 3:
-        w = w[:-1]
-    return w
-
-
-def terms(text: str) -> frozenset[str]:
-    """Content terms of a text (stop words and id tokens such as ``character_1`` removed)."""
-    return _terms(text or "")
-
-
-@lru_cache(maxsize=1 << 16)
-def _terms(text: str) -> frozenset[str]:
-    # memoised: one question scores the same memory lines many times (each round's candidates, the
-    # count pool, the evidence ranking), and stemming them again was a third of its own time
-    out = set()
-    for w in _WORD.findall(text):
-        lw = w.lower()
-        if lw in STOPWORDS or len(lw) < 2:
-            continue
-        out.add(stem(lw))
-    return frozenset(out)
-
-
-def overlap(query_terms: frozenset[str] | set[str], text: str) -> float:
-    """Share of the query's content terms found in ``text`` (0 when the query has none)."""
-    if not query_terms:
-        return 0.0
-    return len(query_terms & terms(text)) / len(query_terms)
-
-
-def has_quote(text: str) -> bool:
-    return bool(re.search(r"[\"\u201c][^\"\u201d]{3,}[\"\u201d]", text))
-
-
-def fmt_time(seconds: float | None) -> str:
-    if seconds is None:
-        return "?"
-    s = max(0, int(round(seconds)))
-    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}" if s >= 3600 else f"{s // 60:02d}:{s % 60:02d}"
-
-
-def parse_time(value: str) -> float:
-    """Seconds from ``75``, ``75.5``, ``01:15`` or ``1:01:15``; ValueError otherwise."""
-    value = value.strip()
-    if re.fullmatch(r"\d+(?:\.\d+)?", value):
-        return float(value)
-    m = re.fullmatch(r"(?:(\d{1,2}):)?(\d{1,3}):(\d{2}(?:\.\d+)?)", value)
-    if not m:
-        raise ValueError(f"not a time: {value!r} (use seconds or mm:ss)")
-    h, mnt, sec = int(m.group(1) or 0), int(m.group(2)), float(m.group(3))
-    if sec >= 60:
-        raise ValueError(f"not a time: {value!r} (seconds must be < 60)")
-    return h * 3600 + mnt * 60 + sec
-
-
-# ============================================================================== hybrid retrieval
-
-_SEARCHES = ThreadPoolExecutor(max_workers=2, thread_name_prefix="m3-ask-search")
-
-
-def hybrid(
-    memory: MemoryView,
-    query: str,
-    query_vec: np.ndarray | None,
-    k: int,
-    threshold: float,
-    scope: Scope,
-    pool: int | None = None,
-    quote_bonus: float = 0.0,
-    exclude: Iterable[str] = (),
-) -> list[Node]:
-    """search_node: vector candidates plus full-text candidates, scored ``cos + 0.3 * term share``.
-
-    A node qualifies when its cosine reaches ``threshold`` (the paper's rule) or when it contains at
-    least half of the query's content terms (what a pure-vector search misses: names, rare words).
-    """
-    pool = pool or max(4 * k, 32)
-    qterms = terms(query)
-    found: dict[str, Node] = {}
-    # the two searches are independent and release the GIL inside Lance: run them side by side
-    text_part = _SEARCHES.submit(memory.text_search, query, pool, scope, query_vec) if qterms else None
-    if query_vec is not None:
-        for n in memory.vector_search(query_vec, pool, scope):
-            found[n.id] = n
-    if text_part is not None:
-        for n in text_part.result():
-            found.setdefault(n.id, n)
-    skip = set(exclude)
-    out = []
-    for n in found.values():
-        if n.id in skip:
-            continue
-        share = overlap(qterms, n.text)
-        if n.sim < threshold and share < 0.5:
-            continue
-        n.score = n.sim + LEX_WEIGHT * share + (quote_bonus if has_quote(n.text) else 0.0)
-        out.append(n)
-    out.sort(key=lambda n: (-n.score, n.video, n.clip, n.id))
-    return out[:k]
-
-
-# ============================================================================== actions
-
-
-class ToolError(ValueError):
-    """A rejected action or argument: the round fails, the loop goes on."""
-
-
-@dataclass
-class Action:
-    tag: str  # as written by the model, e.g. "Search"
-    tool: str | None  # "answer", a tool name, or None when the tag is unknown
-    content: str
-    reasoning: str
-
-
-_THINK = re.compile(r"<think>(.*?)(?:</think>|$)", re.DOTALL | re.IGNORECASE)
-_TAG_LINE = re.compile(
-    r"(?im)^[ \t>*_#\-]*(?:action\s*[:\uff1a]\s*)?[*_]*\[([A-Za-z][A-Za-z_ \-]{0,29})\][*_]*[ \t]*"
-    r"[:\uff1a]?[ \t]*(.*)$"
-)
-_CONTENT = re.compile(r"(?im)^[ \t*_]*content\s*[:\uff1a]\s*(.*)$")
-ALIASES = {
-    "searchnode": "search",
-    "search_node": "search",
-    "searchclip": "search_clip",
-    "search_clip": "search_clip",
-    "answer": "answer",
-    "final": "answer",
-    "finalanswer": "answer",
-    "character": "character",
-    "characters": "character",
-    "expand": "expand",
-    "window": "window",
-    "count": "count",
-    "rewatch": "rewatch",
-    "listen": "listen",
-    "search": "search",
-}
-
-
-def _norm_tag(tag: str) -> str:
-    return re.sub(r"[\s_\-]+", "", tag.lower())
-
-
-def split_reasoning(reply: str) -> tuple[str, str]:
-    """(reasoning inside <think> blocks, the visible rest); a lone ``</think>`` ends the reasoning."""
-    thoughts = [m.group(1).strip() for m in _THINK.finditer(reply)]
-    visible = _THINK.sub("", reply)
-    if "</think>" in visible.lower():
-        head, _, visible = visible.rpartition("</think>")
-        thoughts.append(head.strip())
-    return "\n".join(t for t in thoughts if t), visible
-
-
-def parse_action(reply: str) -> Action:
-    """The last action line of a reply; ToolError if there is none."""
-    thoughts, visible = split_reasoning(reply)
-    matches = list(_TAG_LINE.finditer(visible))
-    if not matches:
-        raise ToolError("the reply has no action line such as [Search] <query> or [Answer] <answer>")
-    m = matches[-1]
-    tag = m.group(1).strip()
-    norm = _norm_tag(tag)
-    tool = ALIASES.get(norm) or ALIASES.get(norm.replace("_", "")) or P.TAG_TO_TOOL.get(norm)
-    rest = visible[m.end() :]
-    content = m.group(2).strip()
-    follow = _CONTENT.search(rest)
-    if follow:
-        content = (
-            (follow.group(1) + rest[follow.end() :]).strip() if tool == "answer" else follow.group(1).strip()
-        )
-    elif tool == "answer":
-        content = (content + rest).strip()
-    elif not content:
-        content = next((line.strip() for line in rest.splitlines() if line.strip()), "")
-    content = content.strip().strip("`").strip()
-    if len(content) >= 2 and content[0] == content[-1] and content[0] in "\"'":
-        content = content[1:-1].strip()
-    reasoning = "\n".join(p for p in (thoughts, visible[: m.start()].strip()) if p)
-    return Action(tag=tag, tool=tool, content=content, reasoning=reasoning)
 
 
 # ============================================================================== tool context
@@ -706,13 +398,6 @@ def tool_count(ctx: ToolContext, arg: str) -> ToolResult:
 
 
 _CLIP_Q = re.compile(r"^\s*clip\s*(\d{1,6})\s*[:,\-]?\s*(.*)$", re.IGNORECASE | re.DOTALL)
-#: A sight line of the offline memorizer ("0:20–0:23 on screen: 'THE PEACH …'", "0:05 seen: laptop, desk"),
-#: with or without the clock; the offline answerer reads the same lines.
-SIGHT_LINE = re.compile(
-    r"^\s*(?:[\d:.]+(?:\s*[\u2013-]\s*[\d:.]+)?\s+)?"
-    r"(?:on screen|seen|shown|text on screen)\s*:\s*(?P<what>.+)$",
-    re.I | re.S,
-)
 _ABOUT_TEXT = re.compile(r"\b(written|writing|text|read|says?|sign|caption|title|words?|letters?)\b", re.I)
 
 

@@ -15,8 +15,8 @@ import re
 from typing import Any
 
 from m3cli.stages.ask.choice import IDS, NUMBER, NUMBER_WORDS
+from m3cli.stages.ask.nodes import Scope
 from m3cli.stages.ask.offline import parse_line
-from m3cli.stages.ask.tools import Scope
 
 TIME_TOLERANCE = 1.5
 NEAR = 1.0  # a truth second outside every speech line takes the line within this many seconds
