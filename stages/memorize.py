@@ -458,7 +458,7 @@ class MemorizeConfig:
 
 
 def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
-    from m3cli.stages.backends.llm import image_part
+    from m3cli.stages.backends.llm_media import image_part
     from m3cli.stages.core import media
 
     if config.frames == 0:
@@ -493,7 +493,7 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
 def _crop_parts(
     record: ClipRecord, config: MemorizeConfig, cache: Cache | None, images: bool = True
 ) -> list[dict]:
-    from m3cli.stages.backends.llm import image_part
+    from m3cli.stages.backends.llm_media import image_part
     from m3cli.stages.core import media
     from m3cli.stages.core.record_paths import JPEG, cache_file, record_name
 
@@ -539,7 +539,7 @@ def _crop_parts(
 
 def _audio_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
     """The clip's audio as one ``input_audio`` part (16 kHz mono WAV, at most ``max_audio_s``)."""
-    from m3cli.stages.backends.llm import audio_part, wav_bytes
+    from m3cli.stages.backends.llm_media import audio_part, wav_bytes
     from m3cli.stages.core import media
 
     if record.video.has_audio is False or record.clip.has_audio is False:

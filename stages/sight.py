@@ -454,7 +454,7 @@ def keyframe_parts(
     Each path is checked to be a JPEG inside the cache before it is read."""
     from PIL import Image
 
-    from m3cli.stages.backends.llm import image_part
+    from m3cli.stages.backends.llm_media import image_part
     from m3cli.stages.core.record_paths import JPEG, cache_file
 
     if record.sight is None or cache is None or limit <= 0:

@@ -13,10 +13,9 @@ from m3cli.stages.backends.llm import (
     LlmClient,
     LlmError,
     LlmJsonError,
-    audio_part,
-    extract_json,
-    image_part,
 )
+from m3cli.stages.backends.llm_json import extract_json
+from m3cli.stages.backends.llm_media import audio_part, image_part
 from m3cli.stages.core.errors import M3Error
 from support.fake_openai import FakeOpenAI, Fault
 

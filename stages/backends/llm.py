@@ -2,12 +2,14 @@
 
 The official `openai` client does the HTTP; we switch its own retrying off and retry here instead, so
 the policy (which failures, how long to wait, how often) is deterministic, shared with the embedding
-client, and testable against the loopback fake server in tests/support/fake_openai.py.
+client, and testable against the loopback fake server in tests/support/fake_openai.py. What the client
+sends and reads lives beside it: frames and audio as message parts in :mod:`~m3cli.stages.backends.llm_media`,
+reading and repairing a JSON reply in :mod:`~m3cli.stages.backends.llm_json`; what a server accepts is
+learned in :mod:`~m3cli.stages.backends.llm_capabilities`.
 """
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import json
 import logging
@@ -16,13 +18,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from m3cli.stages.backends.llm_json import extract_json, repair_prompt, schema_problems
 from m3cli.stages.core.errors import M3Error
 from m3cli.stages.core.redact import mask_credentials, mask_url
-
-if TYPE_CHECKING:  # imported where schemas are checked: `m3 ask` without an LLM never needs it
-    import jsonschema
 
 log = logging.getLogger(__name__)
 
@@ -232,127 +232,6 @@ def call_with_retries(
             "%s: %s%s; retry %d/%d in %.2fs", where, failure.status, detail, attempt, policy.max_retries, wait
         )
         sleep(wait)
-
-
-# ----------------------------------------------------------------------------------------------- content
-
-
-def image_part(jpeg_bytes: bytes) -> dict[str, Any]:
-    """A chat content part carrying a JPEG inline (servers in the sandbox cannot fetch URLs)."""
-    data = base64.b64encode(jpeg_bytes).decode("ascii")
-    return {"type": "image_url", "image_url": {"url": f"data:image/jpeg;base64,{data}"}}
-
-
-def audio_part(wav: bytes) -> dict[str, Any]:
-    """A chat content part carrying WAV audio inline, for omni models that listen."""
-    data = base64.b64encode(wav).decode("ascii")
-    return {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}
-
-
-def wav_bytes(audio: Any, rate: int) -> bytes:
-    """16-bit PCM mono WAV of float samples in [-1, 1] (what ``input_audio`` parts carry)."""
-    import io
-    import wave
-
-    import numpy as np
-
-    pcm = (np.clip(np.asarray(audio, dtype=np.float32), -1.0, 1.0) * 32767).astype("<i2")
-    buf = io.BytesIO()
-    with wave.open(buf, "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(rate)
-        w.writeframes(pcm.tobytes())
-    return buf.getvalue()
-
-
-# ----------------------------------------------------------------------------------------------- JSON
-
-
-def _strip_fences(text: str) -> str:
-    """The body of the first ``` fenced block if there is one, else the text itself."""
-    start = text.find("```")
-    if start < 0:
-        return text
-    body_start = text.find("\n", start)
-    if body_start < 0:
-        return text
-    end = text.find("```", body_start)
-    return text[body_start + 1 : end if end >= 0 else len(text)]
-
-
-def _balanced_end(text: str, start: int) -> int:
-    """Index just past the object opening at `start`, or -1 if it never closes (truncated)."""
-    depth, in_string, escaped = 0, False, False
-    for i in range(start, len(text)):
-        ch = text[i]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_string = False
-        elif ch == '"':
-            in_string = True
-        elif ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return -1
-
-
-def extract_json(text: str) -> Any:
-    """Pull the JSON value out of a chatty reply: whole text, else fenced block, else first balanced object.
-
-    Raises ValueError with a message fit to show the model in a repair request.
-    """
-    for candidate in (text, _strip_fences(text)):
-        try:
-            return json.loads(candidate)
-        except json.JSONDecodeError:
-            pass
-    source = _strip_fences(text)
-    first_error = None
-    pos = source.find("{")
-    while pos >= 0:
-        end = _balanced_end(source, pos)
-        if end < 0:
-            truncated = "the JSON object is incomplete (unbalanced braces; was it cut off?)"
-            raise ValueError(first_error or truncated)
-        try:
-            return json.loads(source[pos:end])
-        except json.JSONDecodeError as exc:
-            first_error = first_error or f"the JSON object does not parse: {exc}"
-        pos = source.find("{", end)
-    raise ValueError(first_error or "no JSON object found in the reply")
-
-
-def _path(error: jsonschema.ValidationError) -> str:
-    out = "$"
-    for part in error.absolute_path:
-        out += f"[{part}]" if isinstance(part, int) else f".{part}"
-    return out
-
-
-def schema_problems(obj: Any, schema: dict, limit: int = 10) -> list[str]:
-    """Human-readable schema violations, each naming where in the object it is."""
-    import jsonschema
-
-    validator_cls = jsonschema.validators.validator_for(schema)
-    errors = sorted(validator_cls(schema).iter_errors(obj), key=lambda e: list(map(str, e.absolute_path)))
-    return [f"at {_path(e)}: {e.message[:300]}" for e in errors[:limit]]
-
-
-def repair_prompt(problems: list[str]) -> str:
-    listed = "\n".join(f"- {p}" for p in problems)
-    return (
-        "Your previous reply could not be used. Problems:\n"
-        f"{listed}\n"
-        "Reply again with the corrected JSON object only: no prose, no code fences."
-    )
 
 
 # ----------------------------------------------------------------------------------------------- client
