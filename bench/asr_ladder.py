@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
 from bench.speech_coverage import SHARED, recordings  # noqa: E402
 
 LADDERS = {

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
 
 from bench.bench_memory import HashEmbedder, synthetic_video  # noqa: E402
 from bench.common import machine, table  # noqa: E402

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
 
 from bench.common import OUT, m3, machine, run_cmd, table  # noqa: E402
 

@@ -23,7 +23,7 @@ import tempfile
 from io import BytesIO
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
 
 from bench.common import OUT, table  # noqa: E402
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
 
 from bench.common import OUT, m3, machine, table  # noqa: E402
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from bench.common import machine, table  # noqa: E402

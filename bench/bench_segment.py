@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
 
 from bench.common import OUT, m3, machine, make_test_video, run_cmd, table  # noqa: E402
 

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
 
 from bench.bench_footage import WHISPER_1T, measure  # noqa: E402
 from bench.common import OUT, m3, machine, table  # noqa: E402

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
 
 from bench.common import OUT, machine  # noqa: E402
 

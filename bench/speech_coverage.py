@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
 DATA = ROOT / "tests" / "data"
 HEAR_TURNS = True  # the stage's ASR hears VAD speech and the turns (False: VAD speech alone, as before)
 SHARED = Path(os.environ.get("M3_SHARED_MEDIA", ROOT.parent / "shared" / "media"))

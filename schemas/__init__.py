@@ -12,6 +12,13 @@ from importlib import resources
 
 from m3cli.stages.core.errors import M3Error
 
+# One name per file: this folder is the package m3cli.schemas (see stages/__init__.py).
+if __name__ != "m3cli.schemas":
+    raise ImportError(
+        f"{__name__!r} is m3's schema folder under another name: import m3cli.schemas "
+        "(install m3 with `pip install -e .` or scripts/install.sh)"
+    )
+
 #: Record type name -> schema file shipped in this package.
 SCHEMA_FILES: dict[str, str] = {
     "m3.clip/1": "clip.v1.json",

@@ -36,6 +36,27 @@ def _ray_video(config: Any, settings: Any, log_level: int, path: str, video: str
     return batch.work_video(path, video)
 
 
+def check_workers_see_this_m3(cwd: str | None = None) -> None:
+    """Refuse to start where Ray's workers would import a different m3 than this driver.
+
+    Ray puts the driver's working directory first on every worker's sys.path (so that a script's own
+    modules travel with it). Started from a source checkout whose ``m3cli/`` is not the package this
+    driver runs (m3 installed with ``pip install .``, the checkout beside it), each worker would import
+    that bare folder, which has no ``m3cli.stages``, and every task would fail. m3 never patches a
+    package's ``__path__`` to paper over that, so the run stops here with what to do instead.
+    """
+    import m3cli
+
+    here = os.path.abspath(cwd or os.getcwd())
+    shadow = os.path.join(here, "m3cli", "__init__.py")
+    if os.path.isfile(shadow) and not os.path.samefile(shadow, m3cli.__file__):
+        raise M3Error(
+            f"--engine ray: {here} holds an m3cli/ folder that Ray's workers would import instead of the "
+            f"installed m3 ({os.path.dirname(m3cli.__file__)}); run m3 batch from another directory, "
+            "or install this checkout with `pip install -e .`"
+        )
+
+
 def _import_ray() -> Any:
     try:
         import ray
@@ -97,6 +118,7 @@ class RayEngine:
     def run(self, work: list[tuple[str, str]]) -> Iterator[WorkResult]:
         if not work:
             return
+        check_workers_see_this_m3()
         ray = _import_ray()
         started = self._init(ray)
         try:

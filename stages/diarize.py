@@ -9,7 +9,7 @@ Per clip (all cached under the clip's content id, index, span and every setting 
    back, so Whisper never sees long silences it would fill with hallucinated text; its guards against
    invented text are in :func:`m3cli.stages.backends.asr_faster_whisper.decode_options`, and a word read
    from the zero padding after the audio is dropped.
-3. **Speaker turns** (default ``overlap``, :mod:`stages.backends.diarizer_overlap`): segmentation-3.0
+3. **Speaker turns** (default ``overlap``, :mod:`m3cli.stages.backends.diarizer_overlap`): segmentation-3.0
    finds speech and where two people talk at once, CAM++ embeddings of 2-s windows clustered
    spectrally find who; turns of different speakers may overlap. With ``--diarizer cluster``:
    embeddings (``--speaker-backend``: resemblyzer or campplus) of sliding windows over the speech

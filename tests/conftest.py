@@ -12,9 +12,13 @@ import pytest
 # The tests exercise the installed package (m3cli, m3cli.stages, m3cli.schemas), never the source
 # folders: `python -m pytest` puts the working directory first on sys.path, where the bare ./m3cli
 # folder (without its mapped stages/ and schemas/) would shadow the installed one. Subprocesses
-# started from the repository root get the same protection through PYTHONSAFEPATH.
+# started from the repository root get the same protection through PYTHONSAFEPATH. A root named in
+# $PYTHONPATH stays: whoever set it maps m3cli.stages and m3cli.schemas there themselves, and
+# subprocesses (which inherit $PYTHONPATH) then run the same code as this process.
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != ROOT]
+_chosen = {Path(p).resolve() for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+if ROOT not in _chosen:
+    sys.path[:] = [p for p in sys.path if Path(p or os.curdir).resolve() != ROOT]
 os.environ["PYTHONSAFEPATH"] = "1"
 
 DATA = Path(__file__).parent / "data"

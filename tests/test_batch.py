@@ -141,6 +141,7 @@ def test_ray_engine_builds_the_local_engines_memory(tmp_path, pieces, shared_cac
     proc = batch(
         manifest, "-o", ray_mem, "--engine", "ray", "--jobs", "2", "--report", tmp_path / "r.jsonl", *FAST,
         cache=shared_cache, env={"RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"},
+        cwd=tmp_path,  # a user's directory: Ray puts it first on each worker's sys.path
     )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
     assert [r["status"] for r in report_of(tmp_path / "r.jsonl")] == ["indexed"] * len(pieces)
