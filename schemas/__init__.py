@@ -10,14 +10,15 @@ import json
 from functools import cache
 from importlib import resources
 
-from m3cli.stages.core.errors import M3Error
-
-# One name per file: this folder is the package m3cli.schemas (see stages/__init__.py).
+# One name per file: this folder is the package m3cli.schemas (see stages/__init__.py). Checked before
+# importing m3cli.stages, which a bare checkout folder imported as `schemas` would not find.
 if __name__ != "m3cli.schemas":
     raise ImportError(
         f"{__name__!r} is m3's schema folder under another name: import m3cli.schemas "
         "(install m3 with `pip install -e .` or scripts/install.sh)"
     )
+
+from m3cli.stages.core.errors import M3Error  # noqa: E402 (after the name check above)
 
 #: Record type name -> schema file shipped in this package.
 SCHEMA_FILES: dict[str, str] = {

@@ -41,13 +41,16 @@ def test_no_source_file_is_loaded_twice():
     # what the suite has imported so far, plus the modules that carry process-wide state
     for name in ("m3cli.app", "m3cli.stages.core.errors", "m3cli.stages.batch_ray", "m3cli.schemas.records"):
         importlib.import_module(name)
+    # the folders this process runs (installed or editable) and the checkout's own
+    packages = [sys.modules[n].__file__ for n in ("m3cli", "m3cli.stages", "m3cli.schemas")]
+    folders = {Path(f).resolve().parent for f in packages} | {p.resolve() for p in SOURCE}
     by_file: dict[Path, list[str]] = {}
     for name, module in list(sys.modules.items()):
         origin = getattr(module, "__file__", None)
         if not origin:
             continue
         path = Path(origin).resolve()
-        ours = any(path.is_relative_to(folder) for folder in SOURCE)
+        ours = any(path.is_relative_to(folder) for folder in folders)
         if ours or name.split(".")[0] in ("stages", "schemas"):
             by_file.setdefault(path, []).append(name)
     assert len(by_file) > 10
