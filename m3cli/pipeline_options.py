@@ -19,14 +19,15 @@ def pipeline_from_flags(
     parallel: bool = True,
 ) -> Any:
     """The PipelineConfig of `m3 run` / `m3 batch`: [pipeline] config tables < --set < named flags."""
-    from m3cli.stages.pipeline import assignments, merge_options, pipeline_config
+    from m3cli.stages.core.options import assignments, merge_trees
+    from m3cli.stages.pipeline import pipeline_config
 
     named: dict[str, dict[str, Any]] = {}
     for dotted, value in shortcuts.items():
         if value is not None:
             stage, option = dotted.split(".", 1)
             named.setdefault(stage, {})[option] = value
-    options = merge_options(settings.pipeline, assignments(sets or []), named)
+    options = merge_trees(settings.pipeline, assignments(sets or []), named)
     return pipeline_config(options, until=until, offline=offline, parallel=parallel)
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import types
-import typing
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -30,13 +28,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-import tomllib
 
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.abstract import AbstractConfig
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.once import MadeOnce
+from m3cli.stages.core.options import build_config, option_paths
 from m3cli.stages.diarize import DiarizeConfig
 from m3cli.stages.faces import FacesConfig
 from m3cli.stages.index import IndexConfig, IndexStats
@@ -92,99 +90,6 @@ class PipelineConfig:
 
 
 # ------------------------------------------------------------------------------ options by name
-def parse_assignment(text: str) -> tuple[str, list[str], Any]:
-    """``faces.fps=2`` -> ("faces", ["fps"], 2). Values are read as TOML (numbers, true/false, quoted
-    strings, lists); anything that is not valid TOML is taken as a plain string (paths, names)."""
-    name, sep, raw = text.partition("=")
-    parts = [p.strip() for p in name.strip().split(".")]
-    if not sep or len(parts) < 2 or not all(parts):
-        raise InputError(f"--set {text!r}: expected STAGE.OPTION=VALUE, e.g. faces.fps=2")
-    raw = raw.strip()
-    try:
-        value: Any = tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        value = raw
-    return parts[0], parts[1:], value
-
-
-def _set_nested(tree: dict[str, Any], stage: str, path: list[str], value: Any) -> None:
-    node = tree.setdefault(stage, {})
-    for part in path[:-1]:
-        node = node.setdefault(part, {})
-    node[path[-1]] = value
-
-
-def assignments(texts: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """Several ``--set`` values as one ``{stage: {option: value}}`` tree (later ones win)."""
-    tree: dict[str, dict[str, Any]] = {}
-    for text in texts:
-        stage, path, value = parse_assignment(text)
-        _set_nested(tree, stage, path, value)
-    return tree
-
-
-def merge_options(*layers: Mapping[str, Any]) -> dict[str, Any]:
-    """Option trees merged left to right (a config file's ``[pipeline]`` section, then ``--set``)."""
-    out: dict[str, Any] = {}
-    for layer in layers:
-        for key, value in layer.items():
-            if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-                out[key] = merge_options(out[key], value)
-            else:
-                out[key] = dict(value) if isinstance(value, Mapping) else value
-    return out
-
-
-def _coerce(value: Any, hint: Any, where: str) -> Any:
-    """``value`` as the type a config field declares (ints for floats, numbers for strings...)."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-            if type(None) in args:
-                return None
-        errors = []
-        for arg in (a for a in args if a is not type(None)):
-            try:
-                return _coerce(value, arg, where)
-            except InputError as exc:
-                errors.append(str(exc))
-        raise InputError(errors[0] if errors else f"{where}: cannot use {value!r}")
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, Mapping):
-            raise InputError(f"{where}: expected options of {hint.__name__}, got {value!r}")
-        return build_config(hint, value, where)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-        if isinstance(value, str) and value.lower() in ("true", "yes", "1", "false", "no", "0"):
-            return value.lower() in ("true", "yes", "1")
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif hint is str:
-        if isinstance(value, (str, int, float)) and not isinstance(value, bool):
-            return str(value)
-    else:
-        return value
-    raise InputError(f"{where}: expected {getattr(hint, '__name__', hint)}, got {value!r}")
-
-
-def build_config(cls: type, options: Mapping[str, Any], where: str) -> Any:
-    """An instance of the config dataclass ``cls`` from its defaults and ``options`` (checked by name)."""
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls)]
-    kwargs = {}
-    for key, value in options.items():
-        if key not in names:
-            raise InputError(f"{where}.{key}: unknown option; {where} has {', '.join(names)}")
-        kwargs[key] = _coerce(value, hints[key], f"{where}.{key}")
-    return cls(**kwargs)
-
-
 def pipeline_config(
     options: Mapping[str, Any], until: str = "index", offline: bool = False, parallel: bool = True
 ) -> PipelineConfig:
@@ -201,18 +106,7 @@ def pipeline_config(
 
 def option_names() -> dict[str, list[str]]:
     """Every option `--set` accepts, per stage (for --help and error messages)."""
-
-    def names(cls: type, prefix: str = "") -> list[str]:
-        hints = typing.get_type_hints(cls)
-        out: list[str] = []
-        for f in dataclasses.fields(cls):
-            if dataclasses.is_dataclass(hints[f.name]):
-                out += names(hints[f.name], f"{prefix}{f.name}.")
-            else:
-                out.append(prefix + f.name)
-        return out
-
-    return {stage: names(cls) for stage, cls in _CONFIG_TYPES.items()}
+    return {stage: option_paths(cls) for stage, cls in _CONFIG_TYPES.items()}
 
 
 # ------------------------------------------------------------------------------------ the models

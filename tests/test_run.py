@@ -11,7 +11,8 @@ import pytest
 
 from conftest import HAMILTON
 from m3cli.stages.core.errors import InputError
-from m3cli.stages.pipeline import STAGES, assignments, option_names, pipeline_config
+from m3cli.stages.core.options import assignments
+from m3cli.stages.pipeline import STAGES, option_names, pipeline_config
 from support.memory_rows import memory_rows
 
 M3 = f"{sys.executable} -m m3cli"

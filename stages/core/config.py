@@ -17,6 +17,7 @@ import tomllib
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
 
 from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.options import merge_trees, set_path
 from m3cli.stages.core.redact import mask_url
 
 APP_NAME = "m3"
@@ -104,20 +105,7 @@ def default_config_path() -> Path:
 
 
 def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
-    *parents, leaf = dotted.split(".")
-    for part in parents:
-        tree = tree.setdefault(part, {})
-    tree[leaf] = value
-
-
-def _merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
-    out = dict(base)
-    for key, value in top.items():
-        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = value
-    return out
+    set_path(tree, dotted.split("."), value)
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
@@ -169,12 +157,12 @@ def load_settings(
         default = default_config_path()
         layers = _read_toml(default) if default.is_file() else {}
         source = str(default)
-    layers = _merge(layers, _env_layer(environ))
+    layers = merge_trees(layers, _env_layer(environ))
     flag_layer: dict[str, Any] = {}
     for dotted, value in (flags or {}).items():
         if value is not None:
             _set_dotted(flag_layer, dotted, value)
-    layers = _merge(layers, flag_layer)
+    layers = merge_trees(layers, flag_layer)
     try:
         return Settings.model_validate(layers)
     except ValidationError as exc:
