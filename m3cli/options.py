@@ -89,3 +89,42 @@ def hoist_root_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
             rest.append(arg)
         k += 1
     return args[:i] + moved + args[i:j] + rest
+
+
+def stage_option(config: type, name: str) -> Any:
+    """The command-line option of a stage option, from its one declaration in stages/configs/
+    (default, flags, help: see ``m3cli.stages.core.options.option``).
+
+    A flag that turns an option off (``--no-fts`` for ``fts = True``) is declared with ``off=True``:
+    it defaults to off-not-given and hands the command the option's value, not the flag's."""
+    import dataclasses
+
+    f = next((f for f in dataclasses.fields(config) if f.name == name), None)
+    if f is None or not f.metadata.get("flags"):
+        raise AssertionError(f"{config.__name__}.{name} declares no command-line flag")
+    extra = dict(f.metadata["extra"])
+    if extra.pop("off", False):
+        return typer.Option(False, *f.metadata["flags"], help=f.metadata["help"], callback=_negate, **extra)
+    return typer.Option(f.default, *f.metadata["flags"], help=f.metadata["help"], **extra)
+
+
+def _negate(value: bool) -> bool:
+    return not value
+
+
+def stage_config(config: type, params: dict[str, Any], **renamed: str) -> Any:
+    """An instance of ``config`` from a command's parsed parameters (``ctx.params``): each option
+    whose flag the command declares, under the option's own name (or ``renamed[option]``), and the
+    options of a nested config under ``FIELD_OPTION`` (``cluster_threshold``)."""
+    import dataclasses
+
+    kwargs = {}
+    for f in dataclasses.fields(config):
+        key = renamed.get(f.name, f.name)
+        if f.metadata.get("flags") and key in params:
+            kwargs[f.name] = params[key]
+        elif dataclasses.is_dataclass(f.default_factory):  # nested options: `cluster_threshold`
+            prefix = f"{f.name}_"
+            nested = {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
+            kwargs[f.name] = stage_config(f.default_factory, nested)
+    return config(**kwargs)

@@ -36,6 +36,7 @@ import orjson
 
 from m3cli.schemas.records import Abstraction, ClipRecord, Problem
 from m3cli.stages.abstract_tally import CharTally, FoldTally, PairTally
+from m3cli.stages.configs.abstract import AbstractConfig
 from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
@@ -66,22 +67,6 @@ ITEM_SHAPES = {
     "conflict": "id, kind, text, character, entities, kept, dropped, weights {kept, dropped}, evidence, "
     "source",
 }
-
-
-@dataclass(frozen=True)
-class AbstractConfig:
-    tau_char: int = 50
-    tau_rel: int = 30
-    similar_threshold: float = 0.8
-    similar_k: int = 2
-    check: bool = False
-    embed: bool = True
-    causal: bool = True
-    max_evidence: int = 60
-
-    def __post_init__(self) -> None:
-        if self.tau_char < 1 or self.tau_rel < 1:
-            raise InputError(f"--tau-char and --tau-rel must be >= 1, got {self.tau_char}, {self.tau_rel}")
 
 
 @dataclass

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
 
@@ -64,6 +64,7 @@ from m3cli.stages.backends.speaker import (
     make_speaker_model,
     windows_over,
 )
+from m3cli.stages.configs.diarize import ClusterConfig, DiarizeConfig
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
@@ -87,62 +88,6 @@ ECHO_WORD = 0.1  # s per word: a repeated segment spoken faster than this is Whi
 PADDING_EPS = 0.02  # Whisper's time step (s): a word starting this close to the audio's end is padding
 MIN_UTTERANCE = 0.1  # a shorter utterance is widened to this around its middle (s): a zero-length one
 # overlaps no turn, so it could name a speaker no turn has (libri5 once had "-" at 5.392-5.392 s)
-
-
-@dataclass(frozen=True)
-class ClusterConfig:
-    """Embedding-clustering diarization. Defaults measured on the AMI dev excerpts and the fixture."""
-
-    window: float = 2.0
-    hop: float = 0.5
-    threshold: float = 0.3  # cosine distance at which average-linkage merging stops
-    min_cluster_seconds: float = 1.0  # smaller clusters are folded into the nearest big one
-    min_turn: float = 0.3  # shorter turns are absorbed by their neighbours
-
-    def __post_init__(self) -> None:
-        if not (0 < self.hop <= self.window):
-            raise InputError(f"window hop must be in (0, window], got hop={self.hop} window={self.window}")
-        if not (0 < self.threshold < 2):
-            raise InputError(f"clustering threshold is a cosine distance in (0, 2), got {self.threshold}")
-
-
-@dataclass(frozen=True)
-class DiarizeConfig:
-    backend: str = "faster-whisper"
-    model: str | None = None
-    language: str | None = None
-    compute_type: str | None = None
-    vad: str = "silero"
-    diarizer: str | None = None  # None: "overlap" for faster-whisper, "pyannote" for whisperx
-    diarizer_model: str | None = None
-    align_model: str | None = None
-    speaker_backend: str = "resemblyzer"
-    speaker_model: str | None = None
-    max_speakers: int | None = None
-    num_speakers: int | None = None  # known exact number: Ward linkage into that many clusters
-    cluster: ClusterConfig = field(default_factory=ClusterConfig)
-
-    def __post_init__(self) -> None:
-        if self.max_speakers is not None and self.max_speakers < 1:
-            raise InputError(f"--max-speakers must be at least 1, got {self.max_speakers}")
-        if self.num_speakers is not None and self.num_speakers < 1:
-            raise InputError(f"--speakers must be at least 1, got {self.num_speakers}")
-
-    @property
-    def diarizer_name(self) -> str:
-        if self.diarizer:
-            return self.diarizer
-        return "pyannote" if self.backend == "whisperx" else "overlap"
-
-    def key(self) -> dict:
-        """The settings a cached per-clip result depends on."""
-        data = asdict(self)
-        data["diarizer"] = self.diarizer_name
-        if data["diarizer"] != "cluster":
-            data.pop("cluster")
-            data.pop("speaker_backend")
-            data.pop("speaker_model")
-        return data
 
 
 # -- results ---------------------------------------------------------------------------------------

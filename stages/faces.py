@@ -52,6 +52,7 @@ from m3cli.stages.backends.face import (
     sharpness,
     yaw_proxy,
 )
+from m3cli.stages.configs.faces import FacesConfig
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
@@ -70,69 +71,6 @@ HDBSCAN_MIN_POINTS = 6  # below this many detections a clip is grouped by linkag
 BIG_CLUSTER = 3000  # linkage refinement is quadratic in memory: clusters above this are kept whole
 THUMB_SIDE = (48, 27)  # grey thumbnail compared between sampled frames for shot changes
 HIST_BINS = 32
-
-
-@dataclass(frozen=True)
-class FacesConfig:
-    """Everything that changes the faces stage's output. Detection settings key the per-clip cache;
-    the rest (filter, clustering, matching) only key nothing: they are replayed."""
-
-    backend: str = "dlib"
-    fps: float = 5.0
-    detector: str = "hog"
-    upsample: int = 0
-    detect_side: int | None = None  # None: the backend's default
-    detect_every: int = 5  # dlib: search the whole frame every N sampled frames, track faces between
-    embed_every: int = 100  # dlib: one descriptor per N sampled frames of a tracked face
-    frame_side: int | None = 1280
-    model_dir: str | None = None
-    min_face: float = 40.0
-    min_score: float | None = None  # None: the backend's default
-    min_sharpness: float = 0.1
-    max_yaw: float = 0.8
-    threshold: float | None = None  # None: the backend's default
-    max_snapshots: int = 10
-    min_cluster_size: int = 3
-    recluster: bool = False
-    shot_threshold: float = 0.2  # frame change (0..1) above which a shot change is recorded
-
-    def __post_init__(self) -> None:
-        checks = [
-            (self.fps > 0 and math.isfinite(self.fps), f"--fps must be a positive number, got {self.fps}"),
-            # more samples than any camera's frames find nothing new, and cost without end
-            (self.fps <= 120, f"--fps must be at most 120 (frames per second sampled), got {self.fps:g}"),
-            (0 <= self.upsample <= 3, f"--upsample must be within 0..3, got {self.upsample}"),
-            (self.max_snapshots <= 1000, f"--max-snapshots must be at most 1000, got {self.max_snapshots}"),
-            (
-                self.detect_side is None or 32 <= self.detect_side <= 8192,
-                f"detect size must be within 32..8192, got {self.detect_side}",
-            ),
-            (
-                self.frame_side is None or self.frame_side <= 8192,
-                f"frame size must be at most 8192, got {self.frame_side}",
-            ),
-            (self.min_face >= 0, f"--min-face must be >= 0, got {self.min_face}"),
-            (0 <= self.min_sharpness <= 1, f"--min-sharpness must be within 0..1, got {self.min_sharpness}"),
-            (self.max_snapshots >= 1, f"--max-snapshots must be >= 1, got {self.max_snapshots}"),
-            (self.detect_every >= 1, f"--detect-every must be >= 1, got {self.detect_every}"),
-            (self.embed_every >= 1, f"--embed-every must be >= 1, got {self.embed_every}"),
-            (
-                0 < self.shot_threshold <= 1,
-                f"--shot-threshold must be within (0, 1], got {self.shot_threshold}",
-            ),
-            (self.min_cluster_size >= 2, f"min cluster size must be >= 2, got {self.min_cluster_size}"),
-            (
-                self.threshold is None or self.threshold > 0,
-                f"--threshold must be positive, got {self.threshold}",
-            ),
-            (
-                self.frame_side is None or self.frame_side >= 32,
-                f"frame size must be >= 32, got {self.frame_side}",
-            ),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise InputError(message)
 
 
 # ------------------------------------------------------------------------------------------ per clip

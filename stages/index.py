@@ -40,6 +40,7 @@ import orjson
 import pyarrow as pa
 
 from m3cli.schemas.records import ClipRecord
+from m3cli.stages.configs.index import IndexConfig
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.errors import InputError, M3Error
@@ -79,13 +80,6 @@ SCALAR_INDEXES: dict[str, dict[str, str]] = {
     "nodes": {"video": "bitmap", "kind": "bitmap", "clip": "btree", "id": "btree"},
     "edges": {"src": "btree", "dst": "btree"},
 }
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    fts: bool = True
-    ann_min_rows: int = 50_000
-    embed_batch: int = 256
 
 
 @dataclass

@@ -45,63 +45,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from m3cli.schemas.records import ClipRecord, LinkSection
+from m3cli.stages.configs.link import LinkConfig
 from m3cli.stages.core import media
-from m3cli.stages.core.cache import config_hash
 from m3cli.stages.core.common import by_video
-from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.lips import mouth_motion, moving_times, shot_bounds  # noqa: F401 (re-exported)
 from m3cli.stages.seen_speaking import SeenSpeaking, SplitConfig
 
 STAGE = "link"
 VERSION = "link-v3"
-METHODS = ("seen", "meta")
-DEFAULT_MIN_WEIGHT = {"seen": 1.0, "meta": 2.0}
-
-
-@dataclass(frozen=True)
-class LinkConfig:
-    method: str = "seen"
-    p: float = 0.5
-    min_weight: float | None = None  # None: the method's default (1 s seen, 2 windows meta)
-    window: float = 5.0
-    min_overlap: float = 0.5
-    llm_weight: float = 1.0
-    perception: bool = True  # False: only the LLM's equivalences vote
-    moving: float = 0.02  # mouth-opening spread (eye distances) above which a mouth is moving
-    smooth: float = 0.4  # half-width (s) of the window over which that spread is measured
-    min_piece: float = 1.0  # utterance pieces cut off at a shot change shorter than this are spill
-    split_voices: bool = True  # the seen-speaking fold: split a voice two faces are seen speaking in
-
-    def __post_init__(self) -> None:
-        if self.method not in METHODS:
-            raise InputError(f"--method must be one of {', '.join(METHODS)}, got {self.method!r}")
-        if not 0.0 < self.p <= 1.0:
-            raise InputError(f"--p must be in (0, 1], got {self.p}")
-        if self.window <= 0:
-            raise InputError(f"--window must be positive, got {self.window}")
-        if self.min_weight is not None and self.min_weight < 0:
-            raise InputError(f"--min-weight must be >= 0, got {self.min_weight}")
-        if self.moving < 0 or self.smooth <= 0 or self.min_piece < 0:
-            raise InputError("--moving and --min-piece must be >= 0 and the smoothing window positive")
-
-    @property
-    def weight_floor(self) -> float:
-        return DEFAULT_MIN_WEIGHT[self.method] if self.min_weight is None else self.min_weight
-
-    def votes_key(self) -> str:
-        """Settings that change per-clip votes (p and min_weight only change the resolution)."""
-        cfg: dict[str, Any] = {
-            "v": VERSION,
-            "method": self.method,
-            "llm_weight": self.llm_weight,
-            "perception": self.perception,
-            "split_voices": self.split_voices,
-        }
-        if self.method == "meta":
-            cfg |= {"window": self.window, "min_overlap": self.min_overlap}
-        else:
-            cfg |= {"moving": self.moving, "smooth": self.smooth, "min_piece": self.min_piece}
-        return config_hash(cfg)
 
 
 @dataclass(frozen=True)

@@ -34,13 +34,13 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 import orjson
 
 from m3cli.schemas.records import ClipRecord, MemoryItem, MemorySection, Problem
+from m3cli.stages.configs.memorize import MemorizeConfig
 from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext
@@ -411,50 +411,6 @@ def offline_memory(record: ClipRecord) -> MemorySection:
 
 
 # ============================================================================== LLM memorizer
-
-
-@dataclass(frozen=True)
-class MemorizeConfig:
-    frames: int = 8
-    max_side: int = 512
-    jpeg_quality: int = 85
-    semantic: bool = True
-    equivalence: bool = True
-    repairs: int = 2
-    jobs: int = 4
-    images: bool | None = None  # None: send frames and crops unless the server refused images
-    audio: bool | None = None  # None: send audio when the model is known or named to listen (omni)
-    max_audio_s: float = 60.0
-    prompt_style: str = "m3"  # or "m3-agent": the output format M3-Agent's memorization checkpoint learned
-
-    def __post_init__(self) -> None:
-        if self.prompt_style not in prompts.PROMPT_STYLES:
-            raise InputError(
-                f"--prompt-style must be one of {', '.join(prompts.PROMPT_STYLES)}, got {self.prompt_style!r}"
-            )
-        if not 0 <= self.frames <= 32:
-            raise InputError(f"--frames must be between 0 and 32, got {self.frames}")
-        if self.max_side < 64:
-            raise InputError(f"max frame side must be at least 64 pixels, got {self.max_side}")
-        if not 0 < self.max_audio_s <= 600:
-            raise InputError(f"max audio per clip must be in (0, 600] seconds, got {self.max_audio_s}")
-
-    def key(self) -> dict[str, Any]:
-        """What changes an LLM answer besides its inputs (jobs does not; images/audio show in the inputs)."""
-        d = asdict(self)
-        for name in ("jobs", "images", "audio", "prompt_style"):
-            d.pop(name)
-        d["prompt"] = self.prompt_version
-        return d
-
-    @property
-    def prompt_version(self) -> str:
-        return prompts.AGENT_PROMPT_VERSION if self.prompt_style == "m3-agent" else prompts.PROMPT_VERSION
-
-    def instructions(self) -> str:
-        if self.prompt_style == "m3-agent":
-            return prompts.agent_memorize_instructions(self.semantic, self.equivalence)
-        return prompts.memorize_instructions(self.semantic, self.equivalence)
 
 
 def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:

@@ -30,36 +30,28 @@ from typing import Any
 import orjson
 
 from m3cli.schemas.records import ClipRecord
-from m3cli.stages.abstract import AbstractConfig
+from m3cli.stages.configs import (
+    STAGE_CONFIGS,
+    AbstractConfig,
+    DiarizeConfig,
+    FacesConfig,
+    IndexConfig,
+    LinkConfig,
+    MemorizeConfig,
+    SegmentConfig,
+    SightConfig,
+    VoicesConfig,
+)
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.once import MadeOnce
 from m3cli.stages.core.options import build_config, option_paths
-from m3cli.stages.diarize import DiarizeConfig
-from m3cli.stages.faces import FacesConfig
-from m3cli.stages.index import IndexConfig, IndexStats
-from m3cli.stages.link import LinkConfig
-from m3cli.stages.memorize import MemorizeConfig
-from m3cli.stages.segment import SegmentConfig
-from m3cli.stages.sight import SightConfig
-from m3cli.stages.voices import VoicesConfig
+from m3cli.stages.index import IndexStats
 
 log = logging.getLogger(__name__)
 
 #: Pipeline order. `--until STAGE` runs a prefix of it.
 STAGES = ("segment", "diarize", "voices", "faces", "sight", "memorize", "link", "abstract", "index")
-
-_CONFIG_TYPES: dict[str, type] = {
-    "segment": SegmentConfig,
-    "diarize": DiarizeConfig,
-    "voices": VoicesConfig,
-    "faces": FacesConfig,
-    "sight": SightConfig,
-    "memorize": MemorizeConfig,
-    "link": LinkConfig,
-    "abstract": AbstractConfig,
-    "index": IndexConfig,
-}
 
 
 @dataclass(frozen=True)
@@ -96,17 +88,17 @@ def pipeline_config(
     """The pipeline's config from an option tree ``{stage: {option: value}}``; unknown names fail."""
     configs = {}
     for stage, values in options.items():
-        if stage not in _CONFIG_TYPES:
+        if stage not in STAGE_CONFIGS:
             raise InputError(f"{stage}: not a stage; options go to {', '.join(STAGES)}")
         if not isinstance(values, Mapping):
             raise InputError(f"{stage}: expected STAGE.OPTION=VALUE, got {values!r}")
-        configs[stage] = build_config(_CONFIG_TYPES[stage], values, stage)
+        configs[stage] = build_config(STAGE_CONFIGS[stage], values, stage)
     return PipelineConfig(**configs, until=until, offline=offline, parallel=parallel)
 
 
 def option_names() -> dict[str, list[str]]:
     """Every option `--set` accepts, per stage (for --help and error messages)."""
-    return {stage: option_paths(cls) for stage, cls in _CONFIG_TYPES.items()}
+    return {stage: option_paths(cls) for stage, cls in STAGE_CONFIGS.items()}
 
 
 # ------------------------------------------------------------------------------------ the models

@@ -7,18 +7,17 @@ its result is cached per video content: a rerun only hashes nothing, stats the f
 from __future__ import annotations
 
 import logging
-import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
 from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
+from m3cli.stages.configs.segment import SegmentConfig
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
-from m3cli.stages.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -26,28 +25,6 @@ STAGE = "segment"
 #: Changes when how clips are planned changes (2: clip 0 from the earliest sample of any stream;
 #: 3: still images renamed as videos are refused, not planned as one-frame clips).
 PLAN_VERSION = 3
-
-
-#: Bounds of ``--clip-seconds``: shorter clips than this are mostly a frame or two (and millions of
-#: records for a long video); longer ones than a day are no clips at all.
-MIN_CLIP_S, MAX_CLIP_S = 0.5, 86400.0
-
-
-@dataclass(frozen=True)
-class SegmentConfig:
-    clip_seconds: float = 30.0
-    #: Which audio track is heard (0: the first); a file with several says which it uses.
-    audio_track: int = 0
-
-    def __post_init__(self) -> None:
-        if not (self.clip_seconds > 0 and math.isfinite(self.clip_seconds)):
-            raise InputError(f"--clip-seconds must be a positive number, got {self.clip_seconds}")
-        if not 0 <= self.audio_track <= 63:
-            raise InputError(f"--audio-track must be within 0..63, got {self.audio_track}")
-        if not MIN_CLIP_S <= self.clip_seconds <= MAX_CLIP_S:  # a clip per frame, or one of a year
-            raise InputError(
-                f"--clip-seconds must be within {MIN_CLIP_S:g}..{MAX_CLIP_S:g}, got {self.clip_seconds:g}"
-            )
 
 
 def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:

@@ -34,16 +34,16 @@ import logging
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from m3cli.schemas.records import ClipRecord, Problem, SightSection
+from m3cli.stages.configs.sight import SightConfig
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
-from m3cli.stages.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -52,49 +52,6 @@ STAGE_VERSION = "sight/1"
 THUMB = (64, 36)
 DOG_RANGE = (151, 268)  # ImageNet-1k indices of the dog breeds
 CAT_RANGE = (281, 285)  # tabby, tiger cat, Persian, Siamese, Egyptian cat
-#: chosen by `m3 eval sight` on the labelled tag set (two-fold: each half chose, the other half scored)
-DEFAULT_TAG_THRESHOLD = 0.3
-
-
-@dataclass(frozen=True)
-class SightConfig:
-    """Everything that changes the sight section."""
-
-    fps: float = 2.0  # samples per second compared for keyframes
-    every: float = 10.0  # at least one keyframe per this many seconds
-    change: float = 0.3  # difference (0..1) between neighbouring samples that starts a new segment
-    drift: float = 0.5  # difference (0..1) from the segment's first sample that starts a new one
-    frame_side: int = 960  # longer side of the decoded frames (and of the stored keyframes)
-    det_side: int = 960  # longer side the text detector sees
-    gate_side: int = 480  # a first, cheaper detection at this side; 0: none (see ocr_rapid)
-    text: bool = True
-    min_text_score: float = 0.8
-    min_chars: int = 3
-    tags: bool = True
-    tag_threshold: float = DEFAULT_TAG_THRESHOLD
-    max_tags: int = 3  # per keyframe
-
-    def __post_init__(self) -> None:
-        checks = [
-            (self.fps > 0, f"sight.fps must be positive, got {self.fps}"),
-            (self.every > 0, f"sight.every must be positive, got {self.every}"),
-            (0 < self.change <= 1, f"sight.change must be within (0, 1], got {self.change}"),
-            (0 < self.drift <= 1, f"sight.drift must be within (0, 1], got {self.drift}"),
-            (self.frame_side >= 64, f"sight.frame_side must be >= 64, got {self.frame_side}"),
-            (self.det_side >= 64, f"sight.det_side must be >= 64, got {self.det_side}"),
-            (
-                0 <= self.min_text_score <= 1,
-                f"sight.min_text_score must be within 0..1, got {self.min_text_score}",
-            ),
-            (
-                0 <= self.tag_threshold <= 1,
-                f"sight.tag_threshold must be within 0..1, got {self.tag_threshold}",
-            ),
-            (self.max_tags >= 1, f"sight.max_tags must be >= 1, got {self.max_tags}"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                raise InputError(message)
 
 
 class SightModels:

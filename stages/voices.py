@@ -45,7 +45,8 @@ from pathlib import Path
 import numpy as np
 
 from m3cli.schemas.records import ClipRecord, Utterance, VoicesSection
-from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, SpeakerModel, l2_normalize, make_speaker_model
+from m3cli.stages.backends.speaker import SpeakerModel, l2_normalize, make_speaker_model
+from m3cli.stages.configs.voices import VoicesConfig
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
@@ -56,33 +57,9 @@ log = logging.getLogger(__name__)
 
 STAGE = "voices"
 EMBED_STAGE = "voices-embed"
-DEFAULT_THRESHOLDS = {"campplus": 0.5, "resemblyzer": 0.75, "pyannote": 0.5}
 #: two local speakers of one clip share a voice only this close (the diarizer split one person in two);
 #: the overlap diarizer itself joins clusters whose centroids are closer than this
 SAME_CLIP_COSINE = 0.8
-
-
-@dataclass(frozen=True)
-class VoicesConfig:
-    backend: str = "campplus"
-    model: str | None = None
-    min_seconds: float = 1.0  # total speech a local speaker needs in a clip to get a voice id
-    threshold: float | None = None  # None: the backend's default
-    max_snapshots: int = 20
-
-    def __post_init__(self) -> None:
-        if self.backend not in SPEAKER_BACKENDS:
-            make_speaker_model(self.backend)  # raises the "unknown backend" error
-        if self.min_seconds < 0:
-            raise InputError(f"--min-seconds must be >= 0, got {self.min_seconds}")
-        if self.threshold is not None and not -1 <= self.threshold <= 1:
-            raise InputError(f"--threshold is a cosine similarity in [-1, 1], got {self.threshold}")
-        if self.max_snapshots < 1:
-            raise InputError(f"--max-snapshots must be at least 1, got {self.max_snapshots}")
-
-    @property
-    def cosine(self) -> float:
-        return self.threshold if self.threshold is not None else DEFAULT_THRESHOLDS[self.backend]
 
 
 # -- the bank --------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import logging
 import typer
 
 from m3cli import context, options, stream
+from m3cli.stages.configs.abstract import AbstractConfig
 
 log = logging.getLogger(__name__)
 
@@ -24,20 +25,12 @@ def abstract(
     ctx: typer.Context,
     inputs: list[str] = options.inputs_argument(),
     output: str | None = options.output_option(),
-    tau_char: int = typer.Option(
-        50, "--tau-char", help="New evidence lines about a character that trigger its summary."
-    ),
-    tau_rel: int = typer.Option(
-        30, "--tau-rel", help="New interactions of a pair that trigger a relationship summary."
-    ),
-    check: bool = typer.Option(
-        False, "--check", help="Flag contradicting statements about a character (kind conflict)."
-    ),
-    similar: float = typer.Option(
-        0.8, "--similar", help="Cosine similarity above which two facts are linked."
-    ),
-    no_embed: bool = typer.Option(False, "--no-embed", help="Skip text embeddings (no 'similar' links)."),
-    no_causal: bool = typer.Option(False, "--no-causal", help="Do not ask the LLM for causal links."),
+    tau_char: int = options.stage_option(AbstractConfig, "tau_char"),
+    tau_rel: int = options.stage_option(AbstractConfig, "tau_rel"),
+    check: bool = options.stage_option(AbstractConfig, "check"),
+    similar_threshold: float = options.stage_option(AbstractConfig, "similar_threshold"),
+    embed: bool = options.stage_option(AbstractConfig, "embed"),
+    causal: bool = options.stage_option(AbstractConfig, "causal"),
     offline: bool = typer.Option(False, "--offline", help="Never call an LLM, even if one is configured."),
     llm_base_url: str | None = typer.Option(
         None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
@@ -47,9 +40,11 @@ def abstract(
     embed_backend: str | None = typer.Option(
         None, "--embed-backend", help="local (bundled MiniLM, onnxruntime), torch or openai."
     ),
+    similar_k: int = options.stage_option(AbstractConfig, "similar_k"),
+    max_evidence: int = options.stage_option(AbstractConfig, "max_evidence"),
 ) -> None:
     """Summarise characters, relationships, clips and the video; link related facts."""
-    from m3cli.stages.abstract import AbstractConfig, abstract_records
+    from m3cli.stages.abstract import abstract_records
     from m3cli.stages.backends.llm import client_from_settings
     from m3cli.stages.core.common import RunContext
     from m3cli.stages.core.memory_store import make_text_embedder
@@ -63,17 +58,10 @@ def abstract(
             "embed.backend": embed_backend,
         },
     )
-    config = AbstractConfig(
-        tau_char=tau_char,
-        tau_rel=tau_rel,
-        check=check,
-        similar_threshold=similar,
-        embed=not no_embed,
-        causal=not no_causal,
-    )
+    config = options.stage_config(AbstractConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
     client = None if offline else client_from_settings(settings.llm)
-    embedder = None if no_embed else make_text_embedder(settings.embed, settings.device)
+    embedder = None if not config.embed else make_text_embedder(settings.embed, settings.device)
     run = RunContext(
         cache=context.cache(settings),
         device=settings.device,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from m3cli import context, options, stream
+from m3cli.stages.configs.diarize import ClusterConfig, DiarizeConfig
 
 EPILOG = """\b
 Examples:
@@ -21,89 +22,29 @@ def diarize(
     ctx: typer.Context,
     inputs: list[str] = options.inputs_argument(),
     output: str | None = options.output_option(),
-    backend: str = typer.Option(
-        "faster-whisper",
-        "--backend",
-        help="ASR backend: faster-whisper (offline default) or whisperx.",
-    ),
-    model: str | None = typer.Option(
-        None,
-        "--model",
-        "--asr-model",
-        help="ASR model: a CTranslate2 Whisper directory (base.en, small.en, distil, large-v3 on GPU) or a "
-        "name in the Hugging Face cache (default: the bundled Whisper tiny.en).",
-    ),
-    language: str | None = typer.Option(
-        None,
-        "--language",
-        help="Spoken language code (default: the model's, or detected).",
-    ),
+    backend: str = options.stage_option(DiarizeConfig, "backend"),
+    model: str | None = options.stage_option(DiarizeConfig, "model"),
+    language: str | None = options.stage_option(DiarizeConfig, "language"),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: the global --device)."),
-    compute_type: str | None = typer.Option(
-        None,
-        "--compute-type",
-        help="CTranslate2 compute type (default: int8 on CPU, float16 on CUDA).",
-    ),
-    vad: str = typer.Option(
-        "silero",
-        "--vad",
-        help="Voice activity detector: silero, faster-whisper or none.",
-    ),
-    diarizer: str | None = typer.Option(
-        None,
-        "--diarizer",
-        help="overlap (segmentation-3.0 + CAM++, overlapped speech; default), cluster (speaker "
-        "embeddings over windows, --speaker-backend) or pyannote (default with whisperx).",
-    ),
-    speaker_backend: str = typer.Option(
-        "resemblyzer",
-        "--speaker-backend",
-        help="Embedding for --diarizer cluster: resemblyzer or campplus.",
-    ),
-    diarizer_model: str | None = typer.Option(
-        None,
-        "--diarizer-model",
-        help="Local pyannote pipeline directory (with config.yaml).",
-    ),
-    align_model: str | None = typer.Option(
-        None,
-        "--align-model",
-        help="whisperx alignment model (local wav2vec2 directory or cached name).",
-    ),
-    max_speakers: int | None = typer.Option(
-        None,
-        "--max-speakers",
-        help="At most this many speakers per clip.",
-    ),
-    speakers: int | None = typer.Option(
-        None,
-        "--speakers",
-        help="Exactly this many speakers per clip (when known).",
-    ),
-    cluster_threshold: float = typer.Option(
-        0.3,
-        "--cluster-threshold",
-        help="Cosine distance at which speaker clusters stop merging.",
-    ),
+    compute_type: str | None = options.stage_option(DiarizeConfig, "compute_type"),
+    vad: str = options.stage_option(DiarizeConfig, "vad"),
+    diarizer: str | None = options.stage_option(DiarizeConfig, "diarizer"),
+    speaker_backend: str = options.stage_option(DiarizeConfig, "speaker_backend"),
+    diarizer_model: str | None = options.stage_option(DiarizeConfig, "diarizer_model"),
+    align_model: str | None = options.stage_option(DiarizeConfig, "align_model"),
+    max_speakers: int | None = options.stage_option(DiarizeConfig, "max_speakers"),
+    num_speakers: int | None = options.stage_option(DiarizeConfig, "num_speakers"),
+    cluster_threshold: float = options.stage_option(ClusterConfig, "threshold"),
+    speaker_model: str | None = options.stage_option(DiarizeConfig, "speaker_model"),
+    cluster_window: float = options.stage_option(ClusterConfig, "window"),
+    cluster_hop: float = options.stage_option(ClusterConfig, "hop"),
+    cluster_min_turn: float = options.stage_option(ClusterConfig, "min_turn"),
 ) -> None:
     """Transcribe each clip with word timestamps and split it into single-speaker utterances."""
-    from m3cli.stages.diarize import ClusterConfig, DiarizeConfig, diarize_records
+    from m3cli.stages.diarize import diarize_records
 
     settings = context.settings(ctx, device=device)
-    config = DiarizeConfig(
-        backend=backend,
-        model=model,
-        language=language,
-        compute_type=compute_type,
-        vad=vad,
-        diarizer=diarizer,
-        diarizer_model=diarizer_model,
-        align_model=align_model,
-        speaker_backend=speaker_backend,
-        max_speakers=max_speakers,
-        num_speakers=speakers,
-        cluster=ClusterConfig(threshold=cluster_threshold),
-    )
+    config = options.stage_config(DiarizeConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
     run = context.run_context(ctx, settings)
     stream.write_records(diarize_records(records, config, run), output)

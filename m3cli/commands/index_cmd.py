@@ -7,7 +7,8 @@ import time
 
 import typer
 
-from m3cli import context, stream
+from m3cli import context, options, stream
+from m3cli.stages.configs.index import IndexConfig
 from m3cli.terminal import safe
 
 log = logging.getLogger(__name__)
@@ -32,15 +33,14 @@ def index(
     embed_backend: str | None = typer.Option(
         None, "--embed-backend", help="local (bundled MiniLM, onnxruntime), torch or openai."
     ),
-    no_fts: bool = typer.Option(False, "--no-fts", help="Do not build the full-text index on node text."),
-    ann_min_rows: int = typer.Option(
-        50_000, "--ann-min-rows", help="Build a vector index once nodes reach this many rows."
-    ),
+    fts: bool = options.stage_option(IndexConfig, "fts"),
+    ann_min_rows: int = options.stage_option(IndexConfig, "ann_min_rows"),
+    embed_batch: int = options.stage_option(IndexConfig, "embed_batch"),
 ) -> None:
     """Write memory records into a LanceDB dataset (nodes, edges, entities, clips); appends are idempotent."""
     from m3cli.stages.core.common import RunContext
     from m3cli.stages.core.memory_store import make_text_embedder
-    from m3cli.stages.index import IndexConfig, index_records
+    from m3cli.stages.index import index_records
 
     settings = context.settings(ctx, **{"embed.backend": embed_backend})
     records = stream.read_records(inputs or ["-"])
@@ -51,7 +51,7 @@ def index(
         progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total, unit="video"),
     )
     stats = index_records(
-        records, output, embedder, IndexConfig(fts=not no_fts, ann_min_rows=ann_min_rows), run
+        records, output, embedder, options.stage_config(IndexConfig, ctx.params), run
     )
     if not context.state(ctx).quiet:
         from m3cli.stages.core.summary import characters_in, summary_line

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from m3cli import context, options, stream
+from m3cli.stages.configs.link import LinkConfig
 
 EPILOG = """\b
 Examples:
@@ -27,53 +28,26 @@ def link(
     ctx: typer.Context,
     inputs: list[str] = options.inputs_argument(),
     output: str | None = options.output_option(),
-    method: str = typer.Option(
-        "seen", "--method", help="Face-voice evidence: seen (who is seen speaking) or meta (meta-clips)."
-    ),
-    p: float = typer.Option(0.5, "--p", help="Share of a node's votes its top edge needs (Algorithm 2)."),
-    min_weight: float | None = typer.Option(
-        None,
-        "--min-weight",
-        help="Edges lighter than this are noise [seen: 1 s of evidence; meta: 2 windows].",
-        show_default=False,
-    ),
-    window: float = typer.Option(5.0, "--window", help="meta: longest meta-clip window, seconds."),
-    min_overlap: float = typer.Option(
-        0.5, "--min-overlap", help="meta: seconds a face/voice must be present in a window to count."
-    ),
-    moving: float = typer.Option(
-        0.02, "--moving", help="seen: mouth-opening spread (eye distances) that counts as moving lips."
-    ),
-    llm_weight: float = typer.Option(
-        1.0, "--llm-weight", help="Weight of one LLM 'Equivalence' line (seconds under seen; 0 ignores them)."
-    ),
-    llm_only: bool = typer.Option(
-        False, "--llm-only", "--no-meta", help="Only LLM equivalences vote (no perception evidence)."
-    ),
-    split_voices: bool = typer.Option(
-        True,
-        "--split-voices/--no-split-voices",
-        help="seen: split a voice that two faces are each seen speaking alone (see the README).",
-    ),
+    method: str = options.stage_option(LinkConfig, "method"),
+    p: float = options.stage_option(LinkConfig, "p"),
+    min_weight: float | None = options.stage_option(LinkConfig, "min_weight"),
+    window: float = options.stage_option(LinkConfig, "window"),
+    min_overlap: float = options.stage_option(LinkConfig, "min_overlap"),
+    moving: float = options.stage_option(LinkConfig, "moving"),
+    llm_weight: float = options.stage_option(LinkConfig, "llm_weight"),
+    perception: bool = options.stage_option(LinkConfig, "perception"),
+    split_voices: bool = options.stage_option(LinkConfig, "split_voices"),
     recompute: bool = typer.Option(
         False, "--recompute", help="Recompute every clip's votes instead of reusing link.votes."
     ),
+    smooth: float = options.stage_option(LinkConfig, "smooth"),
+    min_piece: float = options.stage_option(LinkConfig, "min_piece"),
 ) -> None:
     """Link faces and voices into <character_k> ids by voting over the whole video."""
-    from m3cli.stages.link import LinkConfig, link_records
+    from m3cli.stages.link import link_records
 
     context.settings(ctx)
-    config = LinkConfig(
-        method=method,
-        p=p,
-        min_weight=min_weight,
-        window=window,
-        min_overlap=min_overlap,
-        moving=moving,
-        llm_weight=llm_weight,
-        perception=not llm_only,
-        split_voices=split_voices,
-    )
+    config = options.stage_config(LinkConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
     stream.write_records(link_records(records, config, reuse=not recompute), output)
 

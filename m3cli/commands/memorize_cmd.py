@@ -7,6 +7,7 @@ import logging
 import typer
 
 from m3cli import context, options, stream
+from m3cli.stages.configs.memorize import MemorizeConfig
 
 log = logging.getLogger(__name__)
 
@@ -37,60 +38,37 @@ def memorize(
     llm_api_key: str | None = typer.Option(
         None, "--llm-api-key", help="API key (env M3_LLM_API_KEY); local servers need none."
     ),
-    frames: int = typer.Option(8, "--frames", help="Frames sampled per clip and sent to the LLM (0-32)."),
-    max_side: int = typer.Option(
-        512, "--max-side", help="Longest side of frames and crops sent to the LLM (px)."
-    ),
-    no_semantic: bool = typer.Option(False, "--no-semantic", help="Ablation: episodic memory only."),
-    no_equivalence: bool = typer.Option(
-        False, "--no-equivalence", help="Ablation: no face-voice equivalence lines."
-    ),
+    frames: int = options.stage_option(MemorizeConfig, "frames"),
+    max_side: int = options.stage_option(MemorizeConfig, "max_side"),
+    semantic: bool = options.stage_option(MemorizeConfig, "semantic"),
+    equivalence: bool = options.stage_option(MemorizeConfig, "equivalence"),
     offline: bool = typer.Option(
         False, "--offline", help="Use the deterministic offline memorizer even if an LLM is configured."
     ),
-    jobs: int = typer.Option(4, "--jobs", "-j", help="Concurrent LLM requests."),
+    jobs: int = options.stage_option(MemorizeConfig, "jobs"),
     strict: bool = typer.Option(
         False,
         "--strict",
         help="Exit 1 when any clip fell back to the offline memorizer, or when an LLM server is set "
         "without a model (the records are still written).",
     ),
-    images: bool | None = typer.Option(
-        None,
-        "--images/--no-images",
-        help="Send frames and face crops (default: unless the server refused images before).",
-    ),
-    audio: bool | None = typer.Option(
-        None,
-        "--audio/--no-audio",
-        help="Send the clip's audio (default: only to models known or named to listen, e.g. *Omni*).",
-    ),
-    prompt_style: str = typer.Option(
-        "m3",
-        "--prompt-style",
-        help="m3 (lines with kinds and times) or m3-agent (the plain lists of sentences M3-Agent's "
-        "memorization checkpoint was trained to write).",
-    ),
+    images: bool | None = options.stage_option(MemorizeConfig, "images"),
+    audio: bool | None = options.stage_option(MemorizeConfig, "audio"),
+    prompt_style: str = options.stage_option(MemorizeConfig, "prompt_style"),
+    jpeg_quality: int = options.stage_option(MemorizeConfig, "jpeg_quality"),
+    repairs: int = options.stage_option(MemorizeConfig, "repairs"),
+    max_audio_s: float = options.stage_option(MemorizeConfig, "max_audio_s"),
 ) -> None:
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
     from m3cli.stages.backends.llm import client_from_settings
     from m3cli.stages.core.common import RunContext
     from m3cli.stages.core.errors import InputError, M3Error
-    from m3cli.stages.memorize import MemorizeConfig, memorize_records
+    from m3cli.stages.memorize import memorize_records
 
     settings = context.settings(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
     )
-    config = MemorizeConfig(
-        frames=frames,
-        max_side=max_side,
-        semantic=not no_semantic,
-        equivalence=not no_equivalence,
-        jobs=jobs,
-        images=images,
-        audio=audio,
-        prompt_style=prompt_style,
-    )
+    config = options.stage_config(MemorizeConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
     if strict and not offline and settings.llm.base_url and not settings.llm.model:
         raise InputError(

@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from m3cli import context, options, stream
+from m3cli.stages.configs.segment import SegmentConfig
 from m3cli.stages.core.errors import M3Error
 from m3cli.terminal import error_line
 
@@ -26,23 +27,19 @@ def segment(
     videos: list[Path] = typer.Argument(
         ..., help="Video files (any container/codec FFmpeg reads).", show_default=False
     ),
-    clip_seconds: float = typer.Option(
-        30.0, "--clip-seconds", "-l", help="Clip length in seconds; the last clip is the remainder."
-    ),
-    audio_track: int = typer.Option(
-        0, "--audio-track", help="Audio track to hear (0: the first); a file with several says which it uses."
-    ),
+    clip_seconds: float = options.stage_option(SegmentConfig, "clip_seconds"),
+    audio_track: int = options.stage_option(SegmentConfig, "audio_track"),
     output: str | None = options.output_option(),
     keep_going: bool = typer.Option(
         False, "--keep-going", "-k", help="Report a bad video and go on with the others (exit 1 at the end)."
     ),
 ) -> None:
     """Cut videos into fixed-length clips: one m3.clip/1 record per clip on stdout."""
-    from m3cli.stages.segment import SegmentConfig, segment_video
+    from m3cli.stages.segment import segment_video
 
     settings = context.settings(ctx)
     cache = context.cache(settings)
-    config = SegmentConfig(clip_seconds=clip_seconds, audio_track=audio_track)
+    config = options.stage_config(SegmentConfig, ctx.params)
     records = []
     failures = 0
     for video in context.progress(ctx, videos, "segment", unit="video"):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from m3cli import context, options, stream
+from m3cli.stages.configs.sight import SightConfig
 
 EPILOG = """\b
 Examples:
@@ -17,44 +18,26 @@ Examples:
 def sight(
     ctx: typer.Context,
     inputs: list[str] = options.inputs_argument(),
-    fps: float = typer.Option(2.0, "--fps", help="Frames compared per second when choosing keyframes."),
-    every: float = typer.Option(10.0, "--every", help="At least one keyframe per this many seconds."),
-    change: float = typer.Option(
-        0.3, "--change", help="Difference (0..1) between neighbouring samples that starts a new segment."
-    ),
-    drift: float = typer.Option(
-        0.5, "--drift", help="Difference (0..1) from a segment's first sample that starts a new one."
-    ),
-    det_side: int = typer.Option(960, "--det-side", help="Longer side (px) the text detector sees."),
-    gate_side: int = typer.Option(
-        480, "--gate-side", help="Side (px) of the first, cheap text detection on every keyframe; 0: none."
-    ),
-    min_text_score: float = typer.Option(
-        0.8, "--min-text-score", help="Drop text lines recognised with less confidence than this."
-    ),
-    text: bool = typer.Option(True, "--text/--no-text", help="Read on-screen text."),
-    tags: bool = typer.Option(True, "--tags/--no-tags", help="Tag objects and scenes (ImageNet classes)."),
-    tag_threshold: float | None = typer.Option(
-        None, "--tag-threshold", help="Keep tags at least this probable [measured by `m3 eval sight`]."
-    ),
+    fps: float = options.stage_option(SightConfig, "fps"),
+    every: float = options.stage_option(SightConfig, "every"),
+    change: float = options.stage_option(SightConfig, "change"),
+    drift: float = options.stage_option(SightConfig, "drift"),
+    det_side: int = options.stage_option(SightConfig, "det_side"),
+    gate_side: int = options.stage_option(SightConfig, "gate_side"),
+    min_text_score: float = options.stage_option(SightConfig, "min_text_score"),
+    text: bool = options.stage_option(SightConfig, "text"),
+    tags: bool = options.stage_option(SightConfig, "tags"),
+    tag_threshold: float = options.stage_option(SightConfig, "tag_threshold"),
+    frame_side: int = options.stage_option(SightConfig, "frame_side"),
+    min_chars: int = options.stage_option(SightConfig, "min_chars"),
+    max_tags: int = options.stage_option(SightConfig, "max_tags"),
     output: str | None = options.output_option(),
 ) -> None:
     """Keyframes, on-screen text and object/scene tags per clip (offline OCR and ImageNet tags)."""
-    from m3cli.stages.sight import DEFAULT_TAG_THRESHOLD, SightConfig, SightModels, run_sight
+    from m3cli.stages.sight import SightModels, run_sight
 
     settings = context.settings(ctx)
-    config = SightConfig(
-        fps=fps,
-        every=every,
-        change=change,
-        drift=drift,
-        det_side=det_side,
-        gate_side=gate_side,
-        min_text_score=min_text_score,
-        text=text,
-        tags=tags,
-        tag_threshold=DEFAULT_TAG_THRESHOLD if tag_threshold is None else tag_threshold,
-    )
+    config = options.stage_config(SightConfig, ctx.params)
     records = stream.read_records(inputs or [stream.STDIO])  # bad input fails before any model loads
     run = context.run_context(ctx, settings)
     models = SightModels(config)

