@@ -123,16 +123,21 @@ def progress(
     )
 
 
-def run_context(ctx: typer.Context, s: Settings, unit: str = "clip") -> RunContext:
-    """The stages' view of this command: its cache, device and a stderr progress bar."""
+def run_context(ctx: typer.Context, s: Settings | None, unit: str = "clip") -> RunContext:
+    """The stages' view of this command: its cache, device and a stderr progress bar; every command
+    that runs a stage builds it here, so each checks ``--device`` before any model loads.
+
+    ``s`` None: a command that reads a finished memory and runs no model (`m3 report`) gets the
+    progress bar alone, with no cache and no device to check."""
     from m3cli.stages.core.common import RunContext
     from m3cli.stages.core.devices import check_device
-
-    check_device(s.device)  # `--device cuda` without a GPU: one line now, not a backend's riddle later
 
     def bar(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
         return progress(ctx, items, desc, total, unit=unit)
 
+    if s is None:
+        return RunContext(progress=bar)
+    check_device(s.device)  # `--device cuda` without a GPU: one line now, not a backend's riddle later
     return RunContext(cache=cache(s), device=s.device, progress=bar)
 
 

@@ -82,6 +82,15 @@ def test_a_command_keeps_its_own_option_of_the_same_name(segmented, cache_dir):
     assert proc.returncode == 1 and proc.stderr == b"m3: error: --device 'bogus': use cpu, cuda or cuda:N\n"
 
 
+@pytest.mark.parametrize("name", ["memorize", "abstract", "index"])
+def test_every_stage_command_checks_the_device_before_it_runs(name, segmented, tmp_path, cache_dir):
+    # memorize, abstract and index once built their run context by hand and never looked at --device
+    args = ["-o", str(tmp_path / "mem.lance")] if name == "index" else ["--offline"]
+    proc = run_m3("--device", "bogus", name, *args, segmented)
+    assert proc.returncode == 1 and proc.stderr == b"m3: error: --device 'bogus': use cpu, cuda or cuda:N\n"
+    assert not (tmp_path / "mem.lance").exists()
+
+
 # ------------------------------------------------------------------------ --device cuda, no GPU
 
 

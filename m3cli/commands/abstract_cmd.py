@@ -46,7 +46,6 @@ def abstract(
     """Summarise characters, relationships, clips and the video; link related facts."""
     from m3cli.stages.abstract import abstract_records
     from m3cli.stages.backends.llm import client_from_settings
-    from m3cli.stages.core.common import RunContext
     from m3cli.stages.core.memory_store import make_text_embedder
 
     settings = context.settings(
@@ -60,13 +59,9 @@ def abstract(
     )
     config = options.stage_config(AbstractConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
+    run = context.run_context(ctx, settings)
     client = None if offline else client_from_settings(settings.llm)
     embedder = None if not config.embed else make_text_embedder(settings.embed, settings.device)
-    run = RunContext(
-        cache=context.cache(settings),
-        device=settings.device,
-        progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total),
-    )
     stream.write_records(abstract_records(records, config, client, embedder, run), output)
 
 

@@ -38,18 +38,13 @@ def index(
     embed_batch: int = options.stage_option(IndexConfig, "embed_batch"),
 ) -> None:
     """Write memory records into a LanceDB dataset (nodes, edges, entities, clips); appends are idempotent."""
-    from m3cli.stages.core.common import RunContext
     from m3cli.stages.core.memory_store import make_text_embedder
     from m3cli.stages.index import index_records
 
     settings = context.settings(ctx, **{"embed.backend": embed_backend})
     records = stream.read_records(inputs or ["-"])
+    run = context.run_context(ctx, settings, unit="video")
     embedder = make_text_embedder(settings.embed, settings.device)
-    run = RunContext(
-        cache=context.cache(settings),
-        device=settings.device,
-        progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total, unit="video"),
-    )
     stats = index_records(
         records, output, embedder, options.stage_config(IndexConfig, ctx.params), run
     )

@@ -61,7 +61,6 @@ def memorize(
 ) -> None:
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
     from m3cli.stages.backends.llm import client_from_settings
-    from m3cli.stages.core.common import RunContext
     from m3cli.stages.core.errors import InputError, M3Error
     from m3cli.stages.memorize import memorize_records
 
@@ -75,14 +74,10 @@ def memorize(
             "an LLM server is set (llm.base_url) but no model: give --llm-model or M3_LLM_MODEL "
             "(--strict refuses to fall back to the offline memorizer)"
         )
+    run = context.run_context(ctx, settings)
     client = None if offline else client_from_settings(settings.llm)
     if client is None:
         log.info("no LLM configured (or --offline): using the offline memorizer")
-    run = RunContext(
-        cache=context.cache(settings),
-        device=settings.device,
-        progress=lambda items, desc="", total=None: context.progress(ctx, items, desc, total),
-    )
     out = memorize_records(records, config, client, run)
     fallbacks = [r for r in out if r.memory and r.memory.fallback]
     if client is not None:

@@ -37,14 +37,9 @@ def report(
     max_clips: int = typer.Option(400, "--max-clips", min=1, help="Clips per video on one page."),
 ) -> None:
     """Write one offline HTML page of a memory: timeline, character cards, answers, search, graphs."""
-    from m3cli.stages.core.common import RunContext
     from m3cli.stages.report import ReportLimits, parse_range, write_report
 
-    run = RunContext(
-        progress=lambda items, desc="", total=None: context.progress(
-            ctx, items, desc, total, unit="character"
-        ),
-    )
+    run = context.run_context(ctx, None, unit="character")  # reads a memory: no cache, no device
     stats = write_report(
         memory, output, video, parse_range(clips), answers, ReportLimits(max_clips=max_clips), run
     )
