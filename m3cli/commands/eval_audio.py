@@ -106,16 +106,9 @@ def diarization(
     with two or more speakers and how much of it the turns also mark as overlap; ``spk ref/hyp`` the
     reference speakers with at least 3 s of speech and the speakers found."""
     from m3cli.stages.core.errors import InputError
-    from m3cli.stages.diarize import ClusterConfig, DiarizeConfig, diarize_file, speaker_turns_file
-    from m3cli.stages.eval.audio import (
-        Tally,
-        collect_items,
-        diarization_error,
-        overlap_agreement,
-        read_manifest,
-        speakers_heard,
-        untranscribed,
-    )
+    from m3cli.stages.diarize import ClusterConfig, DiarizeConfig
+    from m3cli.stages.eval.audio import collect_items, read_manifest
+    from m3cli.stages.eval.speech import score_diarization
 
     items, skipped = [], []
     if manifest is not None:
@@ -134,58 +127,14 @@ def diarization(
         num_speakers=speakers,
         cluster=ClusterConfig(threshold=cluster_threshold),
     )
-    run = _run_context(ctx, device)
-    sources = ("turns",) if turns_only else ("turns", "utterances")
-    results = []
-    tallies: dict[tuple[str, str], Tally] = {}
-    lost: dict[str, float] = {}  # seconds of reference speech in turns but in no utterance, per group
-    for item in run.progress(items, desc="eval diarization", total=len(items)):
-        if turns_only:
-            hyps = {
-                "turns": [(t.start, t.end, t.speaker) for t in speaker_turns_file(item.path, config, run)]
-            }
-        else:
-            res = diarize_file(item.path, config, run)
-            hyps = {
-                "turns": [(t.start, t.end, t.speaker) for t in res.turns],
-                "utterances": [(u["start"], u["end"], u["speaker_local"]) for u in res.utterances],
-            }
-        overlap = overlap_agreement(item.ref, hyps["turns"], item.uem)
-        entry = {
-            "file": str(item.path),
-            "uri": item.uri,
-            "group": item.group,
-            "ref_speakers": len({t[2] for t in item.ref}),
-            "ref_speakers_3s": speakers_heard(item.ref),
-            "overlap": overlap,
-        }
-        if not turns_only:
-            entry["untranscribed"] = untranscribed(hyps["turns"], hyps["utterances"], item.ref, item.uem)
-            lost[item.group] = lost.get(item.group, 0.0) + entry["untranscribed"]
-            lost["ALL"] = lost.get("ALL", 0.0) + entry["untranscribed"]
-        for source in sources:
-            d = diarization_error(item.ref, hyps[source], item.uem, collar=collar)
-            entry[source] = {**d.as_dict(), "hyp_speakers": len({h[2] for h in hyps[source]})}
-            for key in ((item.group, source), ("ALL", source)):
-                tallies.setdefault(key, Tally()).add(d, overlap)
-        results.append(entry)
-    overall = {src: round(tallies[("ALL", src)].der, 6) for src in sources}
-    groups = list(dict.fromkeys(e["group"] for e in results))
+    report = score_diarization(items, config, _run_context(ctx, device), collar, turns_only)
+    report.skipped = skipped
     if as_json:
-        pooled = {g: {src: tallies[(g, src)].as_dict() for src in sources} for g in [*groups, "ALL"]}
-        out = {
-            "collar": collar,
-            "files": results,
-            "groups": pooled,
-            "overall_der": overall,
-            "untranscribed": {g: round(v, 3) for g, v in lost.items()},
-            "skipped": skipped,
-        }
-        typer.echo(json.dumps(out, indent=2))
+        typer.echo(json.dumps(report.as_json(), indent=2))
         return
     rows = []
-    for e in results:
-        for src in sources:
+    for e in report.files:
+        for src in report.sources:
             d = e[src]
             o = e["overlap"]
             rows.append(
@@ -203,9 +152,9 @@ def diarization(
                     f"{e['untranscribed']:.2f}" if src == "utterances" else "",
                 ]
             )
-    for g in [*groups, "ALL"]:
-        for src in sources:
-            t = tallies[(g, src)]
+    for g in [*report.groups, "ALL"]:
+        for src in report.sources:
+            t = report.tallies[(g, src)]
             rows.append(
                 [
                     "ALL" if g == "ALL" else f"[{safe(g)}]",
@@ -218,7 +167,7 @@ def diarization(
                     f"{t.total:.2f}",
                     "",
                     f"{t.overlap_ref:.1f}/{t.overlap_flagged:.1f}",
-                    f"{lost.get(g, 0.0):.2f}" if src == "utterances" else "",
+                    f"{report.lost.get(g, 0.0):.2f}" if src == "utterances" else "",
                 ]
             )
     header = ["file", "group", "from", "DER", "missed", "false_al", "confusion", "speech", "spk ref/hyp"]
@@ -248,24 +197,18 @@ def asr(
 ) -> None:
     """Word error rate of `m3 diarize`'s transcript (lowercased, punctuation stripped) against a reference."""
     from m3cli.stages.core.errors import InputError
-    from m3cli.stages.diarize import DiarizeConfig, diarize_file
-    from m3cli.stages.eval.audio import untranscribed, word_error
+    from m3cli.stages.diarize import DiarizeConfig
+    from m3cli.stages.eval.speech import score_asr
 
     try:
         reference = ref.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{ref}: cannot read the reference transcript: {exc}") from None
-    res = diarize_file(
-        media_file, DiarizeConfig(model=model, language=language, vad=vad), _run_context(ctx, device)
-    )
-    hypothesis = " ".join(u["text"] for u in res.utterances)
-    w = word_error(reference, hypothesis)
-    lost = untranscribed(
-        [(t.start, t.end, t.speaker) for t in res.turns],
-        [(u["start"], u["end"], u["speaker_local"]) for u in res.utterances],
-    )
+    config = DiarizeConfig(model=model, language=language, vad=vad)
+    report = score_asr(media_file, reference, config, _run_context(ctx, device))
+    w, lost = report.wer, report.untranscribed
     if as_json:
-        typer.echo(json.dumps({"file": str(media_file), **w.as_dict(), "untranscribed": lost}, indent=2))
+        typer.echo(json.dumps(report.as_json(), indent=2))
         return
     echo(
         _table(
