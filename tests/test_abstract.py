@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from memory_helpers import clip
 
-from m3cli.stages.abstract import AbstractConfig, abstract_records, polarity_form
+from m3cli.stages.abstract import AbstractConfig, abstract_records
+from m3cli.stages.abstract_conflicts import polarity_form
 from m3cli.stages.backends.llm import LlmClient
 from m3cli.stages.link import LinkConfig, link_records
 from m3cli.stages.memorize import MemorizeConfig, memorize_records
