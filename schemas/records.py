@@ -332,29 +332,30 @@ class ClipRecord(_Open):
 
 
 class AnswerEvidence(_Open):
-    """One clip an answer rests on, with the lines quoted from it."""
+    """One clip an answer rests on, with the lines quoted from it. Fields are declared in the order a
+    record writes them (``file`` only on retrieval-only answers)."""
 
     video: str
+    file: str | None = None  # the file name of the line's video (retrieval-only answers)
     clip: int
     start: float | None
     end: float | None
     node_ids: list[str]
     quote: str | None
     characters: list[dict[str, Any]]
-    file: str | None = None  # the file name of the line's video (retrieval-only answers)
 
 
 class AnswerRound(_Open):
-    """One round of the search-then-answer loop, as the model saw it."""
+    """One round of the search-then-answer loop, as the model saw it (fields in the order written)."""
 
     round: int = Field(ge=1)
+    forced: bool | None = None
     reasoning: str | None
     action: str | None
     tool: str | None
     query: str | None
     results: list[dict[str, Any]]
     error: str | None
-    forced: bool | None = None
     note: str | None = None
     observation: str | None = None
     seconds: float | None = None
@@ -366,31 +367,41 @@ class AnswerTokens(_Open):
 
 
 class AnswerRecord(_Open):
-    """A ``m3.answer/1`` record: one question, its answer, the evidence and the full trajectory."""
+    """A ``m3.answer/1`` record: one question, its answer, the evidence and the full trajectory.
+
+    The ask loop builds one per question and writes :meth:`to_json`: the fields it set, in the order
+    declared here (required first, then the optional ones a question's kind adds), so two runs of one
+    question write the same bytes.
+    """
 
     schema_: Literal["m3.answer/1"] = Field(alias="schema")
+    id: str | None = None
     question: str
-    answer: str | None
+    video: str | None = None
+    before_clip: int | None = Field(default=None, ge=0)
     mode: Literal["llm", "retrieval-only"]
+    answer: str | None
     evidence: list[AnswerEvidence]
     trajectory: list[AnswerRound]
     rounds: int = Field(ge=0)
     tokens: AnswerTokens
     latency_s: float = Field(ge=0)
-    error: str | None
-    id: str | None = None
-    video: str | None = None
-    before_clip: int | None = Field(default=None, ge=0)
     llm_s: float | None = Field(default=None, ge=0)
     model: str | None = None
     prompt_version: str | None = None
     config: dict[str, Any] | None = None
     memory: str | None = None
-    eval: dict[str, Any] | None = None
+    error: str | None
+    options: list[str] | None = None
     answer_raw: str | None = None
     unnamed: list[str] | None = None
-    cited: list[str] | None = None
-    options: list[str] | None = None
     choice: str | None = None
     choice_support: list[float] | None = None
+    cited: list[str] | None = None
     answer_text: str | None = None
+    eval: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as plain data for a JSON writer: every field that was set (a null one too), none that
+        was not, each value as it was set (no coercion, so the bytes written do not depend on the model)."""
+        return self.model_dump(by_alias=True, exclude_unset=True)

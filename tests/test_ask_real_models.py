@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from m3cli.schemas.records import AnswerRound
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.guards import check_query, clean_answer, is_placeholder
 from m3cli.stages.ask.loop import Question
@@ -94,7 +95,11 @@ def test_placeholders(content, expected):
 
 
 def test_check_query_only_flags_exact_repeats_of_successful_rounds():
-    history = [{"round": 1, "tool": "search", "query": "coffee", "error": None, "action": "Search"}]
+    history = [
+        AnswerRound(
+            round=1, reasoning=None, action="Search", tool="search", query="coffee", results=[], error=None
+        )
+    ]
     assert "already ran" in check_query("Search", "search", "Coffee", history)
     assert check_query("Search", "search", "coffee in the morning", history) is None
     assert check_query("SearchClip", "search_clip", "coffee", history) is None

@@ -13,8 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from m3cli.stages.ask.tools import MAX_QUERY_CHARS
+
+if TYPE_CHECKING:
+    from m3cli.schemas.records import AnswerRound
 
 #: Placeholders the prompts (ours and M3-Agent's) could suggest; a query equal to one is no query.
 PLACEHOLDERS = frozenset(
@@ -86,7 +90,7 @@ def echoes_m3(text: str) -> bool:
     return any(marker in low for marker in ECHO_MARKERS)
 
 
-def check_query(tag: str, tool: str, content: str, history: Iterable[dict]) -> str | None:
+def check_query(tag: str, tool: str, content: str, history: Iterable[AnswerRound]) -> str | None:
     """Why this tool call is a wasted round (placeholder, repeat, echo of m3's text), or None if it is not."""
     if is_placeholder(content) or _TEMPLATE.search(content):
         return (
@@ -100,16 +104,16 @@ def check_query(tag: str, tool: str, content: str, history: Iterable[dict]) -> s
         )
     mine = _norm(content)
     for step in history:
-        said = " ".join(str(step.get(k) or "") for k in ("error", "note"))
+        said = " ".join(str(x or "") for x in (step.error, step.note))
         if len(mine) >= 20 and mine in _norm(said):
             return (
                 "that repeats m3's previous error message instead of a query: write a short query "
                 "for the information you still need"
             )
-        if step.get("tool") == tool and not step.get("error"):
-            if _norm(str(step.get("query") or "")) == mine:
+        if step.tool == tool and not step.error:
+            if _norm(str(step.query or "")) == mine:
                 return (
-                    f"you already ran [{tag}] {content.strip()[:80]!r} in round {step['round']} and have its "
+                    f"you already ran [{tag}] {content.strip()[:80]!r} in round {step.round} and have its "
                     "results: search for something different (other words, a character id, a time "
                     "window) or give the [Answer]"
                 )

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from m3cli.schemas.records import AnswerEvidence, AnswerRecord, AnswerRound, AnswerTokens
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.actions import ToolError, parse_action, split_reasoning
 from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_placeholder, known_names
@@ -177,6 +178,7 @@ class Asker:
 
     # ------------------------------------------------------------------ one question
     def ask(self, q: Question) -> dict[str, Any]:
+        """One ``m3.answer/1`` record (as JSON data) for ``q``; a failure is recorded in its ``error``."""
         started = time.perf_counter()
         record = self._blank(q)
         try:
@@ -195,7 +197,7 @@ class Asker:
                 multi_video=scope.video is None and len(self.memory.videos()) > 1,
             )
             if q.options:
-                record["options"] = list(q.options)
+                record.options = list(q.options)
             if self.llm is None:
                 self._retrieval_only(q.question, ctx, record, q.options)
             else:
@@ -207,16 +209,16 @@ class Asker:
                     self._loop(asked, ctx, record)
                 finally:
                     self._ctx = None
-                    record["evidence"] = evidence(ctx, record["answer"], q.question, record.get("cited"))
+                    record.evidence = evidence(ctx, record.answer, q.question, record.cited)
                 if q.options:
-                    record["choice"] = letter_in(record["answer"], len(q.options))
+                    record.choice = letter_in(record.answer, len(q.options))
         except M3Error as exc:
-            record["error"] = str(exc)
+            record.error = str(exc)
         except Exception as exc:  # a bug must not sink a batch of questions; it is logged with its traceback
             log.exception("question %r failed", q.id or q.question)
-            record["error"] = f"internal error: {type(exc).__name__}: {exc}"
-        record["latency_s"] = round(time.perf_counter() - started, 4)
-        return record
+            record.error = f"internal error: {type(exc).__name__}: {exc}"
+        record.latency_s = round(time.perf_counter() - started, 4)
+        return record.to_json()
 
     def ask_many(self, questions: Iterable[Question | dict]) -> Iterator[dict[str, Any]]:
         """One record per question, in order; a bad question becomes a record with ``error`` set."""
@@ -224,35 +226,39 @@ class Asker:
             if isinstance(item, Question):
                 yield self.ask(item)
             else:  # an already-failed input line
-                record = self._blank(
-                    Question(
-                        item.get("question") or "", item.get("id"), item.get("video"), item.get("before_clip")
-                    )
-                )
-                record["error"] = item["error"]
-                yield record
+                q = Question(item.get("question") or "", item.get("id"), item.get("video"))
+                q.before_clip = item.get("before_clip")
+                yield self.failed(q, item["error"])
 
-    def _blank(self, q: Question) -> dict[str, Any]:
-        return {
-            "schema": ANSWER_SCHEMA,
-            "id": q.id,
-            "question": q.question,
-            "video": q.video,
-            "before_clip": q.before_clip,
-            "mode": self.mode,
-            "answer": None,
-            "evidence": [],
-            "trajectory": [],
-            "rounds": 0,
-            "tokens": {"prompt": 0, "completion": 0},
-            "latency_s": 0.0,
-            "llm_s": 0.0,
-            "model": getattr(self.llm, "model", None),
-            "prompt_version": P.prompt_version(self.config.prompt_style),
-            "config": self.config.as_json(),
-            "memory": self.memory_name,
-            "error": None,
-        }
+    def failed(self, q: Question, error: str) -> dict[str, Any]:
+        """The record of a question that was never asked (a bad input line, a video the memory lacks)."""
+        record = self._blank(q)
+        record.error = error
+        return record.to_json()
+
+    def _blank(self, q: Question) -> AnswerRecord:
+        """A record with nothing answered yet. Built without validation: whatever the question was (an
+        over-long one too), it comes back as a record carrying its error, never as an exception."""
+        return AnswerRecord.model_construct(
+            schema=ANSWER_SCHEMA,
+            id=q.id,
+            question=q.question,
+            video=q.video,
+            before_clip=q.before_clip,
+            mode=self.mode,
+            answer=None,
+            evidence=[],
+            trajectory=[],
+            rounds=0,
+            tokens=AnswerTokens.model_construct(prompt=0, completion=0),
+            latency_s=0.0,
+            llm_s=0.0,
+            model=getattr(self.llm, "model", None),
+            prompt_version=P.prompt_version(self.config.prompt_style),
+            config=self.config.as_json(),
+            memory=self.memory_name,
+            error=None,
+        )
 
     def video_id(self, ref: str) -> str:
         """``--video``: a content id of the memory, or the file name (or stem, or path) of one of its
@@ -293,7 +299,7 @@ class Asker:
 
     # ------------------------------------------------------------------ retrieval only
     def _retrieval_only(
-        self, question: str, ctx: ToolContext, record: dict[str, Any], options: list[str] | None = None
+        self, question: str, ctx: ToolContext, record: AnswerRecord, options: list[str] | None = None
     ) -> None:
         """No LLM: the answer computed from the memory's structure (:mod:`m3cli.stages.ask.offline`),
         citing exactly the lines it used; the trajectory shows the retrieved lines with their cosine."""
@@ -305,69 +311,62 @@ class Asker:
             from m3cli.stages.ask.choice import offline_choice
 
             letter, ans, support = offline_choice(answerer, question, options)
-            record["choice"] = letter
-            record["choice_support"] = [round(x, 4) for x in support]
+            record.choice = letter
+            record.choice_support = [round(x, 4) for x in support]
         else:
             ans = answerer.answer(question)
         k = max(self.config.k, RETRIEVAL_K)
         nodes = answerer.retrieved[:k] or [ln.node for ln in ans.cited]
         ctx.remember([ln.node for ln in ans.cited])
-        record["trajectory"].append(
-            {
-                "round": 1,
-                "reasoning": None,
-                "action": "Answer",
-                "tool": "offline",
-                "query": question,
-                "results": _results(ctx, nodes),
-                "error": None,
-                "note": f"question form: {ans.form}" + ("" if ans.supported else " (unsupported)"),
-                "seconds": round(time.perf_counter() - t0, 4),
-            }
+        record.trajectory.append(
+            AnswerRound.model_construct(
+                round=1,
+                reasoning=None,
+                action="Answer",
+                tool="offline",
+                query=question,
+                results=_results(ctx, nodes),
+                error=None,
+                note=f"question form: {ans.form}" + ("" if ans.supported else " (unsupported)"),
+                seconds=round(time.perf_counter() - t0, 4),
+            )
         )
-        record["rounds"] = 1
+        record.rounds = 1
         used = ans.cited if ans.supported else []  # the nearest line of a miss is named, not evidence
-        record["evidence"] = evidence_of(answerer, used)
+        record.evidence = [AnswerEvidence.model_construct(**e) for e in evidence_of(answerer, used)]
         if used:
-            record["cited"] = [ln.node.id for ln in used]
-        record["answer"] = record.get("choice") or ans.text
+            record.cited = [ln.node.id for ln in used]
+        record.answer = record.choice or ans.text
         if options:
-            record["answer_text"] = ans.text
+            record.answer_text = ans.text
 
     # ------------------------------------------------------------------ the LLM loop
-    def _chat(self, messages: list[dict], record: dict[str, Any]) -> Any:
+    def _chat(self, messages: list[dict], record: AnswerRecord) -> Any:
         reply = self.llm.chat(messages, task="ask", max_tokens=self.config.max_tokens)
-        record["tokens"]["prompt"] += reply.prompt_tokens
-        record["tokens"]["completion"] += reply.completion_tokens
-        record["llm_s"] = round(record["llm_s"] + reply.latency_s, 4)
+        _spent(record, reply.prompt_tokens, reply.completion_tokens, reply.latency_s)
         return reply
 
-    def _loop(self, question: str, ctx: ToolContext, record: dict[str, Any]) -> None:
+    def _loop(self, question: str, ctx: ToolContext, record: AnswerRecord) -> None:
         rounds = self.config.rounds
         first = P.first_user_message(question, "", self.instruction)
         if rounds == 1:
             first += "\n\n" + P.LAST_ROUND_PROMPT
         messages = [{"role": "system", "content": self.system_prompt}, {"role": "user", "content": first}]
-        trajectory = record["trajectory"]
+        trajectory = record.trajectory
         for i in range(rounds):
             last = i == rounds - 1
             t0 = time.perf_counter()
             reply = self._chat(messages, record)
-            record["rounds"] = i + 1
+            record.rounds = i + 1
             messages.append({"role": "assistant", "content": reply.text})
-            step: dict[str, Any] = {
-                "round": i + 1,
-                "reasoning": None,
-                "action": None,
-                "tool": None,
-                "query": None,
-                "results": [],
-                "error": None,
-            }
+            step = AnswerRound.model_construct(
+                round=i + 1, reasoning=None, action=None, tool=None, query=None, results=[], error=None
+            )
             data, note = "", ""
             try:
                 action = parse_action(reply.text)
-                step.update(reasoning=action.reasoning[:REASONING_CHARS] or None, action=action.tag)
+                step.reasoning = action.reasoning[:REASONING_CHARS] or None
+                step.action = action.tag
                 if action.tool == "answer":
                     if not action.content:
                         raise ToolError(
@@ -383,34 +382,33 @@ class Asker:
                         raise ToolError(
                             "that [Answer] repeats m3's own message: write the answer to the question itself"
                         )
-                    step.update(tool="answer", query=None)
+                    step.tool, step.query = "answer", None
                     self._set_answer(record, ctx, action.content)
                 elif last:
                     raise ToolError(f"the last round must be [Answer], got [{action.tag}]")
                 else:
-                    step["query"] = action.content[:P_MAX_QUERY]
+                    step.query = action.content[:P_MAX_QUERY]
                     wasted = check_query(action.tag, action.tool or "", action.content, trajectory)
                     if wasted and action.tool in self.config.tools:
                         raise ToolError(wasted)
                     result = run_action(ctx, action, self.config.tools)
-                    step.update(tool=result.tool, query=result.query, results=_results(ctx, result.nodes))
+                    step.tool, step.query = result.tool, result.query
+                    step.results = _results(ctx, result.nodes)
                     if result.note:
-                        step["note"] = result.note
+                        step.note = result.note
                     if result.tool in ("rewatch", "listen"):
-                        step["observation"] = result.lines[0][:1000] if result.lines else None
-                    record["tokens"]["prompt"] += result.prompt_tokens
-                    record["tokens"]["completion"] += result.completion_tokens
-                    record["llm_s"] = round(record["llm_s"] + result.llm_s, 4)
+                        step.observation = result.lines[0][:1000] if result.lines else None
+                    _spent(record, result.prompt_tokens, result.completion_tokens, result.llm_s)
                     tag = P.nonce(question, str(i), result.tool)
                     data = P.data_block(tag, f'round="{i + 1}" tool="{result.tool}"', result.lines)
             except ToolError as exc:
-                step["error"] = str(exc)
-                if step["reasoning"] is None:
-                    step["reasoning"] = split_reasoning(reply.text)[1].strip()[:REASONING_CHARS] or None
+                step.error = str(exc)
+                if step.reasoning is None:
+                    step.reasoning = split_reasoning(reply.text)[1].strip()[:REASONING_CHARS] or None
                 note = f"Your previous action was rejected: {exc}. {P.NO_INSTRUCTION}"
-            step["seconds"] = round(time.perf_counter() - t0, 4)
+            step.seconds = round(time.perf_counter() - t0, 4)
             trajectory.append(step)
-            if record["answer"] is not None or last:
+            if record.answer is not None or last:
                 break
             messages.append(
                 {
@@ -420,10 +418,10 @@ class Asker:
                     ),
                 }
             )
-        if record["answer"] is None:
+        if record.answer is None:
             self._force_answer(messages, record)
 
-    def _set_answer(self, record: dict[str, Any], ctx: ToolContext | None, raw: str) -> None:
+    def _set_answer(self, record: AnswerRecord, ctx: ToolContext | None, raw: str) -> None:
         """The answer as users read it: no "Answer:" prefixes or [n3] citations, names instead of ids."""
         ctx = ctx or self._ctx
         names: dict[str, str | None] = {}
@@ -435,52 +433,60 @@ class Asker:
         clean = clean_answer(raw, names)
         if ctx is not None:
             cited_ids = [ctx.aliases[a] for a in clean.cited if a in ctx.aliases]
-        record["answer"] = clean.text or raw.strip()
-        if record["answer"] != raw.strip():
-            record["answer_raw"] = raw.strip()
+        record.answer = clean.text or raw.strip()
+        if record.answer != raw.strip():
+            record.answer_raw = raw.strip()
         if clean.unnamed:
-            record["unnamed"] = clean.unnamed
+            record.unnamed = clean.unnamed
         if cited_ids:
-            record["cited"] = cited_ids
+            record.cited = cited_ids
 
-    def _force_answer(self, messages: list[dict], record: dict[str, Any]) -> None:
+    def _force_answer(self, messages: list[dict], record: AnswerRecord) -> None:
         """The last round did not answer: ask once more for an answer only (bounded, recorded)."""
         messages.append({"role": "user", "content": P.FORCE_ANSWER_PROMPT})
         t0 = time.perf_counter()
         reply = self._chat(messages, record)
-        step: dict[str, Any] = {
-            "round": record["rounds"],
-            "forced": True,
-            "reasoning": None,
-            "action": None,
-            "tool": "answer",
-            "query": None,
-            "results": [],
-            "error": None,
-        }
+        step = AnswerRound.model_construct(
+            round=record.rounds,
+            forced=True,
+            reasoning=None,
+            action=None,
+            tool="answer",
+            query=None,
+            results=[],
+            error=None,
+        )
         try:
             action = parse_action(reply.text)
-            step.update(action=action.tag, reasoning=action.reasoning[:REASONING_CHARS] or None)
+            step.action = action.tag
+            step.reasoning = action.reasoning[:REASONING_CHARS] or None
             if action.tool == "answer" and action.content and echoes_m3(action.content):
-                step["error"] = "the forced answer only repeats m3's own message"
+                step.error = "the forced answer only repeats m3's own message"
             elif action.tool == "answer" and action.content and not is_placeholder(action.content):
                 self._set_answer(record, None, action.content)
             else:
-                step["error"] = f"still no [Answer] (got [{action.tag}])"
+                step.error = f"still no [Answer] (got [{action.tag}])"
         except ToolError:
             text = split_reasoning(reply.text)[1].strip()
             if text and echoes_m3(text):  # m3's prompt echoed back is no answer
-                step["error"] = "the forced answer only repeats m3's own message"
+                step.error = "the forced answer only repeats m3's own message"
             elif text:  # a bare answer without the tag is still an answer
                 self._set_answer(record, None, text[:2000])
-                step["action"] = "Answer"
-                step["note"] = "answer given without the [Answer] tag"
+                step.action = "Answer"
+                step.note = "answer given without the [Answer] tag"
             else:
-                step["error"] = "empty reply"
-        step["seconds"] = round(time.perf_counter() - t0, 4)
-        record["trajectory"].append(step)
-        if record["answer"] is None:
-            record["error"] = f"no [Answer] after {count(record['rounds'], 'round')} and one forced turn"
+                step.error = "empty reply"
+        step.seconds = round(time.perf_counter() - t0, 4)
+        record.trajectory.append(step)
+        if record.answer is None:
+            record.error = f"no [Answer] after {count(record.rounds, 'round')} and one forced turn"
+
+
+def _spent(record: AnswerRecord, prompt: int, completion: int, llm_s: float) -> None:
+    """Add one call's tokens and LLM seconds to the record's running totals."""
+    record.tokens.prompt += prompt
+    record.tokens.completion += completion
+    record.llm_s = round((record.llm_s or 0.0) + llm_s, 4)
 
 
 def _results(ctx: ToolContext, nodes: list[Node]) -> list[dict[str, Any]]:
@@ -516,7 +522,7 @@ def _character_list(ctx: ToolContext, nodes: list[Node]) -> list[dict[str, Any]]
 
 def evidence(
     ctx: ToolContext, answer: str | None, question: str, cited: list[str] | None = None
-) -> list[dict[str, Any]]:
+) -> list[AnswerEvidence]:
     """The clips an answer rests on: nodes the run retrieved, ranked by how much they support it.
 
     Lines the answer cites (``[n3]``) come first; then lines sharing the answer's and the question's
@@ -553,15 +559,15 @@ def evidence(
             nodes[0],
         )
         out.append(
-            {
-                "video": video,
-                "clip": clip,
-                "start": min(starts) if starts else (info.start if info else None),
-                "end": max(ends) if ends else (info.end if info else None),
-                "node_ids": [n.id for n in nodes[:5]],
-                "quote": ctx.text_of(best),
-                "characters": _character_list(ctx, nodes[:5]),
-            }
+            AnswerEvidence.model_construct(
+                video=video,
+                clip=clip,
+                start=min(starts) if starts else (info.start if info else None),
+                end=max(ends) if ends else (info.end if info else None),
+                node_ids=[n.id for n in nodes[:5]],
+                quote=ctx.text_of(best),
+                characters=_character_list(ctx, nodes[:5]),
+            )
         )
     return out
 

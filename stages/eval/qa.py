@@ -273,10 +273,10 @@ def evaluate(
     for it in items:
         vid = mapping.get(it.video_name) or (it.video_name if it.video_name in memory_videos else None)
         if vid is None:
-            record = asker._blank(Question(it.question, it.question_id, None, it.before_clip))
-            record["error"] = (
+            record = asker.failed(
+                Question(it.question, it.question_id, None, it.before_clip),
                 f"no memory for video {it.video_name!r}: pass --map {it.video_name}=VIDEO_ID "
-                "(a video id of the memory)"
+                "(a video id of the memory)",
             )
         else:
             before = it.before_clip
