@@ -266,9 +266,10 @@ def quickstart_memory() -> Path | None:
 
 
 def main() -> str:
-    from m3cli.stages.ask.loop import AskConfig, Asker, Question
+    from m3cli.stages.ask.loop import AskConfig, Asker
     from m3cli.stages.ask.memory import LanceMemory
     from m3cli.stages.ask.nodes import Scope
+    from m3cli.stages.ask.questions import Question
     from m3cli.stages.backends.embed import make_embedder
     from m3cli.stages.core import threads
 

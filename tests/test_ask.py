@@ -10,8 +10,9 @@ import pytest
 from conftest import run_m3
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.actions import ToolError, parse_action
-from m3cli.stages.ask.loop import Asker, Question, parse_kinds, read_questions
+from m3cli.stages.ask.loop import Asker, parse_kinds
 from m3cli.stages.ask.memory import LanceMemory
+from m3cli.stages.ask.questions import Question, load_questions, read_questions
 from m3cli.stages.ask.text import parse_time, stem
 from m3cli.stages.ask.tools import parse_tools
 from m3cli.stages.backends.embed import make_embedder
@@ -79,6 +80,26 @@ def test_small_parsers():
         "q.jsonl:3: 'question' must be a non-empty string",
         "q.jsonl:5: 'before_clip' must be an integer >= 0",
     ]
+
+
+def test_load_questions_one_or_a_batch_with_the_flags_as_defaults(tmp_path):
+    (one,) = load_questions("Who?", None, None, video="v.mp4", before_clip=2, options=["Alice|Bob"])
+    assert (one.question, one.video, one.before_clip, one.options) == ("Who?", "v.mp4", 2, ["Alice", "Bob"])
+    batch = tmp_path / "q.jsonl"
+    batch.write_text('{"question": "Who?", "video": "w.mp4"}\n{"question": "When?", "before_clip": 0}\n')
+    with open(batch, "rb") as stdin:
+        for path, source in ((str(batch), None), ("-", stdin)):
+            first, second = load_questions(None, path, source, video="v.mp4", before_clip=3)
+            assert (first.video, first.before_clip) == ("w.mp4", 3)
+            assert (second.video, second.before_clip) == ("v.mp4", 0)
+    with pytest.raises(InputError, match="either a question or --questions"):
+        load_questions("Who?", str(batch), None)
+    with pytest.raises(InputError, match="at least two options"):
+        load_questions("Who?", None, None, options=["Alice"])
+    with pytest.raises(InputError, match="no question"):
+        load_questions(None, None, None)
+    with pytest.raises(InputError, match="cannot read questions"):
+        load_questions(None, str(tmp_path / "missing.jsonl"), None)
 
 
 P_KINDS = ("episodic", "semantic", "character", "relationship", "clip", "global", "conflict")

@@ -12,8 +12,9 @@ import pytest
 
 from conftest import HAMILTON
 from m3cli.stages.ask import memory as ask_memory_module
-from m3cli.stages.ask.loop import AskConfig, Asker, Question
+from m3cli.stages.ask.loop import AskConfig, Asker
 from m3cli.stages.ask.memory import LanceMemory
+from m3cli.stages.ask.questions import Question
 from m3cli.stages.backends.embed import make_embedder
 from m3cli.stages.backends.llm import LlmClient
 from m3cli.stages.core.errors import InputError

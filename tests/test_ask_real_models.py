@@ -12,7 +12,7 @@ import pytest
 from m3cli.schemas.records import AnswerRound
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.guards import check_query, clean_answer, is_placeholder
-from m3cli.stages.ask.loop import Question
+from m3cli.stages.ask.questions import Question
 from support import ask_memory
 from support.ask_memory import check_answer, make_asker
 

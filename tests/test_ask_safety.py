@@ -4,7 +4,7 @@ and whatever the model answers after reading it, only the validated tools run.""
 from __future__ import annotations
 
 from m3cli.stages.ask import prompts as P
-from m3cli.stages.ask.loop import Question
+from m3cli.stages.ask.questions import Question
 from support import ask_memory
 from support.ask_memory import INJECTION, V, make_asker
 

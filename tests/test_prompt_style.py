@@ -14,7 +14,8 @@ import pytest
 from test_memorize import client_for, talk
 
 from m3cli.stages.ask import prompts as P
-from m3cli.stages.ask.loop import AskConfig, Question
+from m3cli.stages.ask.loop import AskConfig
+from m3cli.stages.ask.questions import Question
 from m3cli.stages.core import memory_prompts as MP
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.memorize import MemorizeConfig, memorize_records

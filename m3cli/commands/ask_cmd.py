@@ -139,7 +139,7 @@ def ask(
 ) -> None:
     """Answer questions from a memory: multi-round search with cited evidence (retrieval-only without LLM)."""
     from m3cli import stream
-    from m3cli.stages.ask.loop import Question, read_questions
+    from m3cli.stages.ask.questions import load_questions
     from m3cli.stages.core.errors import InputError
 
     if fmt not in ("jsonl", "text"):
@@ -147,33 +147,14 @@ def ask(
     settings = context.settings(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
     )
-    if question not in (None, "-") and questions is not None:
-        raise InputError("give either a question or --questions, not both")
-    if question not in (None, "-"):
-        from m3cli.stages.ask.choice import parse_options
-
-        opts = parse_options(options) or None
-        if opts is not None and len(opts) < 2:
-            raise InputError("--options needs at least two options (\"Alice|Bob\" or --options twice)")
-        items: list = [Question(question, None, video, before_clip, options=opts)]
-    else:
-        source = questions or "-"
-        if source == "-":
-            if sys.stdin is None or sys.stdin.isatty():
-                raise InputError(
-                    'no question: give one ("m3 ask mem.lance \\"Who ...?\\"") or pipe JSONL questions'
-                )
-            items = read_questions(sys.stdin.buffer, "<stdin>")
-        else:
-            try:
-                with open(source, "rb") as fh:
-                    items = read_questions(fh, source)
-            except OSError as exc:
-                raise InputError(f"{source}: cannot read questions: {exc.strerror}") from None
-        for item in items:  # flags give defaults for batch lines that do not say
-            if isinstance(item, Question):
-                item.video = item.video if item.video is not None else video
-                item.before_clip = item.before_clip if item.before_clip is not None else before_clip
+    items = load_questions(
+        question,
+        questions,
+        getattr(sys.stdin, "buffer", None),
+        video=video,
+        before_clip=before_clip,
+        options=options,
+    )
     asker = asker_options(
         memory,
         rounds=rounds,

@@ -101,16 +101,12 @@ def qa(
     settings = context.settings(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
     )
-    from m3cli.stages.eval import formats
-
-    items = formats.load(annotations, fmt)
-    mapping = qa_eval.parse_map(maps, map_file)
     filters = qa_eval.Filters(
         limit=limit, types=[t.strip() for t in types.split(",") if t.strip()] if types else None
     )
-    done = qa_eval.read_done(output) if resume else {}
-    todo = qa_eval.select(items, filters, set(done))
-    selected = {it.question_id for it in qa_eval.select(items, filters, set())}
+    plan = qa_eval.load_questions(annotations, fmt, filters, output if resume else None)
+    todo, selected, done = plan.todo, plan.selected, plan.done
+    mapping = qa_eval.parse_map(maps, map_file)
     asker = asker_options(
         memory,
         rounds=rounds,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -31,6 +31,7 @@ from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.actions import ToolError, parse_action, split_reasoning
 from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_placeholder, known_names
 from m3cli.stages.ask.nodes import Node, Scope
+from m3cli.stages.ask.questions import Question
 from m3cli.stages.ask.text import fmt_time, has_quote, overlap, terms
 from m3cli.stages.ask.tools import ToolContext, parse_tools, run_action
 from m3cli.stages.core.errors import InputError, M3Error
@@ -116,16 +117,6 @@ class AskConfig:
         data["tools"] = list(self.tools)
         data["kinds"] = sorted(self.kinds) if self.kinds is not None else None
         return data
-
-
-@dataclass
-class Question:
-    question: str
-    id: str | None = None
-    video: str | None = None
-    before_clip: int | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-    options: list[str] | None = None  # multiple choice: the answer is one letter (A, B, ...)
 
 
 # ============================================================================== the asker
@@ -569,69 +560,6 @@ def evidence(
                 characters=_character_list(ctx, nodes[:5]),
             )
         )
-    return out
-
-
-# ============================================================================== inputs
-
-
-
-def parse_question(obj: Any) -> Question:
-    """One batch input object -> Question; ValueError with a short reason when it is not one."""
-    if not isinstance(obj, dict):
-        raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
-    question = obj.get("question")
-    if not isinstance(question, str) or not question.strip():
-        raise ValueError("'question' must be a non-empty string")
-    qid, video, before = obj.get("id", obj.get("question_id")), obj.get("video"), obj.get("before_clip")
-    if qid is not None and not isinstance(qid, (str, int)):
-        raise ValueError("'id' must be a string")
-    if video is not None and not isinstance(video, str):
-        raise ValueError("'video' must be a string (a video id of the memory)")
-    if before is not None and (isinstance(before, bool) or not isinstance(before, int) or before < 0):
-        raise ValueError("'before_clip' must be an integer >= 0")
-    options = obj.get("options")
-    if isinstance(options, dict):  # {"A": "...", "B": "..."}
-        options = [options[k] for k in sorted(options)]
-    if options is not None and (
-        not isinstance(options, list) or len(options) < 2 or not all(isinstance(o, str) for o in options)
-    ):
-        raise ValueError("'options' must be a list of at least two strings")
-    extra = {
-        k: v
-        for k, v in obj.items()
-        if k not in ("question", "id", "question_id", "video", "before_clip", "options")
-    }
-    from m3cli.stages.ask.choice import parse_options
-
-    opts = parse_options(options) if options else None
-    return Question(question, None if qid is None else str(qid), video, before, extra, opts)
-
-
-def read_questions(lines: Iterable[bytes | str], name: str) -> list[Question | dict]:
-    """Questions from JSONL lines; a bad line becomes ``{"error": "name:line: reason"}`` (a batch goes on)."""
-    import orjson
-
-    out: list[Question | dict] = []
-    for lineno, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        try:
-            obj = orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            out.append({"error": f"{name}:{lineno}: not valid JSON: {exc.msg}"})
-            continue
-        try:
-            out.append(parse_question(obj))
-        except ValueError as exc:
-            bad = obj if isinstance(obj, dict) else {}
-            out.append(
-                {
-                    "error": f"{name}:{lineno}: {exc}",
-                    "question": bad.get("question") if isinstance(bad.get("question"), str) else "",
-                    "id": bad.get("id") if isinstance(bad.get("id"), str) else None,
-                }
-            )
     return out
 
 

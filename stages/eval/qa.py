@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from m3cli.stages.ask import prompts as P
-from m3cli.stages.ask.loop import Question
+from m3cli.stages.ask.questions import Question
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.errors import InputError, M3Error
 
@@ -253,6 +253,31 @@ def read_done(path: Path | None) -> dict[str, dict]:
         for qid, rec in read_done_all(path).items()
         if rec.get("error") is None and (rec.get("eval") or {}).get("judge_error") is None
     }
+
+
+@dataclass
+class QaQuestions:
+    """The questions of one `m3 eval qa` run: those to ask now, and those its summary covers."""
+
+    todo: list[QaItem]
+    selected: set[str]  # question ids under --types/--limit, answered before or not
+    done: dict[str, dict]  # records already answered and judged (--resume), by question id
+
+
+def load_questions(
+    annotations: Path, fmt: str, filters: Filters, resume_from: Path | None = None
+) -> QaQuestions:
+    """Read a question file in ``fmt`` (:mod:`m3cli.stages.eval.formats`), keep what ``filters`` ask
+    for, and leave out what ``resume_from`` (an earlier run's output) already answered and judged."""
+    from m3cli.stages.eval import formats
+
+    items = formats.load(annotations, fmt)
+    done = read_done(resume_from) if resume_from is not None else {}
+    return QaQuestions(
+        todo=select(items, filters, set(done)),
+        selected={it.question_id for it in select(items, filters, set())},
+        done=done,
+    )
 
 
 def evaluate(
