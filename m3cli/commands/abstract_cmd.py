@@ -65,8 +65,5 @@ def abstract(
     stream.write_records(abstract_records(records, config, client, embedder, run), output)
 
 
-RANK = 70
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(abstract)

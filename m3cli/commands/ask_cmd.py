@@ -213,8 +213,5 @@ def _text(record: dict[str, Any]) -> str:
     return safe_lines(render_text(safe_data(record)))
 
 
-RANK = 78
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(ask)

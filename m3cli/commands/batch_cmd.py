@@ -162,8 +162,5 @@ def _own_words(report: object) -> str:
     return safe(error)
 
 
-RANK = 81
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(batch)

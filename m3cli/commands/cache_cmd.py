@@ -76,8 +76,5 @@ def path(ctx: typer.Context) -> None:
     echo(safe(context.cache(context.settings(ctx), hold=False).root))
 
 
-RANK = 91
-
-
 def register(app: typer.Typer) -> None:
     app.add_typer(cache_app, name="cache")

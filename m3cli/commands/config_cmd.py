@@ -49,8 +49,5 @@ def _drop_none(data: dict) -> dict:
     return {k: _drop_none(v) if isinstance(v, dict) else v for k, v in data.items() if v is not None}
 
 
-RANK = 92
-
-
 def register(app: typer.Typer) -> None:
     app.add_typer(config_app, name="config")

@@ -50,8 +50,5 @@ def diarize(
     stream.write_records(diarize_records(records, config, run), output)
 
 
-RANK = 20
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(diarize)

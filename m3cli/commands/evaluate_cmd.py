@@ -21,8 +21,6 @@ eval_app = typer.Typer(
     ),
 )
 
-RANK = 80
-
 
 def register(app: typer.Typer) -> None:
     from m3cli import commands

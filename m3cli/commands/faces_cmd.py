@@ -55,8 +55,5 @@ def faces(
     stream.write_records(run_faces(records, model, config, run), output)
 
 
-RANK = 40
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(faces)

@@ -66,8 +66,5 @@ def index(
     )
 
 
-RANK = 75
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(index)

@@ -52,8 +52,5 @@ def link(
     stream.write_records(link_records(records, config, reuse=not recompute), output)
 
 
-RANK = 60
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(link)

@@ -101,8 +101,6 @@ def memorize(
             raise M3Error(f"{summary} (--strict)")
         log.warning("%s; --strict makes this exit 1", summary)
 
-RANK = 50
-
 
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(memorize)

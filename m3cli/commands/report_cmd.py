@@ -56,8 +56,5 @@ def report(
     typer.echo(str(stats.path))
 
 
-RANK = 79
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(report)

@@ -139,8 +139,5 @@ def run(
         raise typer.Exit(1)
 
 
-RANK = 80
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(run)

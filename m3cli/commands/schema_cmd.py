@@ -28,8 +28,5 @@ def schema(
     typer.echo(json.dumps(load_schema(name), indent=2))
 
 
-RANK = 90
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(schema)

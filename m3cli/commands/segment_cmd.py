@@ -56,8 +56,5 @@ def segment(
         raise typer.Exit(1)
 
 
-RANK = 10
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(segment)

@@ -44,8 +44,5 @@ def sight(
     stream.write_records(run_sight(records, models, config, run), output)
 
 
-RANK = 45
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(sight)

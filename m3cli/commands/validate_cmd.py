@@ -18,8 +18,6 @@ Examples:
   m3 validate day1.jsonl day2.jsonl -o all.jsonl
 """
 
-RANK = 89
-
 
 def validate(
     inputs: list[str] = options.inputs_argument(),

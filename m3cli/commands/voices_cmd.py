@@ -37,8 +37,5 @@ def voices(
     stream.write_records(voices_records(records, config, run), output)
 
 
-RANK = 30
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(voices)

@@ -181,8 +181,5 @@ def _mark_stopped(path: object) -> None:
     write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2))
 
 
-RANK = 82
-
-
 def register(app: typer.Typer) -> None:
     app.command(epilog=EPILOG)(watch)
