@@ -19,10 +19,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from m3cli.stages.core.errors import M3Error
+
+if TYPE_CHECKING:  # RapidOCR.__call__ returns a union over its modes: these name the two m3 runs
+    from rapidocr.ch_ppocr_det import TextDetOutput
+    from rapidocr.utils.output import RapidOCROutput
 
 NAME = "rapidocr"
 
@@ -78,15 +83,16 @@ class RapidOcr:
         """Every text line found in one RGB frame (detection, then recognition on the found boxes)."""
         bgr = np.ascontiguousarray(np.asarray(image, dtype=np.uint8)[:, :, ::-1])
         if self._gate is not None:
-            found = self._gate(bgr, use_det=True, use_cls=False, use_rec=False)
+            found = cast("TextDetOutput", self._gate(bgr, use_det=True, use_cls=False, use_rec=False))
             if found is None or found.boxes is None or len(found.boxes) == 0:
                 return []
-        result = self._engine(bgr, use_det=True, use_cls=False, use_rec=True)
-        if result is None or result.txts is None or result.boxes is None:
+        result = cast("RapidOCROutput", self._engine(bgr, use_det=True, use_cls=False, use_rec=True))
+        if result is None or result.txts is None or result.scores is None or result.boxes is None:
             return []
         out = []
         for text, score, quad in zip(result.txts, result.scores, result.boxes, strict=True):
             q = np.asarray(quad, dtype=np.float64)
-            box = (float(q[:, 0].min()), float(q[:, 1].min()), float(q[:, 0].max()), float(q[:, 1].max()))
-            out.append(TextBox(str(text).strip(), float(score), tuple(round(v, 1) for v in box)))
+            corners = (q[:, 0].min(), q[:, 1].min(), q[:, 0].max(), q[:, 1].max())
+            x0, y0, x1, y1 = (round(float(v), 1) for v in corners)
+            out.append(TextBox(str(text).strip(), float(score), (x0, y0, x1, y1)))
         return out

@@ -433,7 +433,7 @@ def _within_budget(
     per_clip: dict[int, int] = defaultdict(int)
     for x in lines:
         per_clip[x.clip] += 1
-    spent, keep = 0, []
+    spent, keep = 0, list[int]()
     for k in sorted(clips):
         cost = min(per_clip.get(k, 0), limits.max_lines_per_clip)
         if keep and spent + cost > budget[0]:
@@ -620,28 +620,28 @@ def _fill_cards(
     turns_known = {x.clip for x in lines if x.subkind == "speaking"}
     for x in lines:
         if x.subkind == "appearance" and x.entities:
-            c = mapping.get(x.entities[0], x.entities[0])
+            who = mapping.get(x.entities[0], x.entities[0])
             spans = [(float(a), float(b)) for a, b in SPAN_RE.findall(x.raw_text)]
             if not spans and x.t_start is not None:
                 spans = [(x.t_start, x.t_end if x.t_end is not None else x.t_start)]
-            visible[c] += spans
+            visible[who] += spans
         elif x.subkind == "speaking" and x.entities:
-            c = mapping.get(x.entities[0], x.entities[0])
-            speaking[c] += [(float(a), float(b)) for a, b in SPAN_RE.findall(x.raw_text)]
+            who = mapping.get(x.entities[0], x.entities[0])
+            speaking[who] += [(float(a), float(b)) for a, b in SPAN_RE.findall(x.raw_text)]
         elif x.subkind == "untranscribed" and x.entities and x.t_start is not None:
             if x.clip not in turns_known:
-                c = mapping.get(x.entities[0], x.entities[0])
-                speaking[c].append((float(x.t_start), float(x.t_end if x.t_end is not None else x.t_start)))
+                who = mapping.get(x.entities[0], x.entities[0])
+                speaking[who].append((float(x.t_start), float(x.t_end if x.t_end is not None else x.t_start)))
         elif x.subkind == "speech" and x.entities and x.t_start is not None:
-            c = mapping.get(x.entities[0], x.entities[0])
+            who = mapping.get(x.entities[0], x.entities[0])
             s, e = float(x.t_start), float(x.t_end if x.t_end is not None else x.t_start)
             if x.clip not in turns_known:
-                speaking[c].append((s, e))
+                speaking[who].append((s, e))
             # the voice sample: the character's longest utterance (the earliest of equals), cut to
             # voice_seconds: long enough to recognise a voice, short enough to keep the page small
             score = -min(e - s, limits.voice_seconds)
-            if c not in best_voice or score < best_voice[c][0]:
-                best_voice[c] = (score, s, min(e, s + limits.voice_seconds))
+            if who not in best_voice or score < best_voice[who][0]:
+                best_voice[who] = (score, s, min(e, s + limits.voice_seconds))
         elif x.subkind in TOGETHER_KINDS and len(x.entities) >= 2:
             pair = {mapping.get(e, e) for e in x.entities}
             for a in pair:
@@ -671,9 +671,9 @@ def _fill_cards(
     for x in sorted(semantic, key=lambda x: (x.clip, x.id)):
         fact = name_fact(x.raw_text)
         if fact:
-            c = by_id.get(mapping.get(fact[0], fact[0]))
-            if c and all(n.name != fact[1] or n.clip != x.clip for n in c.names):
-                c.names.append(NameFact(fact[1], x.clip, x.t_start, x.id, x.text))
+            named = by_id.get(mapping.get(fact[0], fact[0]))
+            if named and all(n.name != fact[1] or n.clip != x.clip for n in named.names):
+                named.names.append(NameFact(fact[1], x.clip, x.t_start, x.id, x.text))
     # attributes (semantic lines and character summaries) and relationships
     facts: dict[str, list[Line]] = defaultdict(list)
     relations: dict[str, list[Line]] = defaultdict(list)
@@ -703,8 +703,8 @@ def _fill_cards(
     prefix = f"{vid}:"
     for r in rows:
         face, voice = r["src"].removeprefix(prefix), r["dst"].removeprefix(prefix)
-        c = members.get(face) or members.get(voice)
-        if c is not None:
-            c.joins.append(Join(face, voice, float(r["weight"] or 0.0)))
+        joined = members.get(face) or members.get(voice)
+        if joined is not None:
+            joined.joins.append(Join(face, voice, float(r["weight"] or 0.0)))
     for c in characters:
         c.joins.sort(key=lambda j: (-j.weight, _entity_order(j.face), _entity_order(j.voice)))
