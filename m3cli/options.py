@@ -8,15 +8,18 @@ from typing import Any
 import typer
 from typer.core import TyperGroup
 
+# typer.Argument and typer.Option are typed Any so that they can stand as a parameter's default
+# (`inputs: list[str] = inputs_argument()`); these two are the same.
 
-def inputs_argument() -> typer.models.ArgumentInfo:
+
+def inputs_argument() -> Any:
     """``FILE...``: clip record files; none or ``-`` reads stdin."""
     return typer.Argument(
         None, help="Clip record files (JSONL); '-' or nothing reads stdin.", show_default=False
     )
 
 
-def output_option() -> typer.models.OptionInfo:
+def output_option() -> Any:
     """``-o FILE``: write the records to a file, atomically, instead of stdout."""
     return typer.Option(
         None, "--output", "-o", help="Write records to this file (atomically) instead of stdout."

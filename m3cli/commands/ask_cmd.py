@@ -34,7 +34,7 @@ ACTIONS_HELP = (
 
 
 def asker_options(
-    memory: Path,
+    memory: str | Path,
     *,
     rounds: int,
     k: int,

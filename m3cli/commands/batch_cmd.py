@@ -98,6 +98,7 @@ def batch(
         raise InputError(f"no videos found in {' '.join(inputs)}")
     st = context.state(ctx)
     worker_log = logging.ERROR if st.quiet else logging.WARNING
+    runner: LocalEngine | RayEngine
     if engine == "local":
         runner = LocalEngine(config, settings, jobs=jobs, retries=retries, log_level=worker_log)
     elif engine == "ray":

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from m3cli import context
 from m3cli.terminal import echo, safe
+
+if TYPE_CHECKING:
+    from m3cli.stages.eval.audio import EvalItem
 
 DIAR_EPILOG = """\b
 Examples:
@@ -110,7 +114,8 @@ def diarization(
     from m3cli.stages.eval.audio import collect_items, read_manifest
     from m3cli.stages.eval.speech import score_diarization
 
-    items, skipped = [], []
+    items: list[EvalItem] = []
+    skipped: list[str] = []
     if manifest is not None:
         items, skipped = read_manifest(manifest, media_root)
     if media_files:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from m3cli import options, stream
 from m3cli.stages.core.sizes import count
 from m3cli.terminal import echo
+
+if TYPE_CHECKING:
+    from m3cli.schemas.records import ClipRecord
 
 EPILOG = """\b
 Examples:
@@ -41,17 +45,16 @@ def validate(
     echo(f"ok: {what} ({summary}){note}", err=True)
 
 
-def _check_against_files(records: list) -> int:
+def _check_against_files(records: list[ClipRecord]) -> int:
     """Each video file the records name must be the one they describe: same size and content id, and
     no clip ending past the file's own duration (a record may be consistent with itself and still lie
     about the file). Files that are not there are counted, not an error: records travel without them."""
     from m3cli.stages.core import media
 
     missing = 0
-    last_end: dict[str, tuple[float, object]] = {}
+    last_end: dict[str, tuple[float, ClipRecord]] = {}
     for r in records:
-        end, _ = last_end.get(r.video.id, (-1.0, None))
-        if r.clip.end > end:
+        if r.video.id not in last_end or r.clip.end > last_end[r.video.id][0]:
             last_end[r.video.id] = (r.clip.end, r)
     for end, r in last_end.values():
         uri = getattr(r.video, "uri", None)

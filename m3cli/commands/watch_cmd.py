@@ -7,11 +7,15 @@ import os
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
 
 import typer
 
 from m3cli import context
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 EPILOG = """\b
 Examples:
@@ -167,14 +171,14 @@ def _die_with_parent(parent: int) -> None:
         os._exit(137)
 
 
-def _mark_stopped(path: object) -> None:
+def _mark_stopped(path: Path) -> None:
     """The status file says the watch stopped (the child that kept it was ended)."""
     import orjson
 
     from m3cli.stages.core.storage import write_atomic
 
     try:
-        data = orjson.loads(path.read_bytes())  # type: ignore[attr-defined]
+        data = orjson.loads(path.read_bytes())
     except (OSError, orjson.JSONDecodeError):
         return
     data["state"] = "stopped"

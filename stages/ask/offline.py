@@ -17,6 +17,7 @@ speaking times: they span other people's turns), and sight lines (``on screen: .
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -125,7 +126,8 @@ def speaking_turns(lines: list[Line]) -> list[Turn]:
         spans = [(ln.who[0], a, b, ln) for ln in speaking for a, b in ln.spans]
     else:
         for ln in heard or speech:
-            spans.append((ln.who[0], float(ln.start), float(ln.end if ln.end is not None else ln.start), ln))
+            start = float(ln.start or 0.0)  # both lists keep only lines with a start
+            spans.append((ln.who[0], start, float(ln.end if ln.end is not None else start), ln))
     spans.sort(key=lambda x: (x[1], x[2], x[0]))
     turns: list[Turn] = []
     sources: list[list[Line]] = []
@@ -333,6 +335,12 @@ def load_facts(memory: Any, scope: Scope) -> Facts:
 
 def fmt_s(t: float | None) -> str:
     return "?" if t is None else f"{t:.1f}"
+
+
+def _gap(ln: Line, t: float) -> float:
+    """Seconds from ``t`` to the nearer end of ``ln`` (a line with a start)."""
+    start = ln.start or 0.0
+    return min(abs(start - t), abs((ln.end or start) - t))
 
 
 def cite(facts: Facts, ln: Line) -> str:
@@ -577,16 +585,16 @@ class OfflineAnswerer:
                     f"({total[pick]:.1f} s in {_plural(len(lines), 'turn')}) {_cites(self, lines)}"
                 )
                 continue
-            seq = [t for t in turns]
             if order == "last":
-                t = seq[-1]
+                turn = turns[-1]
             else:
                 idx = {"first": 0, "second": 1, "third": 2, "fourth": 3}[order]
-                if idx >= len(seq):
+                if idx >= len(turns):
                     continue
-                t = seq[idx]
-            cited.append(t.lines[0])
-            parts.append(f"{self.name(t.person)} speaks {order}{self._in(v)} {_cites(self, [t.lines[0]])}")
+                turn = turns[idx]
+            cited.append(turn.lines[0])
+            said = f"{self.name(turn.person)} speaks {order}{self._in(v)}"
+            parts.append(f"{said} {_cites(self, [turn.lines[0]])}")
         if not parts:
             return None
         return Answer("; ".join(parts) + ".", cited, "")
@@ -626,13 +634,13 @@ class OfflineAnswerer:
                 f"{self.name(p.id)} speaks {spans}{self._in(p.video)} {_cites(self, lines)}.", lines, ""
             )
         topic = _topic(question, self.facts.people)
-        best = self._best_speech(topic)
-        if best is None:
+        said = self._best_speech(topic)
+        if said is None:
             return None
         return Answer(
-            f"{self.name(best.who[0]) if best.who else 'Someone'} says it from {fmt_s(best.start)} to "
-            f'{fmt_s(best.end)} s: "{best.quote}" {cite(self.facts, best)}.',
-            [best],
+            f"{self.name(said.who[0]) if said.who else 'Someone'} says it from {fmt_s(said.start)} to "
+            f'{fmt_s(said.end)} s: "{said.quote}" {cite(self.facts, said)}.',
+            [said],
             "",
         )
 
@@ -709,7 +717,7 @@ class OfflineAnswerer:
         if not hits:
             near = sorted(
                 [ln for ln in self.facts.lines if ln.kind in ("speech", "turn") and ln.start is not None],
-                key=lambda ln: min(abs(ln.start - t), abs((ln.end or ln.start) - t)),
+                key=lambda ln: _gap(ln, t),
             )[:1]
             if not near:
                 return None
@@ -824,7 +832,7 @@ class OfflineAnswerer:
         if not sights and not faces:
             near = sorted(
                 (ln for v in videos for ln in self.facts.lines_of("sight", v) if ln.start is not None),
-                key=lambda ln: min(abs(ln.start - t), abs((ln.end or ln.start) - t)),
+                key=lambda ln: _gap(ln, t),
             )[:1]
             if not near:
                 return None
@@ -883,7 +891,7 @@ def _spans(a: OfflineAnswerer, lines: list[Line]) -> str:
     """A visible line's own spans (several when the line lists them), each cited with its line."""
     out = []
     for ln in lines[:CITE_MAX]:
-        spans = ln.spans or [(ln.start, ln.end)]
+        spans: Sequence[tuple[float | None, float | None]] = ln.spans or [(ln.start, ln.end)]
         out.append(
             _join([f"from {fmt_s(s0)} to {fmt_s(s1)} s" for s0, s1 in spans]) + f" {cite(a.facts, ln)}"
         )

@@ -56,9 +56,9 @@ class People:
                 found.append((m.start(), Person(self._video_of(pid, turns, videos), pid)))
         for pid, name in self.names.items():
             if name:
-                m = re.search(rf"\b{re.escape(name)}\b", question, re.I)
-                if m:
-                    found.append((m.start(), Person(self._video_of(pid, turns, videos), pid)))
+                hit = re.search(rf"\b{re.escape(name)}\b", question, re.I)
+                if hit:
+                    found.append((hit.start(), Person(self._video_of(pid, turns, videos), pid)))
         for m in _ORDER_REF.finditer(question):
             word = (m.group(1) or m.group(3)).lower()
             idx = _ORDINALS[word]

@@ -127,12 +127,12 @@ def build(model_dir: Path) -> bytes:
     for layer in range(int(config["num_hidden_layers"])):
         p = f"encoder.layer.{layer}."
 
-        def heads(name: str, perm: list[int], x: str = x, p: str = p) -> str:
+        def by_head(name: str, perm: list[int], x: str = x, p: str = p) -> str:
             return g("Transpose", g("Reshape", g.linear(x, w, p + name), split_heads), perm=perm)
 
-        q = heads("attention.self.query", [0, 2, 1, 3])
-        k = heads("attention.self.key", [0, 2, 3, 1])  # already transposed for q @ k
-        v = heads("attention.self.value", [0, 2, 1, 3])
+        q = by_head("attention.self.query", [0, 2, 1, 3])
+        k = by_head("attention.self.key", [0, 2, 3, 1])  # already transposed for q @ k
+        v = by_head("attention.self.value", [0, 2, 1, 3])
         scores = g("Add", g("Mul", g("MatMul", q, k), scale), bias)
         context = g("MatMul", g("Softmax", scores, axis=-1), v)
         context = g("Reshape", g("Transpose", context, perm=[0, 2, 1, 3]), merge_heads)

@@ -104,7 +104,7 @@ def strip_parts(messages: list[dict], capability: str) -> tuple[list[dict], int]
             kept = [
                 p
                 for p in content
-                if not (isinstance(p, dict) and PART_KINDS.get(p.get("type")) == capability)
+                if not (isinstance(p, dict) and PART_KINDS.get(p.get("type", "")) == capability)
             ]
             removed += len(content) - len(kept)
             message = {**message, "content": kept}

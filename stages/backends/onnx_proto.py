@@ -71,7 +71,7 @@ def tensor(name: str, array: np.ndarray) -> Chunks:
     """TensorProto with little-endian raw data (a view of the array, not a copy)."""
     array = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<"))
     head = b"".join(_int(1, d) for d in array.shape) + _int(2, _DTYPES[array.dtype.newbyteorder("=")])
-    data = memoryview(array.reshape(-1)).cast("B")
+    data = array.reshape(-1).data.cast("B")
     return Chunks([head + _str(8, name) + _key(9, 2) + _varint(data.nbytes), data])
 
 

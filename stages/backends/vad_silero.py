@@ -83,7 +83,8 @@ class SileroOnnx:
         padded[: len(audio)] = audio
         frames = padded.reshape(n_windows, WINDOW)
         if self._sequence is not None:
-            return self._by_blocks(frames)
+            return self._by_blocks(self._sequence, frames)
+        assert self._session is not None  # built whenever the block model is not
         state = np.zeros(STATE_SHAPE, dtype=np.float32)
         model_input = np.zeros((1, CONTEXT + WINDOW), dtype=np.float32)  # context, then the window
         probs = np.empty(n_windows, dtype=np.float32)
@@ -95,7 +96,7 @@ class SileroOnnx:
             model_input[0, :CONTEXT] = frame[-CONTEXT:]
         return probs
 
-    def _by_blocks(self, frames: np.ndarray) -> np.ndarray:
+    def _by_blocks(self, sequence: Any, frames: np.ndarray) -> np.ndarray:
         rows = np.zeros((len(frames), CONTEXT + WINDOW), dtype=np.float32)
         rows[:, CONTEXT:] = frames
         rows[1:, :CONTEXT] = frames[:-1, -CONTEXT:]
@@ -103,7 +104,7 @@ class SileroOnnx:
         c = np.zeros_like(h)
         probs = np.empty(len(frames), dtype=np.float32)
         for start in range(0, len(frames), SEQUENCE_BLOCK):
-            out, h, c = self._sequence.run(
+            out, h, c = sequence.run(
                 None, {"input": rows[start : start + SEQUENCE_BLOCK], "h": h, "c": c}
             )
             probs[start : start + len(out)] = out

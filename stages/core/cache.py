@@ -95,8 +95,9 @@ class CacheStats:
 
 def open_cache(root: Path, max_size: str | None = DEFAULT_MAX_SIZE) -> Cache:
     """The cache at ``root`` with the configured cap (``"20G"``; ``"0"``, ``"off"`` or None: no cap)."""
-    off = max_size is None or str(max_size).strip().lower() in ("", "0", "off", "none")
-    return Cache(root, None if off else parse_size(max_size, "cache_max_size"))
+    if max_size is None or str(max_size).strip().lower() in ("", "0", "off", "none"):
+        return Cache(root, None)
+    return Cache(root, parse_size(max_size, "cache_max_size"))
 
 
 class Cache:
@@ -240,7 +241,7 @@ class Cache:
 
     def put_arrays(self, key: CacheKey, name: str, **arrays: np.ndarray) -> Path:
         buf = io.BytesIO()
-        np.savez(buf, **arrays)
+        np.savez(buf, allow_pickle=True, **arrays)  # numpy's default, named: no array can take the flag
         return self.put_bytes(key, name, buf.getvalue())
 
     # -- reading -----------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import quote_from_bytes, unquote_to_bytes, urlparse
 
 import av
@@ -33,6 +34,9 @@ import numpy as np
 
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.errors import InputError
+
+if TYPE_CHECKING:
+    from m3cli.schemas.records import VideoInfo
 
 log = logging.getLogger(__name__)
 
@@ -293,6 +297,8 @@ def _seek_to(
     already there, and clamping the target to timestamp 0 would skip every sample with a negative
     timestamp (MPEG-TS starting below zero, audio primed before the first frame).
     """
+    if stream.time_base is None:
+        raise InputError(f"{container.name}: its {stream.type} stream has no time base, so it cannot be seeked")
     tb = float(stream.time_base)
     target = int(math.floor((t + origin) / tb))
     first = stream.start_time
@@ -390,10 +396,10 @@ def _refuse_still_image(container: av.container.InputContainer, name: str) -> No
 
 def _check_not_truncated(container: av.container.InputContainer, name: str, seen_end: float) -> None:
     """A container whose index promises much more video than its packets deliver was cut short."""
-    declared = container.streams.video[0].duration
-    if not declared:
+    declared, time_base = container.streams.video[0].duration, container.streams.video[0].time_base
+    if not declared or time_base is None:
         return
-    declared_s = float(declared * container.streams.video[0].time_base)
+    declared_s = float(declared * time_base)
     if declared_s - seen_end > max(2.0, 0.1 * declared_s):
         raise InputError(
             f"{name}: truncated: the container declares {declared_s:.1f} s of video but its data ends at "
@@ -639,7 +645,7 @@ def register_live(video_id: str, path: Path) -> None:
     _LIVE[video_id] = os.fsencode(Path(path).resolve())
 
 
-def source_path(video: object, cache: Cache | None = None) -> Path:
+def source_path(video: VideoInfo, cache: Cache | None = None) -> Path:
     """The file a clip record's ``video`` section points to, checked to still hold that video.
 
     Records carry ``uri`` (exact bytes) when the file name is not valid UTF-8, else ``path``. Whatever

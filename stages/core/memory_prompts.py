@@ -79,7 +79,7 @@ not surface observations already stated in the episodic memory. Each item has a 
 def memorize_schema(semantic: bool = True, equivalence: bool = True) -> dict[str, Any]:
     """JSON schema the reply must match (the ablation flags shrink it, so the model cannot sneak lines in)."""
     kinds = [k for k in SEMANTIC_CATEGORIES if equivalence or k != "equivalence"]
-    item = {
+    item: dict[str, Any] = {
         "type": "object",
         "required": ["text"],
         "properties": {

@@ -88,7 +88,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
             except InputError as exc:
                 errors.append(str(exc))
         raise InputError(errors[0] if errors else f"{where}: cannot use {value!r}")
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, Mapping):
             raise InputError(f"{where}: expected options of {hint.__name__}, got {value!r}")
         return build_config(hint, value, where)

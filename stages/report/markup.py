@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 VOID = {"img", "br", "hr", "input", "meta", "source", "link"}
 URL_ATTRS = {"href", "src", "xlink:href"}
@@ -57,7 +57,7 @@ def el(tag: str, *children: object, **attrs: object) -> Safe:
 
 def _flatten(children: Iterable[object]) -> Iterable[object]:
     for c in children:
-        if isinstance(c, (list, tuple)) or (not isinstance(c, str) and hasattr(c, "__next__")):
+        if isinstance(c, (list, tuple, Iterator)):  # generators too; a str is not an Iterator
             yield from _flatten(c)
         else:
             yield c
