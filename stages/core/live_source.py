@@ -343,7 +343,7 @@ class Recorder(threading.Thread):
         """Packets of one connection into the spool, shifted to start after ``base`` plus the wall time
         the source was away; the new end of the spool is returned."""
         if not container.streams.video:
-            raise av.error.InvalidDataError(0, "no video stream", "")  # an FFmpeg data error, like a failed open
+            raise av.error.InvalidDataError(0, "no video stream", "")  # an FFmpeg error, as a failed open
         vin = container.streams.video[0]
         ain = container.streams.audio[0] if container.streams.audio else None
         encode = is_device(self.source)

@@ -298,7 +298,7 @@ def _seek_to(
     timestamp (MPEG-TS starting below zero, audio primed before the first frame).
     """
     if stream.time_base is None:
-        raise InputError(f"{container.name}: its {stream.type} stream has no time base, so it cannot be seeked")
+        raise InputError(f"{container.name}: its {stream.type} stream has no time base to seek by")
     tb = float(stream.time_base)
     target = int(math.floor((t + origin) / tb))
     first = stream.start_time
