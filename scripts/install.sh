@@ -3,7 +3,7 @@
 #   scripts/install.sh [VENV] [--editable] [--dev] [--dry-run]
 #     VENV        the virtualenv (default .venv; created if missing)
 #     --editable  install the checkout in development mode
-#     --dev       also the test and lint tools (pytest, ruff, just) and what the tests need beyond the
+#     --dev       also the test and lint tools (pytest, ruff, mypy, just) and what the tests need beyond the
 #                 offline pipeline (insightface, ray, moto); what CI and `just install` use
 #     --dry-run   print the pip commands instead of running them
 #

@@ -36,7 +36,11 @@ def lay_out(tree: Path, mapping: dict[str, str]) -> None:
     shutil.rmtree(tree, ignore_errors=True)
     for name in sorted(mapping, key=len):  # parents before children
         source, target = ROOT / mapping[name], tree.joinpath(*name.split("."))
-        children = {n.split(".")[-1] for n in mapping if n.startswith(name + ".") and n.count(".") == name.count(".") + 1}
+        children = {
+            n.split(".")[-1]
+            for n in mapping
+            if n.startswith(name + ".") and n.count(".") == name.count(".") + 1
+        }
         target.mkdir(parents=True)
         for entry in source.iterdir():
             if entry.name != "__pycache__" and entry.name not in children:
@@ -48,16 +52,27 @@ def main(argv: list[str]) -> int:
     tree = ROOT / ".mypy_cache" / "tree"
     lay_out(tree, mapping)
     top = sorted({name.split(".")[0] for name in mapping})
-    command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-               "--cache-dir", str(ROOT / ".mypy_cache"), *(a for t in top for a in ("-p", t)), *argv]
+    command = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        str(ROOT / "pyproject.toml"),
+        "--cache-dir",
+        str(ROOT / ".mypy_cache"),
+        *(a for t in top for a in ("-p", t)),
+        *argv,
+    ]
     proc = subprocess.run(command, cwd=tree, capture_output=True, text=True)
     # longest import path first, so m3cli/stages/x.py becomes stages/x.py rather than m3cli/...
-    shown = sorted(((n.replace(".", "/") + "/", mapping[n].rstrip("/") + "/") for n in mapping),
-                   key=lambda pair: -len(pair[0]))
+    shown = sorted(
+        ((n.replace(".", "/") + "/", mapping[n].rstrip("/") + "/") for n in mapping),
+        key=lambda pair: -len(pair[0]),
+    )
     for line in (proc.stdout + proc.stderr).splitlines():
         for inside, outside in shown:
             if line.startswith(inside):
-                line = outside + line[len(inside):]
+                line = outside + line[len(inside) :]
                 break
         print(line)
     return proc.returncode

@@ -9,7 +9,7 @@ import tomllib
 
 from conftest import ROOT
 
-DEV_ONLY = {"pytest", "ruff", "rust-just", "insightface", "moto", "ray"}
+DEV_ONLY = {"pytest", "ruff", "mypy", "rust-just", "insightface", "moto", "ray"}
 
 
 def _names(requirements: list[str]) -> set[str]:

@@ -63,8 +63,14 @@ def test_a_checkout_on_sys_path_still_refuses_the_bare_names():
     # `python -c` at the repository root puts the root first on sys.path, as a user's shell would
     env = {k: v for k, v in os.environ.items() if k != "PYTHONSAFEPATH"}
     for name, right in (("stages", "m3cli.stages"), ("schemas.records", "m3cli.schemas")):
-        proc = subprocess.run([sys.executable, "-c", f"import {name}"], cwd=ROOT, env=env,
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-c", f"import {name}"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert proc.returncode == 1
         assert f"ImportError: '{name.split('.')[0]}' is m3's" in proc.stderr
         assert f"import {right}" in proc.stderr
