@@ -61,15 +61,8 @@ class Abstractor:
         self.errors: list[dict[str, Any]] = []  # llm_fallback problems of the current clip
         self.view = CharacterView()
         llm = LlmCalls(client, cache, self.errors) if client is not None else None
-        self.linker = Linker(
-            self.view,
-            config.similar_threshold,
-            config.similar_k,
-            embedder if config.embed else None,
-            cache,
-            llm if config.causal else None,
-        )
-        self.summariser = Summariser(self.view, config.tau_char, config.tau_rel, config.max_evidence, llm)
+        self.linker = Linker(self.view, config, embedder, cache, llm)
+        self.summariser = Summariser(self.view, config, llm)
         self.conflicts = ConflictFinder(self.view, llm)
 
     def step(self, record: ClipRecord, state: VideoState) -> list[dict[str, Any]]:

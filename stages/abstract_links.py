@@ -17,6 +17,7 @@ import orjson
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.abstract_facts import STAGE, CharacterView, Fact, VideoState
 from m3cli.stages.abstract_llm import LlmCalls
+from m3cli.stages.configs.abstract import AbstractConfig
 from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.memory_store import link_id
@@ -29,18 +30,17 @@ class Linker:
     def __init__(
         self,
         view: CharacterView,
-        similar_threshold: float,
-        similar_k: int,
+        config: AbstractConfig,
         embedder: Any = None,
         cache: Cache | None = None,
         llm: LlmCalls | None = None,
     ) -> None:
         self.view = view
-        self.similar_threshold = similar_threshold
-        self.similar_k = similar_k
-        self.embedder = embedder
+        self.similar_threshold = config.similar_threshold
+        self.similar_k = config.similar_k
+        self.embedder = embedder if config.embed else None
         self.cache = cache
-        self.llm = llm
+        self.llm = llm if config.causal else None
 
     def links(
         self, record: ClipRecord, state: VideoState, new: list[Fact], mapping: dict[str, str]
@@ -52,17 +52,7 @@ class Linker:
             if src.id == dst.id or (src.id, dst.id) in seen:
                 return
             seen.add((src.id, dst.id))
-            item = {
-                "id": link_id(src.id, dst.id, relation),
-                "kind": "link",
-                "src": src.id,
-                "dst": dst.id,
-                "relation": relation,
-                "weight": round(float(weight), 4),
-            }
-            if description:
-                item["description"] = description
-            links.append(item)
+            links.append(link_item(src, dst, relation, weight, description))
 
         facts = state.facts
         # same character: each line to the previous line about each of its characters
@@ -145,18 +135,30 @@ class Linker:
         )
         if obj is None:
             return []
-        out: list[dict[str, Any]] = []
-        for link in obj["links"]:
-            src, dst = by_id[link["source"]], by_id[link["target"]]
-            item = {
-                "id": link_id(src.id, dst.id, "causal"),
-                "kind": "link",
-                "src": src.id,
-                "dst": dst.id,
-                "relation": "causal",
-                "weight": round(float(link["weight"]), 4),
-            }
-            if link.get("description"):
-                item["description"] = link["description"]
-            out.append(item)
-        return out
+        return [
+            link_item(
+                by_id[link["source"]],
+                by_id[link["target"]],
+                "causal",
+                link["weight"],
+                link.get("description"),
+            )
+            for link in obj["links"]
+        ]
+
+
+def link_item(
+    src: Fact, dst: Fact, relation: str, weight: float, description: str | None = None
+) -> dict[str, Any]:
+    """One ``link`` item (a description only when there is one)."""
+    item = {
+        "id": link_id(src.id, dst.id, relation),
+        "kind": "link",
+        "src": src.id,
+        "dst": dst.id,
+        "relation": relation,
+        "weight": round(float(weight), 4),
+    }
+    if description:
+        item["description"] = description
+    return item

@@ -19,6 +19,7 @@ from m3cli.schemas.records import ClipRecord
 from m3cli.stages.abstract_facts import CharacterView, Fact, VideoState, char_key
 from m3cli.stages.abstract_llm import LlmCalls
 from m3cli.stages.abstract_tally import CharTally, PairTally
+from m3cli.stages.configs.abstract import AbstractConfig
 from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.memory_store import (
     character_node_id,
@@ -32,13 +33,11 @@ from m3cli.stages.memorize import ID_RE
 class Summariser:
     """Summaries of one video's fold; ``llm`` writes them when given, else the offline aggregation."""
 
-    def __init__(
-        self, view: CharacterView, tau_char: int, tau_rel: int, max_evidence: int, llm: LlmCalls | None = None
-    ) -> None:
+    def __init__(self, view: CharacterView, config: AbstractConfig, llm: LlmCalls | None = None) -> None:
         self.view = view
-        self.tau_char = tau_char
-        self.tau_rel = tau_rel
-        self.max_evidence = max_evidence
+        self.tau_char = config.tau_char
+        self.tau_rel = config.tau_rel
+        self.max_evidence = config.max_evidence
         self.llm = llm
 
     def summaries(
