@@ -51,7 +51,7 @@ class Probe:
 
 
 def short_clips():
-    from m3cli.stages.diarize import read_audio_file
+    from m3cli.stages.core.audio_file import read_audio_file
 
     _, sample = read_audio_file(SHARED / "diarization" / "sample.wav")
     clips = []
@@ -72,7 +72,8 @@ def short_clips():
 
 
 def main() -> None:
-    from m3cli.stages.diarize import DiarizeConfig, Pipeline, read_audio_file, transcribe_speech
+    from m3cli.stages.core.audio_file import read_audio_file
+    from m3cli.stages.diarize import DiarizeConfig, Pipeline, transcribe_speech
     from m3cli.stages.eval.audio import normalize_text, word_error
 
     pipe = Pipeline(DiarizeConfig())

@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.backends.asr import make_vad
+from m3cli.stages.backends.asr import make_vad, relabel_turns
 from m3cli.stages.backends.diarizer_overlap import OverlapConfig, OverlapDiarizer
 from m3cli.stages.backends.speaker import windows_over
-from m3cli.stages.diarize import _relabel, read_audio_file
+from m3cli.stages.core.audio_file import read_audio_file
 from m3cli.stages.eval.audio import (
     Tally,
     diarization_error,
@@ -79,9 +79,7 @@ def sweep(m: Memo, changes: dict) -> list[tuple]:
     rows = []
     for it in m.items:
         a, speech = m.audio[it.uri]
-        turns = _relabel(
-            [(t.start, t.end, t.speaker) for t in m.diarizer.turns(a, None, None, speech=speech)]
-        )
+        turns = relabel_turns(m.diarizer.turns(a, None, None, speech=speech))
         hyp = [(t.start, t.end, t.speaker) for t in turns]
         d = diarization_error(it.ref, hyp, it.uem, collar=0.25)
         o = overlap_agreement(it.ref, hyp, it.uem)

@@ -56,14 +56,14 @@ _PIPE = None
 def perceive(path: Path) -> dict:
     """VAD regions, turns, and the transcript on the audio's clock, as the stage computes them."""
     from m3cli.stages.backends.asr import merge_spans
-    from m3cli.stages.diarize import DiarizeConfig, Pipeline, _relabel, read_audio_file, transcribe_speech
+    from m3cli.stages.core.audio_file import read_audio_file
+    from m3cli.stages.diarize import DiarizeConfig, Pipeline, speaker_turns, transcribe_speech
 
     global _PIPE
     pipe = _PIPE = _PIPE or Pipeline(DiarizeConfig())
     _, audio = read_audio_file(path)
     speech = pipe.vad.speech(audio)
-    found = pipe.diarizer.turns(audio, None, None, speech=speech)
-    turns = _relabel([(t.start, t.end, t.speaker) for t in found])
+    turns = speaker_turns(audio, speech, pipe)
     heard = merge_spans([*speech, *((t.start, t.end) for t in turns)]) if HEAR_TURNS else speech
     transcript = transcribe_speech(audio, heard, pipe.asr, None)
     return {"duration": len(audio) / 16000, "speech": heard, "transcript": transcript, "turns": turns}

@@ -154,7 +154,7 @@ def check_pyannote(args: argparse.Namespace) -> Timing:
         raise MissingWeights("pass --diarizer-model DIR (or set M3_PYANNOTE_DIR): a local pyannote "
                              "speaker-diarization pipeline with config.yaml and its models")
     _torch_cuda()
-    from m3cli.stages.backends.asr_whisperx import PyannoteDiarizer
+    from m3cli.stages.backends.diarizer_pyannote import PyannoteDiarizer
 
     audio = _speech()
     speakers = {}

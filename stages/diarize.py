@@ -9,15 +9,13 @@ Per clip (all cached under the clip's content id, index, span and every setting 
    back, so Whisper never sees long silences it would fill with hallucinated text; its guards against
    invented text are in :func:`m3cli.stages.backends.asr_faster_whisper.decode_options`, and a word read
    from the zero padding after the audio is dropped.
-3. **Speaker turns** (default ``overlap``, :mod:`m3cli.stages.backends.diarizer_overlap`): segmentation-3.0
+3. **Speaker turns** by the configured :class:`~m3cli.stages.backends.asr.Diarizer`, handed the VAD's
+   speech: ``overlap`` (default, :mod:`m3cli.stages.backends.diarizer_overlap`): segmentation-3.0
    finds speech and where two people talk at once, CAM++ embeddings of 2-s windows clustered
-   spectrally find who; turns of different speakers may overlap. With ``--diarizer cluster``:
-   embeddings (``--speaker-backend``: resemblyzer or campplus) of sliding windows over the speech
-   (2 s, hop 0.5 s) are clustered by average-linkage agglomerative clustering on cosine distance with
-   a distance threshold (the number of speakers is found, capped by ``--max-speakers``); every 10 ms
-   of speech takes the label of the nearest window centre; clusters with too little speech are folded
-   into their nearest big cluster. With ``--diarizer pyannote`` a pyannote pipeline gives the turns
-   instead (the GPU path).
+   spectrally find who; turns of different speakers may overlap. ``cluster``
+   (:mod:`m3cli.stages.backends.diarizer_cluster`): embeddings (``--speaker-backend``) of sliding
+   windows over the speech, clustered by average linkage on cosine distance. ``pyannote``
+   (:mod:`m3cli.stages.backends.diarizer_pyannote`): a pyannote pipeline (the GPU path).
 4. **Utterances**: each word takes the speaker whose turns overlap it most (the nearest turn when none
    does), and every ASR segment is split where the speaker changes, so one utterance has one speaker
    (and where the words pause for more than a second, so an utterance never spans a silence).
@@ -31,7 +29,7 @@ Per clip (all cached under the clip's content id, index, span and every setting 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from importlib import metadata
 from pathlib import Path
@@ -52,24 +50,19 @@ from m3cli.stages.backends.asr import (
     Transcript,
     Vad,
     Word,
+    local_names,
     make_asr,
     make_diarizer,
     make_vad,
     merge_spans,
+    relabel_turns,
 )
-from m3cli.stages.backends.speaker import (
-    SPEAKER_BACKENDS,
-    SpeakerModel,
-    fold_small_clusters,
-    make_speaker_model,
-    windows_over,
-)
-from m3cli.stages.configs.diarize import ClusterConfig, DiarizeConfig
+from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, make_speaker_model
+from m3cli.stages.configs.diarize import DiarizeConfig
 from m3cli.stages.core import media
+from m3cli.stages.core.audio_file import read_audio_file
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
-from m3cli.stages.core.errors import InputError
-from m3cli.stages.core.imports import heavy_import
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +74,6 @@ STAGE_VERSION = "diarize/8"  # 3: words stay out of long pauses; one turn, one u
 # hears the turns too, no word from Whisper's zero padding, nor unsure words after every turn, nor a
 # squeezed repeat of the segment before; T 0-0.4
 MIN_AUDIO_SECONDS = 0.5
-FRAME = 0.01  # label resolution of speaker turns (s)
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
 UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped
 ECHO_WORD = 0.1  # s per word: a repeated segment spoken faster than this is Whisper looping
@@ -131,8 +123,7 @@ class Pipeline:
         self.device = device
         self._asr: AsrModel | None = None
         self._vad: Vad | None | bool = False
-        self._speaker: SpeakerModel | None = None
-        self._diarizer: Diarizer | None | bool = False
+        self._diarizer: Diarizer | None = None
         # unknown names fail now, with the list of valid ones, before any clip is decoded
         checks = (
             (config.backend, ASR_BACKENDS, make_asr),
@@ -160,18 +151,18 @@ class Pipeline:
         return self._vad  # type: ignore[return-value]
 
     @property
-    def speaker(self) -> SpeakerModel:
-        if self._speaker is None:
-            self._speaker = make_speaker_model(
-                self.config.speaker_backend, self.config.speaker_model, self.device
+    def diarizer(self) -> Diarizer:
+        if self._diarizer is None:
+            c = self.config
+            self._diarizer = make_diarizer(
+                c.diarizer_name,
+                c.diarizer_model,
+                self.device,
+                speaker_backend=c.speaker_backend,
+                speaker_model=c.speaker_model,
+                cluster=c.cluster,
             )
-        return self._speaker
-
-    @property
-    def diarizer(self) -> Diarizer | None:
-        if self._diarizer is False:
-            self._diarizer = make_diarizer(self.config.diarizer_name, self.config.diarizer_model, self.device)
-        return self._diarizer  # type: ignore[return-value]
+        return self._diarizer
 
     def key(self) -> dict:
         """The config part of cache keys: the settings, plus the device kind (CPU and CUDA kernels, and
@@ -243,15 +234,7 @@ def speaker_turns(audio: np.ndarray, speech: Sequence[Span], pipe: Pipeline) -> 
     """Who spoke when over the ``speech`` regions of ``audio``, by the configured diarizer, with local
     labels S0, S1, ... in order of first appearance."""
     c = pipe.config
-    if c.diarizer_name == "overlap":
-        found = pipe.diarizer.turns(  # type: ignore[union-attr, call-arg]
-            audio, c.max_speakers, c.num_speakers, speech=speech
-        )
-    elif pipe.diarizer is not None:
-        found = pipe.diarizer.turns(audio, c.max_speakers, c.num_speakers)
-    else:
-        return cluster_turns(audio, speech, pipe.speaker, c.cluster, c.max_speakers, c.num_speakers)
-    return _relabel([(t.start, t.end, t.speaker) for t in found])
+    return relabel_turns(pipe.diarizer.turns(audio, c.max_speakers, c.num_speakers, speech=speech))
 
 
 def transcribe_speech(
@@ -305,96 +288,6 @@ def _echo(previous: AsrSegment, text: str, words: Sequence[Word]) -> bool:
     if not words or " ".join(text.lower().split()) != " ".join(previous.text.lower().split()):
         return False
     return (words[-1].end - words[0].start) / len(words) < ECHO_WORD
-
-
-def cluster_labels(
-    emb: np.ndarray, threshold: float, max_speakers: int | None, num_speakers: int | None = None
-) -> np.ndarray:
-    """Average-linkage agglomerative clustering on cosine distance, stopped at ``threshold``; labels 0..k-1.
-
-    With a known ``num_speakers``, Ward linkage on the unit vectors cut into exactly that many clusters
-    (on the AMI excerpts it separated a known two speakers better than average linkage did).
-    """
-    hierarchy = heavy_import("scipy.cluster.hierarchy")
-
-    if len(emb) < 2:
-        return np.zeros(len(emb), dtype=np.int64)
-    if num_speakers is not None:
-        z = hierarchy.linkage(emb.astype(np.float64), method="ward", metric="euclidean")
-        return hierarchy.fcluster(z, t=min(num_speakers, len(emb)), criterion="maxclust").astype(np.int64) - 1
-    z = hierarchy.linkage(emb.astype(np.float64), method="average", metric="cosine")
-    labels = hierarchy.fcluster(z, t=threshold, criterion="distance")
-    if max_speakers is not None and labels.max() > max_speakers:
-        labels = hierarchy.fcluster(z, t=max_speakers, criterion="maxclust")
-    return labels.astype(np.int64) - 1
-
-
-def cluster_turns(
-    audio: np.ndarray,
-    speech: Sequence[Span],
-    model: SpeakerModel,
-    cfg: ClusterConfig,
-    max_speakers: int | None,
-    num_speakers: int | None = None,
-) -> list[SpeakerTurn]:
-    """Speaker turns of ``audio`` from clustered window embeddings (see the module docstring)."""
-    wins = windows_over(speech, cfg.window, cfg.hop)
-    if not wins:
-        return []
-    emb = model.embed(audio, wins)
-    labels = cluster_labels(emb, cfg.threshold, max_speakers, num_speakers)
-    # a window's "own" time is the part nearer its centre than any other window's: weight by hop
-    weights = np.asarray([min(e - s, cfg.hop) for s, e in wins])
-    labels = fold_small_clusters(emb, labels, weights, cfg.min_cluster_seconds)
-    return turns_from_labels(speech, wins, labels, cfg.min_turn)
-
-
-def turns_from_labels(
-    speech: Sequence[Span], wins: Sequence[Span], labels: np.ndarray, min_turn: float
-) -> list[SpeakerTurn]:
-    """Every 10 ms of speech takes the label of the nearest window centre; short turns are absorbed."""
-    centres = np.asarray([(s + e) / 2 for s, e in wins])
-    turns: list[list] = []
-    for s, e in speech:
-        n = max(1, int(round((e - s) / FRAME)))
-        t = s + (np.arange(n) + 0.5) * FRAME
-        inside = np.flatnonzero((centres >= s) & (centres <= e))
-        nearest = inside[np.argmin(np.abs(t[:, None] - centres[None, inside]), axis=1)]
-        frame_labels = labels[nearest]
-        change = np.flatnonzero(np.diff(frame_labels)) + 1
-        bounds = np.r_[0, change, n]
-        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-            turns.append([s + a * FRAME, min(e, s + b * FRAME), int(frame_labels[a])])
-    return _relabel(_absorb_short(turns, min_turn))
-
-
-def _absorb_short(turns: list[list], min_turn: float) -> list[list]:
-    """Turns shorter than ``min_turn`` that touch a neighbour take its label, then equal labels fuse."""
-    for i, (s, e, _) in enumerate(turns):
-        if e - s >= min_turn:
-            continue
-        prev = turns[i - 1] if i > 0 and abs(turns[i - 1][1] - s) < 1e-6 else None
-        nxt = turns[i + 1] if i + 1 < len(turns) and abs(turns[i + 1][0] - e) < 1e-6 else None
-        cands = [t for t in (prev, nxt) if t is not None]
-        if cands:
-            turns[i][2] = max(cands, key=lambda t: t[1] - t[0])[2]
-    fused: list[list] = []
-    for s, e, k in turns:
-        if fused and fused[-1][2] == k and abs(fused[-1][1] - s) < 1e-6:
-            fused[-1][1] = e
-        else:
-            fused.append([s, e, k])
-    return fused
-
-
-def _relabel(turns: Iterable[Sequence]) -> list[SpeakerTurn]:
-    """Local labels S0, S1, ... in order of first appearance (stable whatever the clusterer numbered)."""
-    names: dict[object, str] = {}
-    out = []
-    for s, e, k in sorted(turns, key=lambda t: (t[0], t[1])):
-        names.setdefault(k, f"S{len(names)}")
-        out.append(SpeakerTurn(round(float(s), 3), round(float(e), 3), names[k]))
-    return out
 
 
 def _speaker_of(
@@ -455,11 +348,10 @@ def split_by_speaker(
             current = spk
         if group:
             out.append(_from_words(group, current))
-    if relabel:
-        names: dict[str, str] = {}
-        for u in out:  # S0, S1, ... by first appearance in the utterances themselves
-            if u["speaker_local"] is not None:
-                u["speaker_local"] = names.setdefault(u["speaker_local"], f"S{len(names)}")
+    if relabel:  # S0, S1, ... by first appearance in the utterances themselves
+        names = local_names(u["speaker_local"] for u in out)
+        for u in out:
+            u["speaker_local"] = names.get(u["speaker_local"])
     return out
 
 
@@ -565,13 +457,9 @@ def _within_turn(speaker: str | None, start: float, end: float, turns: Sequence[
 def _same_labels(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> list[SpeakerTurn]:
     """Rename speakers S0, S1, ... by first appearance in the utterances, then in the turns (a speaker
     with no transcribed word), in both lists alike (utterances in place); returns the renamed turns."""
-    names: dict[str, str] = {}
-    for label in [u["speaker_local"] for u in utterances] + [t.speaker for t in turns]:
-        if label is not None:
-            names.setdefault(label, f"S{len(names)}")
+    names = local_names([u["speaker_local"] for u in utterances] + [t.speaker for t in turns])
     for u in utterances:
-        if u["speaker_local"] is not None:
-            u["speaker_local"] = names[u["speaker_local"]]
+        u["speaker_local"] = names.get(u["speaker_local"])
     return [SpeakerTurn(t.start, t.end, names[t.speaker]) for t in turns]
 
 
@@ -714,37 +602,7 @@ def with_cluster(config: DiarizeConfig, **changes: float) -> DiarizeConfig:
     return replace(config, cluster=replace(config.cluster, **changes))
 
 
-# -- whole audio files (evaluation) ----------------------------------------------------------------
-def read_audio_file(path: Path, cache: Cache | None = None) -> tuple[str, np.ndarray]:
-    """(content id, mono 16 kHz float32 audio) of any audio or video file.
-
-    PyAV opens a .wav as a container without a video stream, which the clip-oriented media layer does
-    not expect, so audio files that libsndfile reads (wav, flac, ogg) are read with soundfile, and any
-    other media through PyAV's audio decoder over the container's whole duration.
-    """
-    import soundfile as sf
-
-    vid, path = media.pin(path, cache)  # read the very bytes the id was made from
-    try:
-        data, rate = sf.read(str(path), dtype="float32", always_2d=True)
-    except (sf.LibsndfileError, RuntimeError, TypeError):
-        with media.open_container(path) as container:
-            if not container.streams.audio:
-                raise InputError(f"{media.display_name(path)}: no audio stream") from None
-            duration = (container.duration or 0) / 1_000_000
-        if duration <= 0:
-            raise InputError(f"{media.display_name(path)}: unknown duration; cannot read its audio") from None
-        return vid, media.clip_audio(path, vid, 0, 0.0, duration, cache=cache)
-    audio = data.mean(axis=1)
-    if rate != RATE:
-        from math import gcd
-
-        resample_poly = heavy_import("scipy.signal").resample_poly
-        g = gcd(int(rate), RATE)
-        audio = resample_poly(audio, RATE // g, int(rate) // g).astype(np.float32)
-    return vid, np.ascontiguousarray(audio, dtype=np.float32)
-
-
+# -- whole audio files (evaluation; read by :func:`m3cli.stages.core.audio_file.read_audio_file`) ---
 def diarize_file(path: Path, config: DiarizeConfig, ctx: RunContext | None = None) -> ClipResult:
     """The per-clip pipeline over a whole audio/video file as one clip (cached by file content)."""
     ctx = ctx or RunContext()

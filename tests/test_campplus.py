@@ -14,7 +14,7 @@ DATA = Path(__file__).parent / "data"
 @pytest.fixture(scope="module")
 def model_and_audio():
     from m3cli.stages.backends.speaker_campplus import CamppModel
-    from m3cli.stages.diarize import read_audio_file
+    from m3cli.stages.core.audio_file import read_audio_file
 
     _, audio = read_audio_file(DATA / "libri5.mp4")
     return CamppModel(), audio

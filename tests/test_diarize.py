@@ -11,6 +11,7 @@ import pytest
 
 from conftest import DATA, FIXTURE, run_m3
 from m3cli.stages.backends.asr import AsrSegment, SpeakerTurn, Word, make_asr, make_vad
+from m3cli.stages.backends.speaker import windows_over
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import M3Error
@@ -22,7 +23,6 @@ from m3cli.stages.diarize import (
     diarize_file,
     fit_to_turns,
     split_by_speaker,
-    windows_over,
 )
 from m3cli.stages.eval.audio import diarization_error, read_rttm, read_uem, word_error
 
@@ -103,7 +103,7 @@ def test_nothing_is_invented_after_speech():
     """jfk.wav followed by 2 s of silence, then by 3 s of noise and a second of silence (a short video's
     last clip): the transcript is the sentence, word for word, nothing after it; every utterance is at
     least 0.1 s long and holds a letter or digit."""
-    from m3cli.stages.diarize import read_audio_file
+    from m3cli.stages.core.audio_file import read_audio_file
 
     pipe = Pipeline(DiarizeConfig())
     _, jfk = read_audio_file(DATA / "jfk.wav")

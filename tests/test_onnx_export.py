@@ -17,7 +17,7 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(scope="module")
 def audio() -> np.ndarray:
-    from m3cli.stages.diarize import read_audio_file
+    from m3cli.stages.core.audio_file import read_audio_file
 
     _, samples = read_audio_file(DATA / "speakers3.mp4")
     return samples
@@ -42,7 +42,7 @@ def test_campplus_export_embeds_as_torch_does(audio) -> None:
 
 def test_segmentation_export_gives_the_torch_activity() -> None:
     from m3cli.stages.backends.segmentation import SegmentationModel
-    from m3cli.stages.diarize import read_audio_file
+    from m3cli.stages.core.audio_file import read_audio_file
 
     _, meeting = read_audio_file(DATA / "dev00.wav")  # an AMI meeting excerpt
     exported, reference = SegmentationModel(), SegmentationModel(runtime="torch")
@@ -64,7 +64,7 @@ def test_exported_networks_run_without_importing_torch(audio) -> None:
         from pathlib import Path
         from m3cli.stages.backends.segmentation import SegmentationModel
         from m3cli.stages.backends.speaker_campplus import CamppModel
-        from m3cli.stages.diarize import read_audio_file
+        from m3cli.stages.core.audio_file import read_audio_file
         _, audio = read_audio_file(Path({str(DATA / "speakers3.mp4")!r}))
         print(CamppModel().embed(audio, [(1.0, 3.0)]).shape)
         print(SegmentationModel().activity(audio, 5.0).active.shape)
@@ -95,7 +95,7 @@ def _embed_in_new_process(weights: Path) -> np.ndarray:
         import sys
         from pathlib import Path
         from m3cli.stages.backends.speaker_campplus import CamppModel
-        from m3cli.stages.diarize import read_audio_file
+        from m3cli.stages.core.audio_file import read_audio_file
         _, audio = read_audio_file(Path({str(DATA / "speakers3.mp4")!r}))
         print(",".join(map(repr, CamppModel(Path({str(weights)!r})).embed(audio, [(1.0, 3.0)])[0].tolist())))
         """

@@ -138,7 +138,7 @@ def test_clips_with_a_few_seconds_of_speech_still_split_two_speakers():
     """Under ~8 s of speech the eigengap is replaced by average linkage (measured on 10 excerpts: 9 right)."""
     from m3cli.stages.backends.asr import make_vad
     from m3cli.stages.backends.diarizer_overlap import OverlapDiarizer
-    from m3cli.stages.diarize import read_audio_file
+    from m3cli.stages.core.audio_file import read_audio_file
 
     diarizer, vad = OverlapDiarizer(), make_vad("silero")
     for path, end, speakers in ((LIBRI5, 7.0, 2), (HAMILTON, 7.0, 1), (DATA / "fixture.mp4", 8.0, 2)):

@@ -25,7 +25,7 @@ def stack():
 @pytest.mark.slow
 @pytest.mark.parametrize("name, speakers", [("speakers3", 3), ("speakers6", 6), ("speakers8", 8)])
 def test_speaker_count_is_found_without_being_told(stack, name, speakers):
-    from m3cli.stages.diarize import read_audio_file
+    from m3cli.stages.core.audio_file import read_audio_file
 
     diarizer, vad = stack
     audio = read_audio_file(DATA / f"{name}.mp4")[1]

@@ -16,7 +16,7 @@ DATA = Path(__file__).parent / "data"
 
 def test_split_clusters_of_three_voices_join_back_to_three():
     from m3cli.stages.backends.speaker_campplus import CamppModel
-    from m3cli.stages.diarize import read_audio_file
+    from m3cli.stages.core.audio_file import read_audio_file
 
     _, audio = read_audio_file(DATA / "speakers3.mp4")
     ref = read_rttm(DATA / "speakers3.rttm")["speakers3"]

@@ -30,7 +30,7 @@ from m3cli.stages.backends.vad_silero import (
     speech_timestamps,
     timestamps_from_probs,
 )
-from m3cli.stages.diarize import read_audio_file
+from m3cli.stages.core.audio_file import read_audio_file
 
 torch = pytest.importorskip("torch")
 silero_vad = pytest.importorskip("silero_vad")
@@ -196,7 +196,7 @@ def test_silero_vad_speech_runs_without_torch():
         import sys
         from pathlib import Path
         from m3cli.stages.backends.asr import make_vad
-        from m3cli.stages.diarize import read_audio_file
+        from m3cli.stages.core.audio_file import read_audio_file
         audio = read_audio_file(Path({str(FIXTURE)!r}))[1]
         vad = make_vad("silero")
         spans = vad.speech(audio)

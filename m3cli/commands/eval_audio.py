@@ -109,8 +109,8 @@ def diarization(
     speaker missed there counts as missed speech. ``ovl ref/flag`` gives the seconds of reference speech
     with two or more speakers and how much of it the turns also mark as overlap; ``spk ref/hyp`` the
     reference speakers with at least 3 s of speech and the speakers found."""
+    from m3cli.stages.configs.diarize import ClusterConfig, DiarizeConfig
     from m3cli.stages.core.errors import InputError
-    from m3cli.stages.diarize import ClusterConfig, DiarizeConfig
     from m3cli.stages.eval.audio import collect_items, read_manifest
     from m3cli.stages.eval.speech import score_diarization
 

