@@ -268,7 +268,7 @@ def transcribe_speech(
 
     raw = asr.transcribe(joined, language)
     heard_until = len(joined) / RATE - PADDING_EPS
-    segments = []
+    segments: list[AsrSegment] = []
     for seg in raw.segments:
         # a word that starts after the audio ended was read from Whisper's zero padding
         words = tuple(Word(*span(w.start, w.end), w.word, w.p) for w in seg.words if w.start < heard_until)

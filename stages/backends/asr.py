@@ -102,11 +102,30 @@ class Diarizer(Protocol):
 class ClusterSettings(Protocol):
     """What the ``cluster`` diarizer reads from its settings (the stage's ``ClusterConfig``)."""
 
-    window: float  # s of speech per embedding window
-    hop: float  # s between window starts
-    threshold: float  # cosine distance at which average-linkage merging stops
-    min_cluster_seconds: float  # smaller clusters are folded into the nearest big one
-    min_turn: float  # shorter turns are absorbed by their neighbours
+    @property
+    def window(self) -> float:
+        """Seconds of speech per embedding window."""
+        ...
+
+    @property
+    def hop(self) -> float:
+        """Seconds between window starts."""
+        ...
+
+    @property
+    def threshold(self) -> float:
+        """Cosine distance at which average-linkage merging stops."""
+        ...
+
+    @property
+    def min_cluster_seconds(self) -> float:
+        """Clusters with less speech are folded into the nearest big one."""
+        ...
+
+    @property
+    def min_turn(self) -> float:
+        """Shorter turns (s) are absorbed by their neighbours."""
+        ...
 
 
 # -- registries ------------------------------------------------------------------------------------
