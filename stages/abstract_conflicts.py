@@ -138,7 +138,7 @@ class ConflictFinder:
                 by_pol = tally.forms[(c, pred)]
                 if 1 in by_pol and -1 in by_pol:
                     sides.append((by_pol[1], by_pol[-1], c, "offline"))
-        out = []
+        out: list[dict[str, Any]] = []
         for side_a, side_b, c, source in sides:
             rank_a = (len(side_a), max(f.order for f in side_a))
             rank_b = (len(side_b), max(f.order for f in side_b))

@@ -57,7 +57,8 @@ class VideoState:
     clip_span: tuple[float, float] | None = None
     last_by_entity: dict[str, int] = field(default_factory=dict)
     last_episodic: int | None = None
-    conflicts_seen: set[tuple[str, str]] = field(default_factory=set)
+    #: each contradiction reported, as the ids of its (kept, dropped) statements
+    conflicts_seen: set[tuple[tuple[str, ...], tuple[str, ...]]] = field(default_factory=set)
     names: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
 
     def add_vectors(self, rows: np.ndarray) -> None:

@@ -75,7 +75,7 @@ class Linker:
         # similar text
         if self.embedder is not None and new:
             vecs = self._embed(record.video.id, record.clip.index, [f.text for f in new])
-            if state.n_vectors:
+            if state.n_vectors and state.vectors is not None:  # rows in use imply the array
                 sims = vecs @ state.vectors[: state.n_vectors].T
                 for i, f in enumerate(new):
                     # the similar_k most similar earlier lines above the threshold (ties: the earlier line)

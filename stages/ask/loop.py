@@ -264,7 +264,7 @@ class Asker:
         hits = [v for v, p in paths.items() if p and want in (PurePath(p).name, PurePath(p).stem)]
         if len(hits) == 1:
             return hits[0]
-        listed = [f"{v} ({PurePath(paths[v]).name})" if paths.get(v) else v for v in videos[:10]]
+        listed = [f"{v} ({PurePath(p).name})" if (p := paths.get(v)) else v for v in videos[:10]]
         shown = ", ".join(listed) + (" ..." if len(videos) > 10 else "")
         where = self.memory_name or "the memory"
         if hits:
@@ -418,7 +418,7 @@ class Asker:
         names: dict[str, str | None] = {}
         cited_ids: list[str] = []
         if ctx is not None:
-            videos = {n.video for n in ctx.evidence} or {ctx.scope.video}
+            videos: set[str | None] = {n.video for n in ctx.evidence} or {ctx.scope.video}
             video = next(iter(videos)) if len(videos) == 1 else ctx.scope.video
             names = known_names(ctx.characters(video))
         clean = clean_answer(raw, names)

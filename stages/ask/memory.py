@@ -152,7 +152,7 @@ class ExactVectors:
             keep &= ~self._equivalence
         return keep
 
-    def nodes(self, rows: Sequence[int], sims: Sequence[float]) -> list[Node]:
+    def nodes(self, rows: Sequence[int] | np.ndarray, sims: Sequence[float] | np.ndarray) -> list[Node]:
         if not len(rows):
             return []
         # a list, not an ndarray: pyarrow would import numpy.ma (20 ms) to check a numpy argument

@@ -465,7 +465,8 @@ def rewatch_from_sight(ctx: ToolContext, info: ClipInfo, question: str, why: str
         return (-(overlap(q, n.text) if q else 0.0), on_screen != text_first, n.t_start or 0.0, n.id)
 
     ranked = sorted(nodes, key=order)[: max(ctx.k, 8)]
-    what = "; ".join(SIGHT_LINE.match(n.raw_text or n.text).group(0).strip() for n in ranked)
+    heads = (SIGHT_LINE.match(n.raw_text or n.text) for n in ranked)  # each matches: kept above for it
+    what = "; ".join(m.group(0).strip() for m in heads if m)
     result = ToolResult(
         "rewatch",
         f"clip {info.clip}: {question}",

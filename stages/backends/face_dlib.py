@@ -257,8 +257,8 @@ class DlibFaceModel:
             cut = last_thumb is not None and float(np.abs(thumb - last_thumb).mean()) > CUT_CHANGE
             last_thumb = thumb
             if cut:  # no face continues across a cut
-                for track in tracks:
-                    self._embed_window(track)
+                for ended in tracks:
+                    self._embed_window(ended)
                 tracks = []
             due = since_search + 1
             search = cut or due >= max(SEARCH_AT_LEAST, self.detect_every) or (
@@ -267,7 +267,8 @@ class DlibFaceModel:
                      or _changed_elsewhere(thumb, searched, tracks, image.shape))
             )
             since_search = 0 if search else since_search + 1
-            found = self._follow(det, seen, tracks)  # always: a track's boxes come from one scale
+            found: list[tuple[Box, float, _Track | None]]
+            found = list(self._follow(det, seen, tracks))  # always: a track's boxes come from one scale
             self.tracked += len(found)
             if not search and len(found) < len(tracks):  # a face was lost: look at the whole frame
                 search, since_search = True, 0
@@ -278,9 +279,9 @@ class DlibFaceModel:
                 found += _link(fresh, [track for track in tracks if id(track) not in followed])
                 searched = thumb
             continued = {id(track) for _, _, track in found if track is not None}
-            for track in tracks:
-                if id(track) not in continued:
-                    self._embed_window(track)
+            for ended in tracks:
+                if id(ended) not in continued:
+                    self._embed_window(ended)
             frame_rows, tracks = [], []
             for box, score, track in found:
                 box = _steady(box, track)

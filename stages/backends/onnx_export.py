@@ -130,7 +130,7 @@ def _export(spec: OnnxExport) -> bytes:
             torch.onnx.export(
                 module,
                 example,
-                buf,
+                buf,  # type: ignore[arg-type]  # torch annotates a path; this exporter writes file objects too
                 dynamo=False,
                 input_names=list(spec.inputs),
                 output_names=list(spec.outputs),

@@ -20,6 +20,7 @@ import json
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +78,7 @@ class SegmentationModel:
         if not path.is_file():
             raise M3Error(f"{path}: segmentation-3.0 weights file not found")
         self._session = None
-        self._net = None
+        self._net: Any = None  # the torch module, when no ONNX export is used
         runtime = resolve_runtime(self.name, device, runtime)
         if runtime == "onnxruntime":
             spec = _export_spec(path)
@@ -169,8 +170,7 @@ def _export_spec(path: Path) -> OnnxExport:
 def _build_net(torch, cfg: dict):  # noqa: ANN001,ANN202 - torch is imported lazily by the caller
     """PyanNet (pyannote.audio, MIT) with the layer names of its state dict."""
     from asteroid_filterbanks import Encoder, ParamSincFB
-
-    nn = torch.nn
+    from torch import nn  # the caller imported torch: no import cost here
     F = torch.nn.functional
     lstm_cfg = cfg["lstm"]
     hidden = lstm_cfg["hidden_size"]

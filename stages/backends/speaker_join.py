@@ -37,12 +37,12 @@ def pooled_spans(
         centre = emb[members].mean(axis=0)
         members = members[np.argsort(-(emb[members] @ centre), kind="stable")]
         chosen: list[Span] = []
-        for i in members:
+        for i in members.tolist():
             chosen = merge_spans([*chosen, wins[i]])
             if sum(e - s for s, e in chosen) >= seconds:
                 break
         return chosen
-    return merge_spans([wins[i] for i in members])
+    return merge_spans([wins[i] for i in members.tolist()])
 
 
 def join_clusters(

@@ -26,7 +26,7 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 from urllib.parse import quote_from_bytes, unquote_to_bytes, urlparse
 
 import av
@@ -34,9 +34,6 @@ import numpy as np
 
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.errors import InputError
-
-if TYPE_CHECKING:
-    from m3cli.schemas.records import VideoInfo
 
 log = logging.getLogger(__name__)
 
@@ -645,8 +642,11 @@ def register_live(video_id: str, path: Path) -> None:
     _LIVE[video_id] = os.fsencode(Path(path).resolve())
 
 
-def source_path(video: VideoInfo, cache: Cache | None = None) -> Path:
+def source_path(video: Any, cache: Cache | None = None) -> Path:
     """The file a clip record's ``video`` section points to, checked to still hold that video.
+
+    ``video`` is a :class:`~m3cli.schemas.records.VideoInfo` or any object with its fields (``path``
+    or ``uri``, ``id``, ``size_bytes``), such as a row read back from a memory.
 
     Records carry ``uri`` (exact bytes) when the file name is not valid UTF-8, else ``path``. Whatever
     a stage computes from the file is stored under ``video.id``, so the file must still be the one

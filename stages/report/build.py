@@ -78,7 +78,8 @@ def write_report(
         if made:
             thumbs[(v.id, c.id)] = made
         if c.voice_sample is not None:
-            audio = voice_sample(*c.voice_sample, video_id=v.id)  # only from that very video
+            sample_of, start, end = c.voice_sample
+            audio = voice_sample(sample_of, start, end, video_id=v.id)  # only from that very video
             if audio:
                 voices[(v.id, c.id)] = audio
     frames = _keyframe_thumbs(data, limits)
