@@ -71,7 +71,7 @@ def perceive(path: Path) -> dict:
 
 def measure(name: str, got: dict, ref, uem, fit: bool = True) -> dict:
     from m3cli.stages.diarize import fit_to_turns, split_by_speaker
-    from m3cli.stages.eval.audio import _crop_regions, diarization_error, merge_regions, subtract_regions
+    from m3cli.stages.eval.audio import crop_regions, diarization_error, merge_regions, subtract_regions
 
     utts = split_by_speaker(got["transcript"].segments, got["turns"], relabel=False)
     if fit:
@@ -79,8 +79,8 @@ def measure(name: str, got: dict, ref, uem, fit: bool = True) -> dict:
     turns = [(t.start, t.end, t.speaker) for t in got["turns"]]
     uhyp = [(u["start"], u["end"], u["speaker_local"]) for u in utts]
     region = uem or [(0.0, got["duration"])]
-    ref_speech = _crop_regions(merge_regions((s, e) for s, e, _ in ref), region)
-    heard = _crop_regions(ref_speech, merge_regions((s, e) for s, e, _ in turns))
+    ref_speech = crop_regions(merge_regions((s, e) for s, e, _ in ref), region)
+    heard = crop_regions(ref_speech, merge_regions((s, e) for s, e, _ in turns))
     lost = subtract_regions(heard, [(s, e) for s, e, _ in uhyp])
     segs = got["transcript"].segments
     causes = {}
@@ -90,7 +90,7 @@ def measure(name: str, got: dict, ref, uem, fit: bool = True) -> dict:
         ("asr", [(s.start, s.end) for s in segs]),
         ("words", [(w.start, w.end) for s in segs for w in s.words]),
     ):
-        inside = _crop_regions(rest, merge_regions(cover))
+        inside = crop_regions(rest, merge_regions(cover))
         causes[cause] = round(sum(e - s for s, e in subtract_regions(rest, inside)), 2)
         rest = inside
     causes["split"] = round(sum(e - s for s, e in rest), 2)

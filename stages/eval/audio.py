@@ -246,8 +246,8 @@ def overlap_agreement(ref: Sequence[Turn], hyp: Sequence[Turn], uem: Sequence[Re
     intersection: how much of the real overlap the diarizer flags, and how much it flags wrongly."""
     r, h = overlap_regions(ref), overlap_regions(hyp)
     if uem:
-        r, h = _crop_regions(r, uem), _crop_regions(h, uem)
-    both = _crop_regions(r, h)
+        r, h = crop_regions(r, uem), crop_regions(h, uem)
+    both = crop_regions(r, h)
     return {
         "reference": round(sum(e - s for s, e in r), 3),
         "hypothesis": round(sum(e - s for s, e in h), 3),
@@ -255,7 +255,8 @@ def overlap_agreement(ref: Sequence[Turn], hyp: Sequence[Turn], uem: Sequence[Re
     }
 
 
-def _crop_regions(regions: Sequence[Region], within: Sequence[Region]) -> list[Region]:
+def crop_regions(regions: Sequence[Region], within: Sequence[Region]) -> list[Region]:
+    """The parts of ``regions`` inside ``within`` (merged), e.g. reference speech inside the scored UEM."""
     cropped = _crop([(s, e, "") for s, e in regions], merge_regions(within))
     return merge_regions((s, e) for s, e, _ in cropped)
 
@@ -271,9 +272,9 @@ def untranscribed(
     so a false-alarm turn is not counted as lost speech."""
     heard = merge_regions((s, e) for s, e, _ in turns)
     if reference is not None:
-        heard = _crop_regions(heard, [(s, e) for s, e, _ in reference])
+        heard = crop_regions(heard, [(s, e) for s, e, _ in reference])
     if uem:
-        heard = _crop_regions(heard, uem)
+        heard = crop_regions(heard, uem)
     lost = subtract_regions(heard, [(s, e) for s, e, _ in utterances])
     return round(sum(e - s for s, e in lost), 3)
 
