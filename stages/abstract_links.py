@@ -38,7 +38,7 @@ class Linker:
         self.view = view
         self.similar_threshold = config.similar_threshold
         self.similar_k = config.similar_k
-        self.embedder = embedder if config.embed else None
+        self.embedder: Any = embedder if config.embed else None  # .version and .embed(texts), or None
         self.cache = cache
         self.llm = llm if config.causal else None
 

@@ -11,6 +11,7 @@ workers, which put the driver's working directory first on theirs.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import subprocess
 import sys
@@ -87,3 +88,30 @@ def test_ray_driver_refuses_a_directory_whose_m3cli_would_shadow_its_own(tmp_pat
     (tmp_path / "m3cli" / "__init__.py").write_text("")
     with pytest.raises(M3Error, match="run m3 batch from another directory"):
         check_workers_see_this_m3(str(tmp_path))
+
+
+def test_the_type_check_sees_the_installed_layout(tmp_path):
+    spec = importlib.util.spec_from_file_location("typecheck", ROOT / "scripts" / "typecheck.py")
+    typecheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(typecheck)
+    mapping = typecheck.package_dirs()
+    assert mapping["m3cli.stages"] == "stages" and mapping["m3cli.schemas"] == "schemas"
+    typecheck.lay_out(tmp_path / "tree", mapping)
+    tree = tmp_path / "tree" / "m3cli"
+    assert (tree / "stages" / "core" / "errors.py").resolve() == ROOT / "stages" / "core" / "errors.py"
+    assert (tree / "schemas" / "records.py").resolve() == ROOT / "schemas" / "records.py"
+    assert (tree / "app.py").resolve() == ROOT / "m3cli" / "app.py"
+
+
+def test_ci_and_just_check_lint_format_and_type_check_before_the_tests():
+    ci = (ROOT / ".ci" / "run").read_text()
+    steps = ["ruff check ", "ruff format --check ", "scripts/typecheck.py", "python -m pytest"]
+    at = [ci.index(step) for step in steps]
+    assert at == sorted(at), "CI lints, checks formatting and types, then runs the suite"
+    assert '-m "not slow"' not in ci  # the full suite, not the fast tier again
+    just = (ROOT / "justfile").read_text()
+    check = just[just.index("\ncheck:") :].split("\n\n")[0]
+    at = [
+        check.index(step) for step in ("ruff check ", "ruff format --check ", "typecheck.py", '-m "not slow"')
+    ]
+    assert at == sorted(at)
