@@ -74,7 +74,7 @@ class Linker:
             state.last_episodic = f.order
         # similar text
         if self.embedder is not None and new:
-            vecs = self._embed(record.video.id, record.clip.index, [f.text for f in new])
+            vecs = self._embed(self.embedder, record.video.id, record.clip.index, [f.text for f in new])
             if state.n_vectors and state.vectors is not None:  # rows in use imply the array
                 sims = vecs @ state.vectors[: state.n_vectors].T
                 for i, f in enumerate(new):
@@ -89,18 +89,18 @@ class Linker:
             links += self._causal(record, state, new)
         return links
 
-    def _embed(self, video: str, clip: int, texts: list[str]) -> np.ndarray:
+    def _embed(self, embedder: Any, video: str, clip: int, texts: list[str]) -> np.ndarray:
         """Vectors of ``texts`` with ids made neutral (an id says nothing about meaning), cached per clip."""
         if not texts:
             return np.zeros((0, 1), np.float32)
         neutral = [ID_RE.sub("someone", t) for t in texts]
         digest = hashlib.sha256(orjson.dumps(neutral)).hexdigest()[:32]
-        key = CacheKey.of(video, clip, f"{STAGE}-embed", {"texts": digest}, self.embedder.version)
+        key = CacheKey.of(video, clip, f"{STAGE}-embed", {"texts": digest}, embedder.version)
         if self.cache is not None:
             hit = self.cache.get_arrays(key, "vectors.npz")
             if hit is not None and hit["v"].shape[0] == len(texts):
                 return hit["v"]
-        vectors = np.asarray(self.embedder.embed(neutral), dtype=np.float32)
+        vectors = np.asarray(embedder.embed(neutral), dtype=np.float32)
         if self.cache is not None:
             self.cache.put_arrays(key, "vectors.npz", v=vectors)
         return vectors
