@@ -3,6 +3,7 @@ caches (so the two mix), and builds the same memory row for row."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -10,6 +11,9 @@ import sys
 import pytest
 
 from conftest import HAMILTON
+from m3cli.commands import COMMANDS
+from m3cli.lazy import load_command
+from m3cli.stages.configs import STAGE_CONFIGS
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.options import assignments
 from m3cli.stages.pipeline import STAGES, option_names, pipeline_config
@@ -39,6 +43,35 @@ def test_set_options_build_each_stage_config():
     assert config.abstract.check is True
     assert config.stages == ("segment", "diarize", "voices", "faces")
     assert set(option_names()) == set(STAGES) and "cluster.threshold" in option_names()["diarize"]
+
+
+def _flagged(config: type) -> list[tuple[str, object]]:
+    """(option path, field) of every option of ``config`` that declares command-line flags."""
+    out = []
+    for f in dataclasses.fields(config):
+        if dataclasses.is_dataclass(f.default_factory):
+            out += [(f"{f.name}.{p}", g) for p, g in _flagged(f.default_factory)]
+        elif f.metadata.get("flags"):
+            out.append((f.name, f))
+    return out
+
+
+@pytest.mark.parametrize("stage", list(STAGE_CONFIGS))
+def test_each_stage_command_takes_its_flags_and_defaults_from_the_one_declaration(stage):
+    # a flag, its default or its help written a second time in the command would drift from the
+    # config that --set and m3.toml fill
+    command = load_command(stage, COMMANDS[stage][0])
+    params = {name: p for p in command.params for name in (*p.opts, *p.secondary_opts)}
+    flagged = _flagged(STAGE_CONFIGS[stage])
+    assert flagged, f"{stage} declares no flags"
+    for path, f in flagged:
+        declared = [part for flag in f.metadata["flags"] for part in flag.split("/")]
+        param = params.get(declared[0])
+        assert param is not None, f"m3 {stage} lacks {declared[0]} ({stage}.{path})"
+        assert set(declared) <= set(param.opts) | set(param.secondary_opts)
+        assert param.help == f.metadata["help"]
+        if not f.metadata["extra"].get("off"):
+            assert param.default == f.default, f"{stage}.{path}"
 
 
 @pytest.mark.parametrize(
