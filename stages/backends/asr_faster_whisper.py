@@ -102,6 +102,17 @@ class FasterWhisperAsr:
 
     name = "faster-whisper"
 
+    @classmethod
+    def identity(cls, model: str | None) -> str:
+        """What a cached transcript depends on, without loading the model: its files and decoding."""
+        load_from, name = resolve_model(model)
+        return f"faster-whisper {name} {_fingerprint(load_from)} {sorted(decode_options().items())}"
+
+    @classmethod
+    def display_name(cls, model: str | None) -> str:
+        """The model as records name it."""
+        return resolve_model(model)[1]
+
     def __init__(
         self, model: str | None = None, device: str = "cpu", compute_type: str | None = None, threads: int = 0
     ) -> None:

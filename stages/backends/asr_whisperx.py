@@ -35,6 +35,16 @@ class WhisperxAsr:
 
     name = "whisperx"
 
+    @classmethod
+    def identity(cls, model: str | None) -> str:
+        """What a cached transcript depends on, without loading the model."""
+        return f"{cls.name} {model}"
+
+    @classmethod
+    def display_name(cls, model: str | None) -> str:
+        """The model as records name it (whisperx's default is large-v3)."""
+        return Path(model).name if model else "large-v3"
+
     def __init__(
         self,
         model: str | None = None,

@@ -425,9 +425,6 @@ class OpenAIEmbedder:
 # ----------------------------------------------------------------------------------------------- factory
 
 TorchEmbedder = LocalEmbedder
-EMBEDDERS: dict[str, type] = {"local": OnnxEmbedder, "torch": TorchEmbedder, "openai": OpenAIEmbedder}
-
-
 def backend_for(version: str) -> str:
     """The embedding settings that reproduce vectors labelled ``version`` (for error messages)."""
     if version.startswith("onnx:"):
@@ -447,8 +444,8 @@ def mismatch_message(where: str, made_by: str, using: str) -> str:
 
 
 def make_embedder(backend: str, **kw: Any) -> Embedder:
-    """Build the embedder named in settings (`embed.backend`); keyword arguments go to its constructor."""
-    cls = EMBEDDERS.get(backend)
-    if cls is None:
-        raise M3Error(f"unknown embedding backend {backend!r}; valid: {', '.join(sorted(EMBEDDERS))}")
-    return cls(**kw)
+    """Build the embedder named in settings (`embed.backend`, stages/backends/registry.py); keyword
+    arguments go to its constructor."""
+    from m3cli.stages.backends.registry import backend_class
+
+    return backend_class("embed", backend)(**kw)

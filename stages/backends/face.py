@@ -12,14 +12,13 @@ a rerun whose detections are all cached never pays for loading a model.
 from __future__ import annotations
 
 import hashlib
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 
-from m3cli.stages.core.errors import M3Error
+from m3cli.stages.backends.registry import backend_class
 
 Metric = Literal["l2", "cosine"]
 
@@ -105,21 +104,9 @@ class FaceModel(Protocol):
         ...
 
 
-#: name -> "module:Class"; modules are imported only when their backend is asked for.
-FACE_BACKENDS: dict[str, str] = {
-    "dlib": "m3cli.stages.backends.face_dlib:DlibFaceModel",
-    "insightface": "m3cli.stages.backends.face_insightface:InsightFaceModel",
-}
-
-
 def make_face_model(name: str, **kw: Any) -> FaceModel:
-    """Build a face backend by name; keyword arguments go to its constructor."""
-    target = FACE_BACKENDS.get(name)
-    if target is None:
-        raise M3Error(f"unknown face backend {name!r}; valid: {', '.join(sorted(FACE_BACKENDS))}")
-    module_name, cls_name = target.split(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
-    return cls(**kw)
+    """Build a face backend by name (stages/backends/registry.py); keyword arguments go to its constructor."""
+    return backend_class("face", name)(**kw)
 
 
 def sort_detections(dets: list[Detection]) -> list[Detection]:

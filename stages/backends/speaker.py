@@ -12,11 +12,11 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from m3cli.stages.core.errors import M3Error
+from m3cli.stages.backends.registry import backend_names, create
 
 Span = tuple[float, float]
 
-SPEAKER_BACKENDS = ("campplus", "resemblyzer", "pyannote")
+SPEAKER_BACKENDS = backend_names("speaker")
 
 
 @runtime_checkable
@@ -28,6 +28,16 @@ class SpeakerModel(Protocol):
     #: cosine similarity above which two utterance embeddings are taken as one voice (backend-specific)
     same_speaker_cosine: float
 
+    @classmethod
+    def identity(cls, model: str | None, device: str = "cpu") -> str:
+        """What cached embeddings of ``model`` depend on, told without loading it."""
+        ...
+
+    @classmethod
+    def display_name(cls, model: str | None) -> str:
+        """``model`` (None: the bundled one) as records name it."""
+        ...
+
     def embed(self, audio: np.ndarray, spans: Sequence[Span]) -> np.ndarray:
         """One L2-normalised embedding per span (seconds from the start of ``audio``, mono 16 kHz float32);
         shape (len(spans), dim), float32."""
@@ -35,21 +45,9 @@ class SpeakerModel(Protocol):
 
 
 def make_speaker_model(name: str, model: str | None = None, device: str = "cpu") -> SpeakerModel:
-    if name == "campplus":
-        from m3cli.stages.backends.speaker_campplus import CamppModel
-
-        return CamppModel(weights=model, device=device)
-    if name == "resemblyzer":
-        from m3cli.stages.backends.speaker_resemblyzer import ResemblyzerModel
-
-        if model is not None:
-            return ResemblyzerModel(weights=model, device=device)
-        return ResemblyzerModel(device=device)
-    if name == "pyannote":
-        from m3cli.stages.backends.speaker_pyannote import PyannoteEmbedding
-
-        return PyannoteEmbedding(model, device=device)
-    raise M3Error(f"unknown speaker-embedding backend {name!r}; choose one of: {', '.join(SPEAKER_BACKENDS)}")
+    """A :class:`SpeakerModel` by backend name; ``model`` is its weights file or directory (None: the
+    backend's bundled one)."""
+    return create("speaker", name, model, device=device)
 
 
 def l2_normalize(x: np.ndarray, axis: int = -1) -> np.ndarray:

