@@ -45,9 +45,7 @@ def index(
     records = stream.read_records(inputs or ["-"])
     run = context.run_context(ctx, settings, unit="video")
     embedder = make_text_embedder(settings.embed, settings.device)
-    stats = index_records(
-        records, output, embedder, options.stage_config(IndexConfig, ctx.params), run
-    )
+    stats = index_records(records, output, embedder, options.stage_config(IndexConfig, ctx.params), run)
     if not context.state(ctx).quiet:
         from m3cli.stages.core.summary import characters_in, summary_line
 

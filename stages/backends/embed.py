@@ -425,6 +425,8 @@ class OpenAIEmbedder:
 # ----------------------------------------------------------------------------------------------- factory
 
 TorchEmbedder = LocalEmbedder
+
+
 def backend_for(version: str) -> str:
     """The embedding settings that reproduce vectors labelled ``version`` (for error messages)."""
     if version.startswith("onnx:"):

@@ -68,7 +68,7 @@ def backend_names(kind: str) -> tuple[str, ...]:
     return tuple(BACKENDS[kind])
 
 
-def backend_class(kind: str, name: str) -> type | None:
+def backend_class(kind: str, name: str) -> Any:
     """The class of backend ``name`` of ``kind`` (its module imported now), or None for a name the
     stage serves itself; an unknown name is one error that lists the valid ones."""
     table = BACKENDS[kind]
