@@ -8,12 +8,14 @@ own sound as 16 kHz mono AAC; the ~98 s of clips are encoded once, then repeated
 from __future__ import annotations
 
 import math
+import os
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
-SHARED_VIDEO = Path(__file__).resolve().parent.parent.parent / "shared" / "media" / "video"
+SHARED_MEDIA = Path(__file__).resolve().parent.parent.parent / "shared" / "media"
+SHARED_VIDEO = Path(os.environ.get("M3_SHARED_MEDIA", SHARED_MEDIA)) / "video"
 WIDTH, HEIGHT, FPS, RATE = 854, 480, 25, 16000
 
 

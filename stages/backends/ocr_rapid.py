@@ -10,6 +10,9 @@ scene text in video is upright, and it costs a pass per box.
 pixels (the library's own default instead scales the *shorter* side up to 736, about 1.4x the pixels
 of a 720p frame). Text a reader can see in a video frame survives 960 px.
 
+``charset``: "ascii" (the default) decodes the recogniser's output over printable ASCII and puts back
+word spaces it hinted at (:mod:`ocr_decode`); "all" decodes its whole Chinese+English alphabet.
+
 ``gate_side``: most keyframes of most videos show no text, so detection first runs on the frame scaled
 to this smaller side (about a fifth of the cost at 960 px); only a frame where it finds a box is
 detected again at ``det_side`` and recognised. 0 turns the gate off.
@@ -30,6 +33,8 @@ if TYPE_CHECKING:  # RapidOCR.__call__ returns a union over its modes: these nam
     from rapidocr.utils.output import RapidOCROutput
 
 NAME = "rapidocr"
+CHARSETS = ("ascii", "all")
+DECODER = "ctc2"  # ocr_decode's version: part of the backend version, so cached sight sections renew
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,15 @@ class RapidOcr:
 
     name = NAME
 
-    def __init__(self, det_side: int = 960, gate_side: int = 480, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        det_side: int = 960,
+        gate_side: int = 480,
+        threads: int | None = None,
+        charset: str = "ascii",
+    ) -> None:
+        if charset not in CHARSETS:
+            raise M3Error(f"sight text charset must be one of {', '.join(CHARSETS)}, got {charset!r}")
         try:
             from rapidocr import RapidOCR
         except ImportError:
@@ -71,13 +84,15 @@ class RapidOcr:
         }
         self.det_side = int(det_side)
         self.gate_side = int(gate_side) if 0 < gate_side < det_side else 0
-        self.version = f"{NAME}-{_installed_version()}"
+        self.charset = charset
+        self.version = f"{NAME}-{_installed_version()}" + f"-{charset}-{DECODER}"
         self.model = "PP-OCRv6 det/rec small"
         self._engine = RapidOCR(params=params)
         self._gate = (
             RapidOCR(params={**params, "Det.limit_side_len": self.gate_side}) if self.gate_side else None
         )
         logging.getLogger("RapidOCR").setLevel(logging.ERROR)
+        _own_decoder(self._engine, restrict=charset == "ascii")
 
     def read(self, image: np.ndarray) -> list[TextBox]:
         """Every text line found in one RGB frame (detection, then recognition on the found boxes)."""
@@ -96,3 +111,17 @@ class RapidOcr:
             x0, y0, x1, y1 = (round(float(v), 1) for v in corners)
             out.append(TextBox(str(text).strip(), float(score), (x0, y0, x1, y1)))
         return out
+
+
+def _own_decoder(engine, restrict: bool) -> None:
+    """Replace the engine's recogniser decoder with :class:`ocr_decode.CtcDecode`."""
+    from m3cli.stages.backends.ocr_decode import CtcDecode
+
+    load = getattr(engine, "_load_rec_model", None)
+    rec = load() if load is not None else getattr(engine, "text_rec", None)
+    decode = getattr(rec, "postprocess_op", None)
+    if decode is None or not hasattr(decode, "character"):
+        raise M3Error(
+            f"rapidocr {_installed_version()}: its recogniser exposes no CTC decoder; install rapidocr 3.x"
+        )
+    rec.postprocess_op = CtcDecode(decode.character, restrict=restrict)

@@ -6,6 +6,13 @@ definition comes from ``efficientnet-lite-pytorch``. Torch is imported once per 
 network to ONNX into the model store (:mod:`onnx_export`), after which a process loads the ``.onnx``
 file and runs it without torch (about 20 ms per 224 px image on one core).
 
+Three views per image: the network was trained on square centre crops, and a centre crop of a 16:9
+video frame drops the outer 44% of its width, where the pickup truck or the laptop often is. The
+frame's shorter side is scaled to 224 and three 224 px squares are cut along its longer side (start,
+middle, end; together they cover it all), and their probabilities are averaged. On the labelled set
+this lifts top-1 from 75% to 84% and the kept tags' precision at every threshold (``m3 eval sight``),
+for three times the network's ~20 ms per image.
+
 The output is the softmax over the 1000 ImageNet classes; which classes are kept as tags is the
 stage's decision (a threshold measured on labelled frames, see :mod:`m3cli.stages.eval.sight`).
 Class names are torchvision's spelling (the first WordNet synonym), in ``imagenet_classes.json``.
@@ -27,7 +34,7 @@ from m3cli.stages.core.errors import M3Error
 NAME = "efficientnet-lite0"
 RECIPE = "effnet-lite0/1"
 SIDE = 224
-RESIZE = 256  # shorter side before the centre crop (the network's evaluation transform)
+RESIZE = 224  # shorter side: each square view spans it whole
 WEIGHTS_FILE = "efficientnet-lite0-57934424.pth"
 
 
@@ -77,8 +84,12 @@ def class_names() -> tuple[str, ...]:
     return tuple(data)
 
 
+VIEWS = 3  # squares along the longer side, averaged
+
+
 def preprocess(image: np.ndarray) -> np.ndarray:
-    """RGB uint8 (h, w, 3) -> (3, 224, 224) float32: shorter side to 256, centre crop, (x - 127) / 128."""
+    """RGB uint8 (h, w, 3) -> (VIEWS, 3, 224, 224) float32: shorter side to 224, then squares at the
+    start, middle and end of the longer side, each (x - 127) / 128."""
     from PIL import Image
 
     img = Image.fromarray(np.asarray(image, dtype=np.uint8))
@@ -89,27 +100,32 @@ def preprocess(image: np.ndarray) -> np.ndarray:
         Image.Resampling.BILINEAR,
         reducing_gap=2.0,
     )
-    w, h = img.size
-    left, top = (w - SIDE) // 2, (h - SIDE) // 2
-    arr = np.asarray(img.crop((left, top, left + SIDE, top + SIDE)), dtype=np.float32)
-    return ((arr - 127.0) / 128.0).transpose(2, 0, 1)
+    arr = np.asarray(img, dtype=np.float32)
+    h, w = arr.shape[:2]
+    views = []
+    for k in range(VIEWS):
+        left = (w - SIDE) * k // (VIEWS - 1) if w > h else (w - SIDE) // 2
+        top = (h - SIDE) * k // (VIEWS - 1) if h > w else (h - SIDE) // 2
+        views.append(arr[top : top + SIDE, left : left + SIDE])
+    return ((np.stack(views) - 127.0) / 128.0).transpose(0, 3, 1, 2)
 
 
 class ImageNetTagger:
     """Class probabilities of RGB images (batched)."""
 
     name = NAME
-    version = RECIPE
+    version = f"{RECIPE}-{VIEWS}views"
 
     def __init__(self) -> None:
         self._session = onnx_export.cpu_session(export_spec())
 
     def probabilities(self, images: list[np.ndarray]) -> np.ndarray:
-        """(n, 1000) softmax probabilities, float32."""
+        """(n, 1000) softmax probabilities, float32 (the mean over each image's views)."""
         if not images:
             return np.zeros((0, 1000), dtype=np.float32)
-        batch = np.stack([preprocess(im) for im in images]).astype(np.float32)
+        batch = np.concatenate([preprocess(im) for im in images]).astype(np.float32)
         logits = self._session.run(None, {"image": batch})[0].astype(np.float64)
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
-        return (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
+        p /= p.sum(axis=1, keepdims=True)
+        return p.reshape(len(images), VIEWS, -1).mean(axis=1).astype(np.float32)
