@@ -224,7 +224,7 @@ def analyse_clip(record: ClipRecord, models: SightModels, config: SightConfig, c
     t_ocr = t_tags = 0.0
     images = [frames.images[j] for _, j, _ in picks]
     probs = None
-    if models.tagger is not None and images:
+    if config.tags and models.tagger is not None and images:
         t0 = time.perf_counter()
         probs = models.tagger.probabilities(images)
         t_tags = time.perf_counter() - t0
@@ -235,9 +235,9 @@ def analyse_clip(record: ClipRecord, models: SightModels, config: SightConfig, c
                 cache.put_bytes(key, f"keyframe_{k:03d}.jpg", media.encode_jpeg(image, quality=85))
             )
         lines = []
-        if models.ocr is not None:
+        if config.text and models.ocr is not None:
             t0 = time.perf_counter()
-            for box in models.ocr.read(image):
+            for box in models.ocr.read(image, keep=lambda text, score: keep_line(text, score, config)):
                 if keep_line(box.text, box.score, config):
                     lines.append(box)
                     scaled = [round(v * scale, 1) for v in box.box]

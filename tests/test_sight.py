@@ -38,9 +38,11 @@ def models() -> SightModels:
     return SightModels(SightConfig())
 
 
-def _sight(video: Path, models: SightModels, cache: Cache) -> list[ClipRecord]:
+def _sight(
+    video: Path, models: SightModels, cache: Cache, config: SightConfig | None = None
+) -> list[ClipRecord]:
     records = segment_video(video, SegmentConfig(), cache)
-    return run_sight(records, models, SightConfig(), RunContext(cache=cache))
+    return run_sight(records, models, config or SightConfig(), RunContext(cache=cache))
 
 
 def test_no_text_video_gives_no_text_line_and_cached_keyframes(models, tmp_path):
@@ -346,10 +348,10 @@ def test_rewatch_falls_back_to_sight_lines_when_the_model_refuses_the_frames(see
 
 
 def test_a_scene_with_nothing_remembered_is_still_a_complete_memory(models, tmp_path):
-    """The coffee scene: no people, no text, no tag above the threshold, so no memory line at all; the
-    memory still opens (report, ask) and its report shows the scene's keyframes."""
+    """The coffee scene with tags off: no people, no text, no tag, so no memory line at all; the memory
+    still opens (report, ask) and its report shows the scene's keyframes."""
     cache = Cache(tmp_path / "cache")
-    records = _sight(COFFEE, models, cache)
+    records = _sight(COFFEE, models, cache, SightConfig(tags=False))
     memory = tmp_path / "mem.lance"
     env = _memory_of(records, cache, memory)
     run_m3("report", memory, "-o", tmp_path / "r.html", env=env, check=True)

@@ -69,7 +69,10 @@ def score_ocr(folder: Path, reader: Any, config: Any) -> dict[str, Any]:
     per_image = []
     started = time.perf_counter()
     for name in sorted(truth):
-        lines = [b.text for b in reader.read(_image(folder / name)) if keep_line(b.text, b.score, config)]
+        def keep(text: str, score: float) -> bool:
+            return keep_line(text, score, config)
+
+        lines = [b.text for b in reader.read(_image(folder / name), keep=keep) if keep(b.text, b.score)]
         want = Counter(w for line in truth[name] for w in _words(line))
         got = Counter(w for line in lines for w in _words(line))
         optional = Counter(w for line in detail.get(name, {}).get("optional", []) for w in _words(line))
