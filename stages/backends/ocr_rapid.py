@@ -134,7 +134,7 @@ def _own_decoder(engine, restrict: bool) -> None:
     load = getattr(engine, "_load_rec_model", None)
     rec = load() if load is not None else getattr(engine, "text_rec", None)
     decode = getattr(rec, "postprocess_op", None)
-    if decode is None or not hasattr(decode, "character"):
+    if rec is None or decode is None or not hasattr(decode, "character"):
         raise M3Error(
             f"rapidocr {_installed_version()}: its recogniser exposes no CTC decoder; install rapidocr 3.x"
         )
