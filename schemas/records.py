@@ -143,6 +143,8 @@ class AsrSection(_Open):
     model: str | None = None
     language: str | None = None
     speakers: int | None = Field(default=None, ge=0)
+    vad: str | None = None  # the voice activity detector that cut the speech (silero, faster-whisper, none)
+    diarizer: str | None = None  # who-spoke-when: overlap, cluster or pyannote
 
 
 class Word(_Open):
@@ -182,6 +184,7 @@ class VoicesSection(_Open):
     assigned: int | None = None
     unassigned: int | None = None
     embeddings: str | None = None
+    threshold: float | None = None  # the cosine at which a local speaker joined a voice of the bank
 
 
 class MemoryItem(_Open):

@@ -570,9 +570,14 @@ def diarize_records(
             turns = turn_records(result.turns, record.clip.start, length)
             language = result.language
             speakers = len({t.speaker_local for t in turns} | {u.speaker_local for u in utterances} - {None})
-        section = AsrSection(backend=config.backend, model=model_name, language=language, speakers=speakers)
-        section.vad = config.vad  # type: ignore[attr-defined]
-        section.diarizer = config.diarizer_name  # type: ignore[attr-defined]
+        section = AsrSection(
+            backend=config.backend,
+            model=model_name,
+            language=language,
+            speakers=speakers,
+            vad=config.vad,
+            diarizer=config.diarizer_name,
+        )
         out[record.key] = record.model_copy(update={"utterances": utterances, "turns": turns, "asr": section})
     return [out[r.key] for r in records]
 

@@ -106,7 +106,7 @@ def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None)
         size_bytes=os.stat(pinned).st_size,
     )
     if tracks > 1 or config.audio_track:
-        video.audio_track = config.audio_track  # type: ignore[attr-defined]
+        video.audio_track = config.audio_track
     if media.needs_uri(absolute):
         video.uri = media.path_to_uri(absolute)
     return [ClipRecord(schema=CLIP_SCHEMA, video=video, clip=ClipInfo(**clip)) for clip in plan["clips"]]

@@ -343,8 +343,8 @@ def voices_records(
             assigned=sum(1 for v in ids if v),
             unassigned=sum(1 for v in ids if not v),
             embeddings=_store_means(record, result.means, ctx.cache),
+            threshold=config.cosine,
         )
-        section.threshold = config.cosine  # type: ignore[attr-defined]
         update = {"utterances": new_utts, "voices": section}
         if record.turns is not None:
             update["turns"] = new_turns

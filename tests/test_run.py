@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import orjson
 import pytest
 
 from conftest import HAMILTON
@@ -18,6 +19,7 @@ from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.options import assignments
 from m3cli.stages.pipeline import STAGES, option_names, pipeline_config
 from support.memory_rows import memory_rows
+from support.strict_records import undeclared_fields
 
 M3 = f"{sys.executable} -m m3cli"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
@@ -110,6 +112,8 @@ def test_run_records_and_memory_equal_the_shell_pipe(tmp_path):
     pipe = _sh(f"{perceive} | {M3} memorize | {M3} link | {M3} abstract", cache_pipe)
     ran = _sh(f"{M3} run -l 4 --faces-fps 2 --until abstract {HAMILTON}", cache_run)
     assert len(pipe.splitlines()) == 3  # three 4-second clips, folded per video
+    for line in pipe.splitlines():  # every field a stage writes is declared by the schema and the models
+        assert undeclared_fields(orjson.loads(line)) == []
     # computed separately, byte for byte the same (cache paths aside: each run has its own cache)
     assert ran.replace(str(cache_run).encode(), str(cache_pipe).encode()) == pipe
 

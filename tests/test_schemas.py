@@ -11,6 +11,7 @@ from conftest import FIXTURE, run_m3
 from m3cli.schemas import SCHEMA_FILES, load_schema
 from m3cli.schemas import records as R
 from m3cli.stages.core.errors import M3Error
+from support.strict_records import undeclared_fields
 
 # (record type, JSON pointer into its schema) -> the pydantic model mirroring that object
 MIRRORS: dict[tuple[str, str], type[BaseModel]] = {
@@ -28,6 +29,10 @@ MIRRORS |= {
         "/properties/faces": R.FacesSection,
         "/$defs/faceTrack": R.FaceTrack,
         "/properties/asr": R.AsrSection,
+        "/properties/sight": R.SightSection,
+        "/properties/sight/properties/keyframes/items": R.Keyframe,
+        "/properties/sight/properties/text/items": R.SightText,
+        "/properties/sight/properties/tags/items": R.SightTag,
         "/$defs/utterance": R.Utterance,
         "/$defs/word": R.Word,
         "/$defs/turn": R.Turn,
@@ -36,6 +41,7 @@ MIRRORS |= {
         "/$defs/memoryItem": R.MemoryItem,
         "/properties/link": R.LinkSection,
         "/$defs/vote": R.Vote,
+        "/$defs/voice_split": R.VoiceSplit,
         "/$defs/abstraction": R.Abstraction,
         "/$defs/problem": R.Problem,
     }.items()
@@ -131,6 +137,20 @@ def test_both_accept_a_full_record_with_extras():
     rec["extra_section"] = {"anything": [1, 2]}
     jsonschema.validate(rec, load_schema())
     assert R.ClipRecord.model_validate(rec).to_json() == rec
+
+
+def test_undeclared_fields_are_named_by_both_the_schema_and_the_models():
+    """What the end-to-end runs check their records with (support.strict_records)."""
+    rec = _valid_record()
+    rec["asr"] = {"backend": "faster-whisper", "vad": "silero", "diarizer": "overlap"}
+    rec["voices"] = {"backend": "campplus", "threshold": 0.5}
+    assert undeclared_fields(rec) == []
+    rec["voices"]["cutoff"] = 0.5
+    rec["faces"]["tracks"][0]["blur"] = 0.1
+    found = undeclared_fields(rec)
+    assert any(f.startswith("schema .voices:") and "'cutoff'" in f for f in found)
+    assert any(f.startswith("schema .faces.tracks[0]:") and "'blur'" in f for f in found)
+    assert {"model .voices.cutoff", "model .faces.tracks[].blur"} <= set(found)
 
 
 @pytest.mark.parametrize("what,breaker", BREAKAGES, ids=[b[0] for b in BREAKAGES])
