@@ -120,7 +120,6 @@ def check_query(tag: str, tool: str, content: str, history: Iterable[AnswerRound
     return None
 
 
-
 @dataclass
 class CleanAnswer:
     text: str

@@ -220,6 +220,7 @@ def round_user_message(results: str, instruction: str, *, last: bool, note: str 
 
 # --------------------------------------------------------------------------------------- data blocks
 
+
 def nonce(*parts: str) -> str:
     """A per-block tag memory text cannot know in advance (deterministic, so runs are reproducible)."""
     return prompt_data.nonce(*parts)

@@ -44,7 +44,7 @@ def load_questions(
     if question not in (None, "-"):
         opts = parse_options(options) or None
         if opts is not None and len(opts) < 2:
-            raise InputError("--options needs at least two options (\"Alice|Bob\" or --options twice)")
+            raise InputError('--options needs at least two options ("Alice|Bob" or --options twice)')
         return [Question(question, None, video, before_clip, options=opts)]
     source = path or "-"
     if source == "-":

@@ -545,7 +545,11 @@ def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
     try:
         audio = media.clip_audio(
             media.source_path(SimpleNamespace(path=info.path, id=info.video), ctx.cache),
-            info.video, info.clip, info.start, info.end, cache=ctx.cache,
+            info.video,
+            info.clip,
+            info.start,
+            info.end,
+            cache=ctx.cache,
         )
     except Exception as exc:
         raise ToolError(f"cannot read the audio of clip {info.clip}: {exc}") from None
