@@ -23,8 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +32,9 @@ from m3cli.stages.ask.actions import Action, ToolError
 from m3cli.stages.ask.nodes import Character, ClipInfo, MemoryView, Node, Scope
 from m3cli.stages.ask.retrieval import LEX_WEIGHT, hybrid
 from m3cli.stages.ask.text import SIGHT_LINE, fmt_time, overlap, parse_time, terms
+
+if TYPE_CHECKING:
+    from m3cli.schemas.records import VideoInfo
 
 log = logging.getLogger(__name__)
 
@@ -450,11 +452,13 @@ def rewatch_from_sight(ctx: ToolContext, info: ClipInfo, question: str, why: str
     """[Rewatch] with no frames to look at (``why``): the clip's sight lines, what `m3 sight` read on its
     keyframes and tagged in them, those sharing words with the question first (on-screen text first
     when the question asks what was written). None when the clip has no sight lines."""
-    nodes = [
-        n
-        for n in ctx.memory.clip_nodes(info.video, [info.clip], ctx.scope)
-        if n.kind == "episodic" and SIGHT_LINE.match(n.raw_text or n.text)
-    ]
+    members = ctx.memory.clip_nodes(info.video, [info.clip], ctx.scope)
+    said = {
+        n.id: m.group(0).strip()
+        for n in members
+        if n.kind == "episodic" and (m := SIGHT_LINE.match(n.raw_text or n.text))
+    }
+    nodes = [n for n in members if n.id in said]
     if not nodes:
         return None
     q = terms(question)
@@ -465,8 +469,7 @@ def rewatch_from_sight(ctx: ToolContext, info: ClipInfo, question: str, why: str
         return (-(overlap(q, n.text) if q else 0.0), on_screen != text_first, n.t_start or 0.0, n.id)
 
     ranked = sorted(nodes, key=order)[: max(ctx.k, 8)]
-    heads = (SIGHT_LINE.match(n.raw_text or n.text) for n in ranked)  # each matches: kept above for it
-    what = "; ".join(m.group(0).strip() for m in heads if m)
+    what = "; ".join(said[n.id] for n in ranked)
     result = ToolResult(
         "rewatch",
         f"clip {info.clip}: {question}",
@@ -512,7 +515,7 @@ def _rewatch_frames(ctx: ToolContext, arg: str) -> ToolResult:
     fps = max(REWATCH_FRAMES / max(info.end - info.start, 1e-3), 0.05)
     try:
         frames = media.sample_frames(
-            media.source_path(SimpleNamespace(path=info.path, id=info.video), ctx.cache),
+            media.source_path(_video_of(info), ctx.cache),
             info.video,
             info.clip,
             info.start,
@@ -536,6 +539,13 @@ def _rewatch_frames(ctx: ToolContext, arg: str) -> ToolResult:
     )
 
 
+def _video_of(info: ClipInfo) -> VideoInfo:
+    """The clip's video as the media readers take it: only its path and id are read."""
+    from m3cli.schemas.records import VideoInfo
+
+    return VideoInfo.model_construct(path=info.path, id=info.video)
+
+
 def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
     """CAM's listen_to_audio: the clip's audio (16 kHz WAV) to an omni model with a focused question."""
     from m3cli.stages.backends.llm_media import audio_part, wav_bytes
@@ -544,7 +554,7 @@ def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
     info, question = _clip_question(ctx, arg, "Listen")
     try:
         audio = media.clip_audio(
-            media.source_path(SimpleNamespace(path=info.path, id=info.video), ctx.cache),
+            media.source_path(_video_of(info), ctx.cache),
             info.video,
             info.clip,
             info.start,
