@@ -22,7 +22,6 @@ nothing is invented.
 from __future__ import annotations
 
 import itertools
-from dataclasses import asdict
 from typing import Any
 
 from m3cli.schemas.records import Abstraction, ClipRecord, Problem
@@ -128,7 +127,3 @@ def abstract_records(
             # than the fold itself and left a heap for the garbage collector that grew with the video).
             out.append(record.model_copy(update=update))
     return out
-
-
-def config_dict(config: AbstractConfig) -> dict[str, Any]:
-    return asdict(config)
