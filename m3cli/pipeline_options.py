@@ -32,7 +32,8 @@ def pipeline_from_flags(
 
 
 def print_options() -> None:
-    from m3cli.stages.pipeline import option_names
+    from m3cli.stages.configs import STAGE_CONFIGS  # the declarations alone: no stage module loads
+    from m3cli.stages.core.options import option_paths
 
-    for stage, names in option_names().items():
-        typer.echo(f"{stage}: {', '.join(names)}")
+    for stage, config in STAGE_CONFIGS.items():
+        typer.echo(f"{stage}: {', '.join(option_paths(config))}")

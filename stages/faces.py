@@ -674,30 +674,24 @@ def run_faces(
     return [done[r.key] for r in records]
 
 
-def model_kwargs(config: FacesConfig, device: str = "cpu") -> dict[str, Any]:
-    """Constructor arguments of the configured backend."""
-    if config.backend == "dlib":
-        kw: dict[str, Any] = {
-            "detector": config.detector,
-            "upsample": config.upsample,
-            "model_dir": config.model_dir,
-            "device": device,
-            "detect_every": config.detect_every,
-            "embed_every": config.embed_every,
-        }
-        if config.detect_side:
-            kw["detect_side"] = config.detect_side
-        return kw
-    kw = {"model_dir": config.model_dir, "device": device}
-    if config.detect_side:
-        kw["det_size"] = config.detect_side
-    return kw
-
-
 def load_model(config: FacesConfig, device: str = "cpu") -> FaceModel:
-    from m3cli.stages.backends.face import make_face_model
+    """The configured face backend; each takes the options its constructor names (dlib: detector,
+    upsample, detect_every, embed_every; the detector's side as ``detect_side`` or ``det_size``), and
+    an unset side leaves the backend's own default."""
+    from m3cli.stages.backends.registry import create
 
-    return make_face_model(config.backend, **model_kwargs(config, device))
+    side = {"detect_side": config.detect_side, "det_size": config.detect_side} if config.detect_side else {}
+    return create(
+        "face",
+        config.backend,
+        model_dir=config.model_dir,
+        device=device,
+        detector=config.detector,
+        upsample=config.upsample,
+        detect_every=config.detect_every,
+        embed_every=config.embed_every,
+        **side,
+    )
 
 
 # ------------------------------------------------------------------------------------------- images
