@@ -94,21 +94,23 @@ def hoist_root_options(group: Any, ctx: Any, args: list[str]) -> list[str]:
     return args[:i] + moved + args[i:j] + rest
 
 
-def stage_option(config: type, name: str) -> Any:
+def stage_option(config: type, name: str, help: str | None = None) -> Any:  # noqa: A002 - typer's name
     """The command-line option of a stage option, from its one declaration in stages/configs/
     (default, flags, help: see ``m3cli.stages.core.options.option``).
 
     A flag that turns an option off (``--no-fts`` for ``fts = True``) is declared with ``off=True``:
-    it defaults to off-not-given and hands the command the option's value, not the flag's."""
+    it defaults to off-not-given and hands the command the option's value, not the flag's. ``help``
+    words the option for a command of its own (`m3 eval diarization` scores with diarize's options)."""
     import dataclasses
 
     f = next((f for f in dataclasses.fields(config) if f.name == name), None)
     if f is None or not f.metadata.get("flags"):
         raise AssertionError(f"{config.__name__}.{name} declares no command-line flag")
     extra = dict(f.metadata["extra"])
+    text = f.metadata["help"] if help is None else help
     if extra.pop("off", False):
-        return typer.Option(False, *f.metadata["flags"], help=f.metadata["help"], callback=_negate, **extra)
-    return typer.Option(f.default, *f.metadata["flags"], help=f.metadata["help"], **extra)
+        return typer.Option(False, *f.metadata["flags"], help=text, callback=_negate, **extra)
+    return typer.Option(f.default, *f.metadata["flags"], help=text, **extra)
 
 
 def _negate(value: bool) -> bool:

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from m3cli import context
+from m3cli import context, options
+from m3cli.stages.configs.diarize import ClusterConfig, DiarizeConfig
 from m3cli.terminal import echo, safe
 
 if TYPE_CHECKING:
@@ -28,6 +29,9 @@ Examples:
   m3 eval asr tests/data/jfk.wav --ref tests/data/jfk.ref.txt
   m3 eval asr talk.mp4 --ref talk.txt --asr-model ~/models/whisper-small-ct2 --json
 """
+
+
+VAD_HELP = "silero, faster-whisper or none."
 
 
 def _run_context(ctx: typer.Context, device: str | None):
@@ -77,28 +81,20 @@ def diarization(
         "--collar",
         help="No-score collar (s) each side of reference boundaries (md-eval -c).",
     ),
-    speakers: int | None = typer.Option(
-        None,
-        "--speakers",
-        help="Tell the diarizer the exact number of speakers.",
+    speakers: int | None = options.stage_option(
+        DiarizeConfig, "num_speakers", help="Tell the diarizer the exact number of speakers."
     ),
-    max_speakers: int | None = typer.Option(
-        None,
-        "--max-speakers",
-        help="Tell the diarizer the most speakers to find.",
+    max_speakers: int | None = options.stage_option(
+        DiarizeConfig, "max_speakers", help="Tell the diarizer the most speakers to find."
     ),
-    cluster_threshold: float = typer.Option(
-        0.3,
-        "--cluster-threshold",
-        help="Cosine distance at which clusters stop merging.",
+    cluster_threshold: float = options.stage_option(
+        ClusterConfig, "threshold", help="Cosine distance at which clusters stop merging."
     ),
-    vad: str = typer.Option("silero", "--vad", help="silero, faster-whisper or none."),
-    diarizer: str | None = typer.Option(
-        None, "--diarizer", help="overlap (default), cluster or pyannote, as in `m3 diarize`."
+    vad: str = options.stage_option(DiarizeConfig, "vad", help=VAD_HELP),
+    diarizer: str | None = options.stage_option(
+        DiarizeConfig, "diarizer", help="overlap (default), cluster or pyannote, as in `m3 diarize`."
     ),
-    speaker_backend: str = typer.Option(
-        "resemblyzer", "--speaker-backend", help="Embedding for --diarizer cluster: resemblyzer or campplus."
-    ),
+    speaker_backend: str = options.stage_option(DiarizeConfig, "speaker_backend"),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
@@ -109,7 +105,6 @@ def diarization(
     speaker missed there counts as missed speech. ``ovl ref/flag`` gives the seconds of reference speech
     with two or more speakers and how much of it the turns also mark as overlap; ``spk ref/hyp`` the
     reference speakers with at least 3 s of speech and the speakers found."""
-    from m3cli.stages.configs.diarize import ClusterConfig, DiarizeConfig
     from m3cli.stages.core.errors import InputError
     from m3cli.stages.eval.audio import collect_items, read_manifest
     from m3cli.stages.eval.speech import score_diarization
@@ -124,14 +119,7 @@ def diarization(
         items.extend(collect_items(media_files, rttm, uem, group))
     if not items:
         raise InputError("nothing to score: give media files with --rttm, or a --manifest")
-    config = DiarizeConfig(
-        vad=vad,
-        diarizer=diarizer,
-        speaker_backend=speaker_backend,
-        max_speakers=max_speakers,
-        num_speakers=speakers,
-        cluster=ClusterConfig(threshold=cluster_threshold),
-    )
+    config = options.stage_config(DiarizeConfig, ctx.params, num_speakers="speakers")
     report = score_diarization(items, config, _run_context(ctx, device), collar, turns_only)
     report.skipped = skipped
     if as_json:
@@ -189,27 +177,25 @@ def asr(
     ctx: typer.Context,
     media_file: Path = typer.Argument(..., help="Audio or video file."),
     ref: Path = typer.Option(..., "--ref", help="Reference transcript (plain text)."),
-    model: str | None = typer.Option(
-        None,
-        "--model",
-        "--asr-model",
+    model: str | None = options.stage_option(
+        DiarizeConfig,
+        "model",
         help="ASR model: a CTranslate2 Whisper directory or a cached name (default: bundled tiny.en).",
     ),
-    language: str | None = typer.Option(None, "--language", help="Spoken language code."),
-    vad: str = typer.Option("silero", "--vad", help="silero, faster-whisper or none."),
+    language: str | None = options.stage_option(DiarizeConfig, "language", help="Spoken language code."),
+    vad: str = options.stage_option(DiarizeConfig, "vad", help=VAD_HELP),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
     """Word error rate of `m3 diarize`'s transcript (lowercased, punctuation stripped) against a reference."""
     from m3cli.stages.core.errors import InputError
-    from m3cli.stages.diarize import DiarizeConfig
     from m3cli.stages.eval.speech import score_asr
 
     try:
         reference = ref.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{ref}: cannot read the reference transcript: {exc}") from None
-    config = DiarizeConfig(model=model, language=language, vad=vad)
+    config = options.stage_config(DiarizeConfig, ctx.params)
     report = score_asr(media_file, reference, config, _run_context(ctx, device))
     w, lost = report.wer, report.untranscribed
     if as_json:

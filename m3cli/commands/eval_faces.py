@@ -7,7 +7,8 @@ from pathlib import Path
 import orjson
 import typer
 
-from m3cli import context
+from m3cli import context, options
+from m3cli.stages.configs.faces import FacesConfig
 from m3cli.terminal import echo, safe
 
 EPILOG = """\b
@@ -29,25 +30,24 @@ def faces(
         None, "--truth",
         help="Truth JSON for a video: turns [{person, start, end}]."
     ),
-    backend: str = typer.Option("dlib", "--backend", "-b", help="Face backend: dlib or insightface."),
-    threshold: float | None = typer.Option(
-        None, "--threshold",
-        help="Same-person threshold [backend default]."
+    backend: str = options.stage_option(FacesConfig, "backend", help="Face backend: dlib or insightface."),
+    threshold: float | None = options.stage_option(
+        FacesConfig, "threshold", help="Same-person threshold [backend default]."
     ),
-    model_dir: str | None = typer.Option(
-        None, "--model-dir", "--face-model-dir",
-        help="Model folder for the backend."
+    model_dir: str | None = options.stage_option(
+        FacesConfig, "model_dir", help="Model folder for the backend."
     ),
-    upsample: int = typer.Option(0, "--upsample", help="dlib: detector upsampling (finds smaller faces)."),
+    upsample: int = options.stage_option(
+        FacesConfig, "upsample", help="dlib: detector upsampling (finds smaller faces)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead of a summary."),
 ) -> None:
     """Face clustering vs true identities: purity, false merges, splits."""
     from m3cli.stages.eval.faces import evaluate_faces
-    from m3cli.stages.faces import FacesConfig
 
     settings = context.settings(ctx)
     context.run_context(ctx, settings)  # checks --device before any model loads
-    config = FacesConfig(backend=backend, threshold=threshold, model_dir=model_dir, upsample=upsample)
+    config = options.stage_config(FacesConfig, ctx.params)
     cache = None if source.is_dir() else context.cache(settings)
     report = evaluate_faces(source, truth, config, settings.device, cache)
     if as_json:

@@ -7,7 +7,8 @@ from pathlib import Path
 import orjson
 import typer
 
-from m3cli import context
+from m3cli import context, options
+from m3cli.stages.configs.link import LinkConfig
 from m3cli.terminal import echo, safe
 
 EPILOG = """\b
@@ -35,10 +36,10 @@ def link(
     records_file: Path | None = typer.Option(
         None, "--records", help="Clip records of the video (JSONL) instead of running the pipeline."
     ),
-    method: str = typer.Option("seen", "--method", help="Link evidence: seen (default) or meta."),
-    p: float = typer.Option(0.5, "--p", help="Share of a node's votes its top edge needs."),
-    min_weight: float | None = typer.Option(
-        None, "--min-weight", help="Lightest edge kept [seen: 1 s; meta: 2 windows].", show_default=False
+    method: str = options.stage_option(LinkConfig, "method", help="Link evidence: seen (default) or meta."),
+    p: float = options.stage_option(LinkConfig, "p", help="Share of a node's votes its top edge needs."),
+    min_weight: float | None = options.stage_option(
+        LinkConfig, "min_weight", help="Lightest edge kept [seen: 1 s; meta: 2 windows]."
     ),
     oracle: bool = typer.Option(
         False, "--oracle-voices", help="Speech from the truth RTTM instead: scores the linker alone."
@@ -48,11 +49,10 @@ def link(
     """Face-voice linking vs true people: joined, false joins, splits, purity."""
     from m3cli import stream
     from m3cli.stages.eval.link import evaluate_link
-    from m3cli.stages.link import LinkConfig
 
     settings = context.settings(ctx)
     run = context.run_context(ctx, settings)
-    config = LinkConfig(method=method, p=p, min_weight=min_weight)
+    config = options.stage_config(LinkConfig, ctx.params)
     records = stream.read_records([str(records_file)]) if records_file else None
     report = evaluate_link(video, truth, config, settings, run, records, oracle)
     if as_json:
