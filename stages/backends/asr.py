@@ -58,6 +58,7 @@ class AsrModel(Protocol):
     name: str  # backend name, e.g. "faster-whisper"
     model: str  # model as recorded in output, e.g. "tiny.en"
     version: str  # everything that changes its output, for cache keys
+    default_diarizer: str  # the diarizer used with it unless another is named
 
     @classmethod
     def identity(cls, model: str | None) -> str:

@@ -101,6 +101,8 @@ class FasterWhisperAsr:
     (which is what makes tiny models loop on their own hallucinations)."""
 
     name = "faster-whisper"
+    #: the diarizer used with it unless another is named: segmentation-3.0 + CAM++, all offline
+    default_diarizer = "overlap"
 
     @classmethod
     def identity(cls, model: str | None) -> str:

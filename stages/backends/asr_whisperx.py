@@ -34,6 +34,8 @@ class WhisperxAsr:
     """whisperx: batched faster-whisper inference, then wav2vec2 forced alignment for word times."""
 
     name = "whisperx"
+    #: the diarizer used with it unless another is named (whisperx's own pairing)
+    default_diarizer = "pyannote"
 
     @classmethod
     def identity(cls, model: str | None) -> str:

@@ -88,9 +88,12 @@ class DiarizeConfig:
 
     @property
     def diarizer_name(self) -> str:
+        """The diarizer used: the one asked for, else the ASR backend's own (its ``default_diarizer``)."""
         if self.diarizer:
             return self.diarizer
-        return "pyannote" if self.backend == "whisperx" else "overlap"
+        from m3cli.stages.backends.registry import backend_class
+
+        return backend_class("asr", self.backend).default_diarizer
 
     def key(self) -> dict:
         """The settings a cached per-clip result depends on."""
