@@ -529,10 +529,10 @@ def build_section(
         times = [float(faces.times[faces.frame[i]]) for i in det]
         best = int(det[np.argmax(result.quality[det])])  # first of the best on ties
         fid = face_id(number)
-        boxes = [
-            (round(float(faces.times[faces.frame[i]]), 3), *(round(float(v), 1) for v in faces.boxes[i]))
-            for i in det
-        ]
+        boxes: list[tuple[float, float, float, float, float]] = []
+        for i in det:
+            x0, y0, x1, y1 = (round(float(v), 1) for v in faces.boxes[i])
+            boxes.append((round(float(faces.times[faces.frame[i]]), 3), x0, y0, x1, y1))
         mouth = [
             (round(float(faces.times[faces.frame[i]]), 3), round(float(faces.mouth[i]), 4))
             for i in det

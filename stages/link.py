@@ -134,10 +134,10 @@ def seen_votes(record: ClipRecord, config: LinkConfig) -> list[Vote]:
     while exactly one voice speaks, that face gets the seconds (M3-Agent's one-face-one-voice rule).
     """
     faces = record.faces
-    tracks = faces.tracks if faces else []
     activity = cut_activity(record, config.min_piece)
-    if not tracks or not activity:
+    if faces is None or not faces.tracks or not activity:
         return []
+    tracks = faces.tracks
     bounds = shot_bounds(record)
     step = 1.0 / (faces.fps or 5.0)
     moving: dict[str, list[float]] = {}  # face -> sample times at which its lips move

@@ -53,9 +53,9 @@ def evidence_steps(record: ClipRecord, config: SplitConfig) -> tuple[list[tuple[
     """(start, end, face) steps in which that face alone is seen speaking beside a still face, and the
     pairs of faces seen on screen at the same time."""
     faces = record.faces
-    tracks = faces.tracks if faces else []
-    if len(tracks) < 2:
+    if faces is None or len(faces.tracks) < 2:
         return [], set()
+    tracks = faces.tracks
     bounds = shot_bounds(record)
     step = 1.0 / (faces.fps or 5.0)
     moving = {t.face_id: moving_times(t, bounds, config.moving, config.smooth) for t in tracks}
@@ -218,21 +218,21 @@ class SeenSpeaking:
                     continue
                 for s, e, vid in timeline[turn.speaker]:
                     if _overlap(s, e, turn.start, turn.end) > 0:
-                        piece = {"start": max(s, turn.start), "end": min(e, turn.end), "speaker": vid}
-                        new_turns.append(turn.model_copy(update=piece))
+                        start, end = max(s, turn.start), min(e, turn.end)
+                        new_turns.append(turn.model_copy(update={"start": start, "end": end, "speaker": vid}))
                         if vid != turn.speaker:
-                            moved[vid] += piece["end"] - piece["start"]
+                            moved[vid] += end - start
             new_turns.sort(key=lambda t: (t.start, t.end, t.speaker or ""))
         new_utts: list[Utterance] = []
         for u in record.utterances or []:
-            pieces = timeline.get(u.speaker or "")
-            if not pieces:
+            voice_pieces = timeline.get(u.speaker or "")
+            if not voice_pieces:
                 new_utts.append(u)
                 continue
-            split_utts = _split_utterance(u, pieces)
+            split_utts = _split_utterance(u, voice_pieces)
             if not are_turns:
                 for x in split_utts:
-                    if x.speaker != u.speaker:
+                    if x.speaker is not None and x.speaker != u.speaker:
                         moved[x.speaker] += x.end - x.start
             new_utts.extend(split_utts)
         ids = {u.speaker for u in new_utts if u.speaker} | {t.speaker for t in new_turns or [] if t.speaker}
@@ -296,7 +296,7 @@ def _renamed(record: ClipRecord, rename: dict[str, str]) -> ClipRecord:
     return record.model_copy(update=update)
 
 
-def _voice_at(s: float, e: float, pieces: list[tuple[float, float, str]], default: str) -> str:
+def _voice_at(s: float, e: float, pieces: list[tuple[float, float, str]], default: str | None) -> str | None:
     """The voice of the piece overlapping [s, e] most, else of the nearest piece, else ``default``."""
     if not pieces:
         return default
@@ -312,7 +312,7 @@ def _split_utterance(u: Utterance, pieces: list[tuple[float, float, str]]) -> li
     words = u.words or []
     if not words:
         return [u.model_copy(update={"speaker": _voice_at(u.start, u.end, pieces, u.speaker)})]
-    runs: list[tuple[str, list[Any]]] = []
+    runs: list[tuple[str | None, list[Any]]] = []
     for w in words:
         vid = _voice_at(w.start, w.end, pieces, u.speaker)
         if runs and runs[-1][0] == vid:

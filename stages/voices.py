@@ -208,9 +208,10 @@ def assign_clip(
         elif key in taken:
             vid = taken[key]
         else:
-            vid, score = bank.best(mean)
-            if vid is None or score < bank.threshold or (vid in used and score < SAME_CLIP_COSINE):
-                vid = bank.create()
+            best, score = bank.best(mean)
+            if best is None or score < bank.threshold or (best in used and score < SAME_CLIP_COSINE):
+                best = bank.create()
+            vid = best
         used.add(vid)
         fresh = not bank.snapshots[vid]
         for i in members:
@@ -235,10 +236,11 @@ def assign_clip(
     scores: list[float | None] = [None] * n
     for i in long_idx:
         scores[i] = round(bank.scores(vec[i])[ids[i]], 4)  # type: ignore[index]
-    means = {}
-    for vid in sorted({ids[i] for i in long_idx}, key=_num):  # type: ignore[arg-type]
-        means[vid] = l2_normalize(np.mean(np.stack([vec[i] for i in long_idx if ids[i] == vid]), axis=0))
-    return ClipVoices(ids, scores, means)
+    voice_means: dict[str, np.ndarray] = {}
+    for voice in sorted({v for v in (ids[i] for i in long_idx) if v is not None}, key=_num):
+        own = [vec[i] for i in long_idx if ids[i] == voice]
+        voice_means[voice] = l2_normalize(np.mean(np.stack(own), axis=0))
+    return ClipVoices(ids, scores, voice_means)
 
 
 def _one_voice_each(means: dict[object, np.ndarray], bank: VoiceBank) -> dict[object, str]:

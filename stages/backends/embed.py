@@ -15,6 +15,7 @@ made before the onnx default (their vectors are labelled ``local:all-MiniLM-L6-v
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import json
@@ -231,10 +232,10 @@ class OnnxEmbedder:
             width = max(lengths[i] for i in chunk)
             ids = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros((len(chunk), width), dtype=np.int64)
-            for row, i in enumerate(chunk):
+            for j, i in enumerate(chunk):
                 n = len(encodings[i].ids)
-                ids[row, :n] = encodings[i].ids
-                mask[row, :n] = 1
+                ids[j, :n] = encodings[i].ids
+                mask[j, :n] = 1
             pooled = session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
             if out.shape[1] != pooled.shape[1]:
                 out = np.zeros((len(texts), pooled.shape[1]), dtype=np.float32)
@@ -305,6 +306,7 @@ class LocalEmbedder:
     def dim(self) -> int:
         if self._dim is None:
             self._load()
+        assert self._dim is not None  # _load sets it
         return self._dim
 
     def _load(self) -> Any:
@@ -394,7 +396,7 @@ class OpenAIEmbedder:
             # Servers reject empty strings; a space embeds to "nothing" just as well.
             batch = [t if t else " " for t in texts[start : start + self.batch_size]]
             vectors, _ = call_with_retries(
-                lambda batch=batch: self._request(batch),
+                functools.partial(self._request, batch),
                 policy=self.policy,
                 where=where,
                 error_cls=EmbedError,

@@ -60,11 +60,16 @@ class Person:
         return any(a <= t < b and _inside(region, x, y) for a, b, region in self.face)
 
 
+def _region(values: Any) -> Region:
+    x0, y0, x1, y1 = (float(x) for x in values)
+    return (x0, y0, x1, y1)
+
+
 def _face_spans(spec: dict[str, Any]) -> list[tuple[float, float, Region | None]]:
-    default = tuple(float(x) for x in spec["region"]) if spec.get("region") else None
+    default = _region(spec["region"]) if spec.get("region") else None
     out = []
     for span in spec.get("face", []):
-        own = tuple(float(x) for x in span[2:6]) if len(span) == 6 else default
+        own = _region(span[2:6]) if len(span) == 6 else default
         out.append((float(span[0]), float(span[1]), own))
     return out
 
@@ -230,7 +235,7 @@ def oracle_voices(records: list[ClipRecord], people: dict[str, Person]) -> list[
     out = []
     for record in records:
         start, end = record.clip.start, record.clip.end
-        turns = [
+        turns: list[dict[str, Any]] = [
             {"start": max(a, start), "end": min(b, end), "speaker": ids[p.name]}
             for p in people.values()
             for a, b in p.speech
@@ -238,7 +243,7 @@ def oracle_voices(records: list[ClipRecord], people: dict[str, Person]) -> list[
         ]
         turns.sort(key=lambda t: (t["start"], t["speaker"]))
         new = record.model_copy(deep=True)
-        new.turns = turns  # type: ignore[attr-defined]
+        new.turns = turns  # type: ignore[assignment]  # no speaker_local to give; link reads dicts too (_field)
         new.utterances = [Utterance(start=t["start"], end=t["end"], text="", speaker=t["speaker"])
                           for t in turns]
         new.characters = None

@@ -66,7 +66,7 @@ def score_ocr(folder: Path, reader: Any, config: Any) -> dict[str, Any]:
     detail = _load(detail_path) if detail_path.is_file() else {}
     tp = n_truth = n_pred = 0
     notext_images = notext_lines = 0
-    per_image = []
+    per_image: list[dict[str, Any]] = []
     started = time.perf_counter()
     for name in sorted(truth):
         def keep(text: str, score: float) -> bool:

@@ -46,7 +46,8 @@ def node_anchor(node_id: str) -> str:
 
 
 def _asset(name: str) -> str:
-    return resources.files("m3cli.stages.report").joinpath("assets", name).read_text(encoding="utf-8")
+    assets = resources.files("m3cli.stages.report").joinpath("assets")
+    return assets.joinpath(name).read_text(encoding="utf-8")
 
 
 @dataclass
