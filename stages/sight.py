@@ -220,7 +220,9 @@ def analyse_clip(record: ClipRecord, models: SightModels, config: SightConfig, c
     scale = 1.0
     if len(frames) and record.video.width:
         scale = max(record.video.width, record.video.height or 0) / max(frames.images[0].shape[:2])
-    keyframes, texts, tag_events = [], [], []
+    keyframes: list[dict] = []
+    texts: list[tuple[int, str, float, dict]] = []
+    tag_events: list[tuple[int, str, float, dict]] = []
     t_ocr = t_tags = 0.0
     images = [frames.images[j] for _, j, _ in picks]
     probs = None

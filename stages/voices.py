@@ -238,8 +238,8 @@ def assign_clip(
         scores[i] = round(bank.scores(vec[i])[ids[i]], 4)  # type: ignore[index]
     voice_means: dict[str, np.ndarray] = {}
     for voice in sorted({v for v in (ids[i] for i in long_idx) if v is not None}, key=_num):
-        own = [vec[i] for i in long_idx if ids[i] == voice]
-        voice_means[voice] = l2_normalize(np.mean(np.stack(own), axis=0))
+        heard = [vec[i] for i in long_idx if ids[i] == voice]
+        voice_means[voice] = l2_normalize(np.mean(np.stack(heard), axis=0))
     return ClipVoices(ids, scores, voice_means)
 
 

@@ -25,6 +25,7 @@ import importlib.util
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -136,7 +137,7 @@ class CamppModel:
         if not path.is_file():
             raise M3Error(f"{path}: CAM++ weights file not found (expected a .pt state dict)")
         self._session = None
-        self._net = None
+        self._net: Any = None  # the torch module, when no ONNX export is used
         runtime = resolve_runtime(self.name, device, runtime)
         if runtime == "onnxruntime":
             self._session = cpu_session(_export_spec(path, self.dim))
