@@ -77,6 +77,35 @@ def test_each_stage_command_takes_its_flags_and_defaults_from_the_one_declaratio
 
 
 @pytest.mark.parametrize(
+    ("stage", "args", "expected"),
+    [
+        ("index", ["-o", "mem.lance", "--no-fts"], {"fts": False, "ann_min_rows": 50_000}),
+        ("index", ["-o", "mem.lance"], {"fts": True}),
+        ("abstract", ["--no-embed", "--similar", "0.7"], {"embed": False, "similar_threshold": 0.7}),
+        ("abstract", [], {"embed": True, "causal": True}),
+        ("link", ["--no-meta", "--no-split-voices"], {"perception": False, "split_voices": False}),
+        (
+            "diarize",
+            ["--speakers", "2", "--cluster-threshold", "0.4"],
+            {"num_speakers": 2, "cluster.hop": 0.5, "cluster.threshold": 0.4},
+        ),
+        ("sight", ["--no-tags"], {"tags": False, "tag_threshold": STAGE_CONFIGS["sight"]().tag_threshold}),
+    ],
+)
+def test_command_flags_become_the_stage_config(stage, args, expected):
+    from m3cli.options import stage_config
+
+    command = load_command(stage, COMMANDS[stage][0])
+    with command.make_context(stage, list(args)) as ctx:
+        config = stage_config(STAGE_CONFIGS[stage], ctx.params)
+    for path, value in expected.items():
+        got = config
+        for part in path.split("."):
+            got = getattr(got, part)
+        assert got == value, f"{stage}.{path}"
+
+
+@pytest.mark.parametrize(
     ("sets", "until", "message"),
     [
         (["faces.nope=1"], "index", "faces.nope: unknown option"),
