@@ -26,7 +26,7 @@ from typing import Any
 
 from m3cli.schemas.records import Abstraction, ClipRecord, Problem
 from m3cli.stages.abstract_conflicts import ConflictFinder, subject_form, support_key
-from m3cli.stages.abstract_facts import CharacterView, Fact, VideoState, char_key, clip_facts
+from m3cli.stages.abstract_facts import CharacterView, Fact, VideoState, clip_facts
 from m3cli.stages.abstract_links import Linker
 from m3cli.stages.abstract_llm import LlmCalls
 from m3cli.stages.abstract_summaries import Summariser
@@ -34,6 +34,7 @@ from m3cli.stages.abstract_tally import FoldTally
 from m3cli.stages.configs.abstract import AbstractConfig
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.entity_ids import by_number
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import clip_node_id
 
@@ -90,7 +91,7 @@ class Abstractor:
                 subject_form,
                 lambda f, m: support_key(f, m, self.view.render),
                 lambda clip: clip_node_id(record.video.id, clip),
-                char_key,
+                by_number,
             )
             for clip, facts in itertools.groupby(state.facts, key=lambda f: f.clip):
                 tally.add_clip(clip, list(facts), state.summarized_char, state.summarized_rel)

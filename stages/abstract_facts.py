@@ -7,8 +7,6 @@ memo of "which characters does this line name" serves every part of a clip's ste
 
 from __future__ import annotations
 
-import functools
-import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -16,8 +14,8 @@ import numpy as np
 
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.abstract_tally import FoldTally
+from m3cli.stages.core.entity_ids import ID_RE, entities_in, name_fact
 from m3cli.stages.core.memory_store import fact_id
-from m3cli.stages.memorize import ID_RE, entities_in, name_fact
 
 STAGE = "abstract"  # the stage's name, first part of each of its cache keys
 
@@ -131,10 +129,3 @@ class CharacterView:
     def render(text: str, mapping: dict[str, str]) -> str:
         """``text`` with every id replaced by its character."""
         return ID_RE.sub(lambda m: mapping.get(m.group(0), m.group(0)), text)
-
-
-@functools.lru_cache(maxsize=4096)
-def char_key(c: str) -> tuple[int, str]:
-    """Sort key of an id: by its number (``<character_2>`` before ``<character_10>``), then by text."""
-    m = re.search(r"(\d+)>$", c)
-    return (int(m.group(1)) if m else 10**9, c)

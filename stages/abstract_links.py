@@ -20,8 +20,8 @@ from m3cli.stages.abstract_llm import LlmCalls
 from m3cli.stages.configs.abstract import AbstractConfig
 from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.entity_ids import ID_RE
 from m3cli.stages.core.memory_store import link_id
-from m3cli.stages.memorize import ID_RE
 
 
 class Linker:

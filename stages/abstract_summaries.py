@@ -16,18 +16,18 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from m3cli.schemas.records import ClipRecord
-from m3cli.stages.abstract_facts import CharacterView, Fact, VideoState, char_key
+from m3cli.stages.abstract_facts import CharacterView, Fact, VideoState
 from m3cli.stages.abstract_llm import LlmCalls
 from m3cli.stages.abstract_tally import CharTally, PairTally
 from m3cli.stages.configs.abstract import AbstractConfig
 from m3cli.stages.core import memory_prompts as prompts
+from m3cli.stages.core.entity_ids import CHARACTER_PREFIX, ID_RE, by_number
 from m3cli.stages.core.memory_store import (
     character_node_id,
     clip_node_id,
     global_node_id,
     relationship_node_id,
 )
-from m3cli.stages.memorize import ID_RE
 
 
 class Summariser:
@@ -58,9 +58,11 @@ class Summariser:
             text = " ".join(str(obj.get("summary", "")).split())
             if re.fullmatch(r"\.{2,}|…+|<[^<>]{0,80}>", text):
                 return [f"the summary is the placeholder {text!r}; write the summary itself"]
-            unknown = sorted({m.group(0) for m in ID_RE.finditer(text)} - known, key=char_key)
+            unknown = sorted({m.group(0) for m in ID_RE.finditer(text)} - known, key=by_number)
             if unknown:
-                listed = ", ".join(sorted((k for k in known if k.startswith("<character_")), key=char_key))
+                listed = ", ".join(
+                    sorted((k for k in known if k.startswith(CHARACTER_PREFIX)), key=by_number)
+                )
                 return [
                     f"the summary names {', '.join(unknown)}, which this video does not have; use only "
                     f"{listed or 'the ids in the evidence'}"
@@ -75,7 +77,7 @@ class Summariser:
     ) -> list[dict[str, Any]]:
         vid, idx = record.video.id, record.clip.index
         start, end = record.clip.start, record.clip.end
-        chars = sorted({c for f in new for c in self.view.chars(f.entities, mapping)}, key=char_key)
+        chars = sorted({c for f in new for c in self.view.chars(f.entities, mapping)}, key=by_number)
         text = None
         if self.llm is not None and new:
             lines = [self.view.render(f.text, mapping) for f in new][: self.max_evidence]
@@ -118,7 +120,7 @@ class Summariser:
         gtext = gtext or self._offline_global(state, mapping, text)
         state.global_text = gtext
         assert state.tally is not None
-        all_chars = sorted(state.tally.all_chars, key=char_key)
+        all_chars = sorted(state.tally.all_chars, key=by_number)
         global_item = {
             "id": global_node_id(vid),
             "kind": "global",
@@ -150,7 +152,7 @@ class Summariser:
             parts.append("; ".join(said))
         silent = [c for c in seen if c not in speech]
         if silent:
-            parts.append("also present: " + ", ".join(sorted(silent, key=char_key)))
+            parts.append("also present: " + ", ".join(sorted(silent, key=by_number)))
         n_e = sum(1 for f in new if f.section == "episodic")
         n_s = len(new) - n_e
         parts.append(f"{n_e} episodic and {n_s} semantic memory lines")
@@ -161,7 +163,7 @@ class Summariser:
         stats = state.tally.stats
         s, e = state.clip_span or (0.0, 0.0)
         ranked = sorted(
-            stats.items(), key=lambda kv: (-len(kv[1]["clips"]), -kv[1]["speech"], char_key(kv[0]))
+            stats.items(), key=lambda kv: (-len(kv[1]["clips"]), -kv[1]["speech"], by_number(kv[0]))
         )
         people = []
         for c, st in ranked[:10]:
@@ -191,7 +193,7 @@ class Summariser:
         vid, idx = record.video.id, record.clip.index
         assert state.tally is not None
         out = []
-        for c, tally in sorted(state.tally.characters.items(), key=lambda kv: char_key(kv[0])):
+        for c, tally in sorted(state.tally.characters.items(), key=lambda kv: by_number(kv[0])):
             fresh = tally.pending
             if len(fresh) < self.tau_char:
                 continue
@@ -253,7 +255,7 @@ class Summariser:
         if tally.speech:
             parts.append(f"speaks {tally.speech} time{'s' if tally.speech != 1 else ''} ({tally.talk:.0f} s)")
         if others:
-            top = sorted(others.items(), key=lambda kv: (-kv[1], char_key(kv[0])))[:3]
+            top = sorted(others.items(), key=lambda kv: (-kv[1], by_number(kv[0])))[:3]
             parts.append(
                 "is mentioned together with "
                 + ", ".join(f"{o} ({n} line{'s' if n != 1 else ''})" for o, n in top)
@@ -274,7 +276,7 @@ class Summariser:
         out = []
         # evidence of a pair: the lines naming both (in order), then the clips both appear in
         for (a, b), pair in sorted(
-            state.tally.pairs.items(), key=lambda kv: (char_key(kv[0][0]), char_key(kv[0][1]))
+            state.tally.pairs.items(), key=lambda kv: (by_number(kv[0][0]), by_number(kv[0][1]))
         ):
             if len(pair.pending_facts) + len(pair.pending_clips) < self.tau_rel:
                 continue

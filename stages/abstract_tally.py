@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-CHARACTER_PREFIX = "<character_"
+from m3cli.stages.core.entity_ids import CHARACTER_PREFIX
+
 QUOTES = 3  # quotes an offline character summary shows
 
 

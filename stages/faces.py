@@ -56,6 +56,7 @@ from m3cli.stages.configs.faces import FacesConfig
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.entity_ids import face_id
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.imports import heavy_import
 
@@ -433,10 +434,6 @@ class FaceBank:
             node.snapshots.append((float(qualities[i]), self._seq, np.asarray(embeddings[i], np.float32)))
         node.snapshots.sort(key=lambda s: (-s[0], s[1]))
         del node.snapshots[self.max_snapshots :]
-
-
-def face_id(number: int) -> str:
-    return f"<face_{number}>"
 
 
 # ------------------------------------------------------------------------------------ the fold

@@ -43,6 +43,7 @@ from m3cli.schemas.records import ClipRecord
 from m3cli.stages.configs.index import IndexConfig
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.entity_ids import CHARACTER_ID_RE, ID_RE, entities_in, name_fact
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.memory_manifest import (
     is_disk_full,
@@ -65,7 +66,6 @@ from m3cli.stages.core.memory_store import (
 from m3cli.stages.core.memory_writer import MemoryWriter
 from m3cli.stages.core.record_paths import JPEG, NPZ, cache_file, check_record_paths
 from m3cli.stages.core.storage import file_exists, memory_location, write_file
-from m3cli.stages.memorize import ID_RE, entities_in, name_fact
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +146,7 @@ def _member_rewrite(text: str, clip_mapping: dict[str, str]) -> str:
     members: dict[str, list[str]] = defaultdict(list)
     for eid, c in clip_mapping.items():
         members[c].append(eid)
-    return re.sub(
-        r"<character_\d+>",
+    return CHARACTER_ID_RE.sub(
         lambda m: sorted(members[m.group(0)])[0] if members.get(m.group(0)) else m.group(0),
         text,
     )

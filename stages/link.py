@@ -48,6 +48,7 @@ from m3cli.schemas.records import ClipRecord, LinkSection
 from m3cli.stages.configs.link import LinkConfig
 from m3cli.stages.core import media
 from m3cli.stages.core.common import by_video
+from m3cli.stages.core.entity_ids import character_id, number_of
 from m3cli.stages.core.lips import mouth_motion, moving_times, shot_bounds  # noqa: F401 (re-exported)
 from m3cli.stages.seen_speaking import SeenSpeaking, SplitConfig
 
@@ -326,8 +327,8 @@ class LinkState:
         mapping = {}
         for k, ids in enumerate(order, 1):
             for eid in ids:
-                mapping[eid] = f"<character_{k}>"
-        return dict(sorted(mapping.items(), key=lambda kv: (int(kv[1][11:-1]), kv[0])))
+                mapping[eid] = character_id(k)
+        return dict(sorted(mapping.items(), key=lambda kv: (number_of(kv[1]), kv[0])))
 
     def snapshot(self, clip_votes: list[Vote]) -> dict[str, Any]:
         """The ``link`` section: this clip's votes, the cumulative weights and the edges kept."""

@@ -44,6 +44,16 @@ from m3cli.stages.configs.memorize import MemorizeConfig
 from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext
+from m3cli.stages.core.entity_ids import (
+    EQUIVALENCE_RE,
+    NAME,
+    NOT_NAMES,
+    VOICE,
+    entities_in,
+    is_id,
+    name_fact,
+    sorted_ids,
+)
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.redact import mask_credentials
 
@@ -52,56 +62,18 @@ log = logging.getLogger(__name__)
 STAGE = "memorize"
 OFFLINE_VERSION = "offline-v2"
 
-ID_RE = re.compile(r"<(face|voice|character)_(\d+)>")
-FACE_RE = re.compile(r"^<face_\d+>$")
-VOICE_RE = re.compile(r"^<voice_\d+>$")
-EQUIVALENCE_RE = re.compile(r"^\s*equivalence\s*:\s*(<face_\d+>)\s*,\s*(<voice_\d+>)\s*\.?\s*$", re.I)
-
 # -- names said out loud (offline memorizer) ---------------------------------------------------------
-# A name is one or two capitalised words; these capitalised words are never names after "I'm"/"I am".
-_NOT_NAMES = frozenset(
-    "I A An The So Not Just Here There Very Really Sorry Glad Happy Going Fine Good Sure Okay OK Yes No "
-    "Well Now Still Also Afraid Trying Looking Back Done Ready Pleased Honored Honoured Proud Delighted "
-    "Thrilled Excited Grateful Thankful Always Never All".split()
-)
-_NAME = r"([A-Z][a-z'\-]+(?:\s+[A-Z][a-z'\-]+)?)"
 #: Self-introductions: "my name is X", "my name's X", "I'm X", "I am X", "call me X".
-SELF_NAME = re.compile(r"\b(?:[Mm]y name is|[Mm]y name's|I'm|I am|[Cc]all me)\s+" + _NAME)
+SELF_NAME = re.compile(r"\b(?:[Mm]y name is|[Mm]y name's|I'm|I am|[Cc]all me)\s+" + NAME)
 #: Vocatives: a greeting or thanks directly followed by a name ("Hi, Anna", "Thank you, Joe.").
 VOCATIVE = re.compile(
     r"\b(?:[Hh]i|[Hh]ello|[Hh]ey|[Tt]hanks|[Tt]hank you|[Gg]ood (?:morning|afternoon|evening)|[Ww]elcome|"
-    r"[Dd]ear|[Bb]ye|[Gg]oodbye)\s*,?\s+" + _NAME
+    r"[Dd]ear|[Bb]ye|[Gg]oodbye)\s*,?\s+" + NAME
 )
 #: Titled mentions: "Mr. Biden", "President Obama", "Dr Smith".
 TITLED = re.compile(
     r"\b((?:Mr|Mrs|Ms|Miss|Dr|Prof|President|Senator|Governor|Mayor|Professor)\.?\s+[A-Z][a-z'\-]+)"
 )
-#: Name facts in semantic lines (LLM or offline): "The name of <voice_1> is X", "<face_2>'s name is X",
-#: "<face_2> is named X", "<voice_1> introduces himself as X".
-NAME_FACT = re.compile(
-    r"(?:name of\s+(<(?:face|voice|character)_\d+>)\s+is|(<(?:face|voice|character)_\d+>)(?:'s name is|"
-    r"\s+is (?:named|called)|\s+introduces (?:himself|herself|themselves|themself) as))\s+\"?" + _NAME
-)
-
-
-def entities_in(text: str) -> list[str]:
-    """Ids mentioned in ``text``, in order of first mention, without repeats."""
-    seen: dict[str, None] = {}
-    for m in ID_RE.finditer(text):
-        seen.setdefault(m.group(0), None)
-    return list(seen)
-
-
-def name_fact(text: str) -> tuple[str, str] | None:
-    """(id, name) when ``text`` states someone's name, else None."""
-    m = NAME_FACT.search(text)
-    if not m:
-        return None
-    name = m.group(3).strip()
-    first = name.split()[0]
-    if first in _NOT_NAMES:
-        return None
-    return (m.group(1) or m.group(2), name)
 
 
 def clip_ids(record: ClipRecord) -> tuple[list[str], list[str]]:
@@ -109,12 +81,8 @@ def clip_ids(record: ClipRecord) -> tuple[list[str], list[str]]:
     faces = {t.face_id for t in (record.faces.tracks if record.faces else [])}
     voices = {u.speaker for u in (record.utterances or []) if u.speaker}
     if record.voices and record.voices.ids:
-        voices.update(v for v in record.voices.ids if VOICE_RE.match(v))
-    return _sorted_ids(faces), _sorted_ids(voices)
-
-
-def _sorted_ids(ids: Iterable[str]) -> list[str]:
-    return sorted(ids, key=lambda s: (s.split("_")[0], int(re.sub(r"\D", "", s) or 0)))
+        voices.update(v for v in record.voices.ids if is_id(v, VOICE))
+    return sorted_ids(faces), sorted_ids(voices)
 
 
 def _t(x: float) -> str:
@@ -155,9 +123,9 @@ def names_said(text: str) -> list[tuple[str, str]]:
         for m in pattern.finditer(text):
             name = m.group(1).strip()
             words = name.split()
-            while words and words[-1] in _NOT_NAMES:
+            while words and words[-1] in NOT_NAMES:
                 words.pop()
-            if not words or words[0] in _NOT_NAMES:
+            if not words or words[0] in NOT_NAMES:
                 continue
             name = " ".join(words)
             if all(name != n for _, n in found):
@@ -315,7 +283,7 @@ def overlap_lines(record: ClipRecord) -> list[MemoryItem]:
                 continue
             s, e = max(a.start, b.start), min(a.end, b.end)
             if e > s:
-                key = tuple(_sorted_ids([a.speaker, b.speaker]))
+                key = tuple(sorted_ids([a.speaker, b.speaker]))
                 pairs.setdefault(key, []).append((s, e))  # type: ignore[arg-type]
     if not pairs:
         return []

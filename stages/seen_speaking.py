@@ -30,15 +30,13 @@ so far; a later clip's voice from the bank that collides with one is renamed (an
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
 from m3cli.schemas.records import ClipRecord, Turn, Utterance
+from m3cli.stages.core.entity_ids import VOICE_ID_RE, number_of, voice_id
 from m3cli.stages.core.lips import moving_times, shot_bounds
-
-VOICE = re.compile(r"<voice_([0-9]+)>")
 
 
 @dataclass(frozen=True)
@@ -124,7 +122,7 @@ class SeenSpeaking:
 
     def _fresh(self) -> str:
         self.top += 1
-        vid = f"<voice_{self.top}>"
+        vid = voice_id(self.top)
         self.issued.add(vid)
         return vid
 
@@ -133,8 +131,8 @@ class SeenSpeaking:
         ids = {u.speaker for u in record.utterances or [] if u.speaker}
         ids |= {t.speaker for t in record.turns or [] if t.speaker}
         ids |= set(record.voices.ids or []) if record.voices else set()
-        for vid in sorted(ids, key=lambda v: int(VOICE.fullmatch(v).group(1))):
-            self.top = max(self.top, int(VOICE.fullmatch(vid).group(1)))
+        for vid in sorted(ids, key=number_of):
+            self.top = max(self.top, number_of(vid))
         for vid in sorted(ids):
             if vid not in self.alias:
                 self.alias[vid] = self._fresh() if vid in self.issued else vid
@@ -239,7 +237,7 @@ class SeenSpeaking:
         update: dict[str, Any] = {"utterances": new_utts, "turns": new_turns}
         if record.voices is not None:
             known = set(record.voices.ids or []) | ids
-            vids = sorted(known, key=lambda v: int(VOICE.fullmatch(v).group(1)))
+            vids = sorted(known, key=number_of)
             update["voices"] = record.voices.model_copy(update={"ids": vids})
         return record.model_copy(update=update), {k: round(x, 3) for k, x in sorted(moved.items())}
 
@@ -266,7 +264,7 @@ def _renamed(record: ClipRecord, rename: dict[str, str]) -> ClipRecord:
     """The record with voice ids renamed in its speech, voices section and memory."""
 
     def sub(text: str) -> str:
-        return VOICE.sub(lambda m: rename.get(m.group(0), m.group(0)), text)
+        return VOICE_ID_RE.sub(lambda m: rename.get(m.group(0), m.group(0)), text)
 
     def speaker(item: Any) -> Any:
         return item.model_copy(update={"speaker": rename.get(item.speaker, item.speaker)})

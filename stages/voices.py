@@ -49,6 +49,7 @@ from m3cli.stages.configs.voices import VoicesConfig
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
+from m3cli.stages.core.entity_ids import number_of, voice_id
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.imports import heavy_import
 
@@ -89,7 +90,7 @@ class VoiceBank:
         return self.create(), float("nan")
 
     def create(self) -> str:
-        vid = f"<voice_{len(self.snapshots) + 1}>"
+        vid = voice_id(len(self.snapshots) + 1)
         self.snapshots[vid] = []
         return vid
 
@@ -267,7 +268,7 @@ def _one_voice_each(means: dict[object, np.ndarray], bank: VoiceBank) -> dict[ob
 
 
 def _num(vid: str | None) -> int:
-    return int(vid.strip("<>").split("_")[1]) if vid else 0
+    return number_of(vid) if vid else 0
 
 
 def _store_means(record: ClipRecord, means: dict[str, np.ndarray], cache: Cache | None) -> str | None:

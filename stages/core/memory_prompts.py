@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from m3cli.stages.core import prompt_data
+from m3cli.stages.core.entity_ids import entities_in
 
 PROMPT_VERSION = "m3-memory-v2"  # v2: data blocks, no copyable example, audio for omni models
 
@@ -192,7 +193,6 @@ def agent_memorize_schema(semantic: bool = True) -> dict[str, Any]:
     return {"type": "object", "required": list(props), "properties": props}
 
 
-_PERSON_ID = re.compile(r"<(?:face|voice|character)_\d+>")
 _EQUIVALENCE_LINE = re.compile(r"^\s*equivalence\s*:", re.I)
 
 
@@ -204,7 +204,7 @@ def agent_kind(text: str) -> str:
     """
     if _EQUIVALENCE_LINE.match(text):
         return "equivalence"
-    people = set(_PERSON_ID.findall(text))
+    people = set(entities_in(text))
     return "attribute" if len(people) == 1 else "relationship" if people else "knowledge"
 
 

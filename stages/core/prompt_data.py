@@ -22,6 +22,8 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from m3cli.stages.core.entity_ids import PROMPT_ID_RE
+
 #: Zero-width, joiner, bidi-control and other invisible format characters.
 _INVISIBLE = re.compile("[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb]")
 #: Look-alikes of < and > that NFKC leaves alone.
@@ -43,8 +45,8 @@ _ANGLE = str.maketrans(
         "\u1433": ">",
     }
 )
-_TAG_OPEN = re.compile(r"<(?!(?:face|voice|character)_\d{1,6}>)(?=\s*/?\s*[A-Za-z!?])")
-ID_TOKEN = re.compile(r"<(?:face|voice|character)_\d{1,6}>")
+#: A "<" that opens a tag: anything but an id followed by a letter, "/", "!" or "?".
+_TAG_OPEN = re.compile(rf"(?!{PROMPT_ID_RE.pattern})<(?=\s*/?\s*[A-Za-z!?])")
 
 
 def fold(text: str) -> str:

@@ -62,13 +62,13 @@ def score(truth: Sequence[str], predicted: Sequence[str]) -> dict[str, Any]:
 def eval_images(folder: Path, model: Any, config: Any) -> dict[str, Any]:
     import numpy as np
 
+    from m3cli.stages.core.entity_ids import face_id
     from m3cli.stages.faces import (
         IMAGE_SUFFIXES,
         FaceBank,
         assign_clip,
         cluster_embeddings,
         euclid_threshold,
-        face_id,
         image_faces,
         load_image,
         metric_space,

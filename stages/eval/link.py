@@ -40,6 +40,7 @@ from typing import Any
 import orjson
 
 from m3cli.schemas.records import ClipRecord, Utterance
+from m3cli.stages.core.entity_ids import FACE, VOICE, kind_of, voice_id
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.eval.audio import read_rttm
 
@@ -189,8 +190,8 @@ def score_link(records: list[ClipRecord], people: dict[str, Person]) -> dict[str
     linkable = [p for p in people.values() if p.face and p.speech]
     per_person: dict[str, Any] = {}
     for person in people.values():
-        faces = sorted(i for i, who in owner.items() if who == person.name and i.startswith("<face_"))
-        voices = sorted(i for i, who in owner.items() if who == person.name and i.startswith("<voice_"))
+        faces = sorted(i for i, who in owner.items() if who == person.name and kind_of(i) == FACE)
+        voices = sorted(i for i, who in owner.items() if who == person.name and kind_of(i) == VOICE)
         chars = sorted({char_of[i] for i in faces + voices})
         alone = all(owner[i] == person.name for i, c in char_of.items() if c in chars)
         per_person[person.name] = {
@@ -231,7 +232,7 @@ def oracle_voices(records: list[ClipRecord], people: dict[str, Person]) -> list[
 
     Scores the link stage alone: a join or split that remains is the linker's, not the diarizer's.
     """
-    ids = {p.name: f"<voice_{k}>" for k, p in enumerate(sorted(people.values(), key=lambda p: p.name), 1)}
+    ids = {p.name: voice_id(k) for k, p in enumerate(sorted(people.values(), key=lambda p: p.name), 1)}
     out = []
     for record in records:
         start, end = record.clip.start, record.clip.end

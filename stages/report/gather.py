@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from m3cli.stages.core.entity_ids import FACE, VOICE, kind_of, name_fact
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import MemoryStore
 from m3cli.stages.core.redact import mask_credentials
 from m3cli.stages.core.storage import read_file
-from m3cli.stages.memorize import name_fact
 
 NODE_COLUMNS = (
     "id",
@@ -188,11 +188,11 @@ class Character:
 
     @property
     def faces(self) -> list[str]:
-        return [m for m in self.members if m.startswith("<face_")]
+        return [m for m in self.members if kind_of(m) == FACE]
 
     @property
     def voices(self) -> list[str]:
-        return [m for m in self.members if m.startswith("<voice_")]
+        return [m for m in self.members if kind_of(m) == VOICE]
 
     @property
     def label(self) -> str:

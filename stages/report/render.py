@@ -17,11 +17,11 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from m3cli.stages.core.entity_ids import ID_RE
 from m3cli.stages.report.gather import Character, Clip, Line, ReportData, Video
 from m3cli.stages.report.graph import Satellite, draw
 from m3cli.stages.report.markup import SAFE_URL, Safe, anchor, clock, el, esc, join
 
-ID_TOKEN = re.compile(r"<(?:face|voice|character)_\d+>")
 KIND_LABEL = {
     "episodic": "episodic",
     "semantic": "semantic",
@@ -115,7 +115,7 @@ def rich_text(page: Page, video: str, text: str) -> Safe:
     """Memory text with ``<character_k>``/``<face_i>``/``<voice_j>`` turned into links to the card."""
     parts: list[object] = []
     pos = 0
-    for m in ID_TOKEN.finditer(text):
+    for m in ID_RE.finditer(text):
         parts.append(text[pos : m.start()])
         ch = page.character_of(video, m.group(0))
         href = page.href(char_anchor(video, ch.id)) if ch else None
