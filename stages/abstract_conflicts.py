@@ -9,20 +9,13 @@ reported once per video as a ``conflict`` item.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.abstract_facts import CharacterView, Fact, VideoState
 from m3cli.stages.abstract_llm import LlmCalls
 from m3cli.stages.core import memory_prompts as prompts
-from m3cli.stages.core.memory_store import conflict_node_id
-
-
-def norm(text: str) -> str:
-    """Lower case, punctuation to spaces (ids and apostrophes kept), single spaces."""
-    return " ".join(re.sub(r"[^\w<>' ]+", " ", text.lower()).split())
-
+from m3cli.stages.core.memory_store import conflict_node_id, fact_text
 
 _NEG_AUX = {"does not": "", "doesn't": "", "did not": "", "didn't": "", "do not": "", "don't": ""}
 _ANTONYMS = {
@@ -54,7 +47,7 @@ def polarity_form(text: str) -> tuple[int, str] | None:
     isn't / was not / are not" -> negated; "cannot / can't / can not" -> "can" negated; "never" and
     "no longer" negate; antonyms in ``_ANTONYMS`` ("dislikes" = not "likes", "single" = not "married").
     """
-    words = norm(text).replace("can't", "can not").replace("cannot", "can not").split()
+    words = fact_text(text).replace("can't", "can not").replace("cannot", "can not").split()
     pol = 1
     out: list[str] = []
     i = 0
@@ -98,7 +91,7 @@ def polarity_form(text: str) -> tuple[int, str] | None:
 
 def support_key(f: Fact, mapping: dict[str, str], render: Any) -> str:
     """Statements with the same normalised text (ids resolved to characters) support each other."""
-    return norm(render(f.text, mapping))
+    return fact_text(render(f.text, mapping))
 
 
 def subject_form(fact: Fact, character: str, mapping: dict[str, str]) -> tuple[int, str] | None:

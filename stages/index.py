@@ -59,12 +59,14 @@ from m3cli.stages.core.memory_store import (
     clip_node_id,
     clips_schema,
     fact_id,
+    fact_text,
     global_node_id,
     link_id,
     nodes_schema,
 )
 from m3cli.stages.core.memory_writer import MemoryWriter
 from m3cli.stages.core.record_paths import JPEG, NPZ, cache_file, check_record_paths
+from m3cli.stages.core.sql import sql_list
 from m3cli.stages.core.storage import file_exists, memory_location, write_file
 
 log = logging.getLogger(__name__)
@@ -92,18 +94,10 @@ class IndexStats:
     tables_committed: list[str] = field(default_factory=list)
 
 
-def _norm(text: str) -> str:
-    return " ".join(re.sub(r"[^\w<>' ]+", " ", text.lower()).split())
-
-
 def fact_key(video: str, section: str, text: str, entities: list[str]) -> str:
     """Identity for weight voting: same video, same memory type, same normalised text and entities."""
-    blob = "\x1f".join([video, section, _norm(text), ",".join(sorted(entities))])
+    blob = "\x1f".join([video, section, fact_text(text), ",".join(sorted(entities))])
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
-
-
-def _sql_list(values: list[str]) -> str:
-    return ", ".join("'" + v.replace("'", "''") + "'" for v in values)
 
 
 # ================================================================================ per video view
@@ -326,7 +320,7 @@ class Indexer:
         stored = {}
         ids = [r["id"] for r in rows]
         for start in range(0, len(ids), 1000):
-            for r in self._existing(table, f"id IN ({_sql_list(ids[start : start + 1000])})"):
+            for r in self._existing(table, f"id IN ({sql_list(ids[start : start + 1000])})"):
                 stored[r["id"]] = r
         return [r for r in rows if not _same(stored.get(r["id"]), r)]
 
@@ -542,7 +536,7 @@ class Indexer:
             stored = {}
             for start in range(0, len(need_vector), 1000):
                 chunk = need_vector[start : start + 1000]
-                for r in self._existing("nodes", f"id IN ({_sql_list(chunk)})", ["id", "vector"]):
+                for r in self._existing("nodes", f"id IN ({sql_list(chunk)})", ["id", "vector"]):
                     stored[r["id"]] = r["vector"]
             for row in out:
                 if row["id"] in stored and "vector" not in row:

@@ -21,14 +21,17 @@ of a clip, ``<video>:<clip>:s<i>`` the i-th semantic line; abstractions have kin
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
+from m3cli.stages.core.entity_ids import number_of
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.memory_manifest import read_manifest
+from m3cli.stages.core.sql import sql_literal
 from m3cli.stages.core.storage import memory_location
 
 SCHEMA_VERSION = "m3.memory/1"
@@ -49,6 +52,12 @@ EDGE_KINDS = (
 
 
 # ------------------------------------------------------------------------------------ node ids
+
+
+def fact_text(text: str) -> str:
+    """The form in which two memory lines that state the same fact are equal: lower case, punctuation
+    gone except ids' brackets and apostrophes, single spaces."""
+    return " ".join(re.sub(r"[^\w<>' ]+", " ", text.lower()).split())
 
 
 def fact_id(video: str, clip: int, section: str, index: int) -> str:
@@ -81,7 +90,7 @@ def link_id(src: str, dst: str, kind: str) -> str:
 
 
 def _num(entity: str) -> str:
-    return entity.rsplit("_", 1)[-1].rstrip(">")
+    return str(number_of(entity))
 
 
 # ------------------------------------------------------------------------------------ schemas
@@ -272,7 +281,8 @@ class MemoryStore:
 
     def characters(self, video: str) -> dict[str, dict[str, Any]]:
         """``<character_k>`` -> {"name", "members", "crop"} for one video."""
-        table = self.entities.search().where(f"video = '{_sql(video)}' AND kind = 'character'").limit(None)
+        where = f"video = {sql_literal(video)} AND kind = 'character'"
+        table = self.entities.search().where(where).limit(None)
         out = {}
         for row in table.to_arrow().to_pylist():
             out[row["entity"]] = {
@@ -283,12 +293,8 @@ class MemoryStore:
         return out
 
     def node(self, node_id: str) -> dict[str, Any] | None:
-        rows = self.nodes.search().where(f"id = '{_sql(node_id)}'").limit(1).to_arrow().to_pylist()
+        rows = self.nodes.search().where(f"id = {sql_literal(node_id)}").limit(1).to_arrow().to_pylist()
         return rows[0] if rows else None
-
-
-def _sql(value: str) -> str:
-    return value.replace("'", "''")
 
 
 def read_meta(db: Any, version: int | None = None) -> dict[str, str]:

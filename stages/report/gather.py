@@ -28,6 +28,7 @@ from m3cli.stages.core.entity_ids import FACE, VOICE, kind_of, name_fact
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import MemoryStore
 from m3cli.stages.core.redact import mask_credentials
+from m3cli.stages.core.sql import sql_list, sql_literal
 from m3cli.stages.core.storage import read_file
 
 NODE_COLUMNS = (
@@ -236,10 +237,6 @@ class ReportData:
 # ============================================================================== reading tables
 
 
-def _sql(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
 def _columns(table: Any, wanted: tuple[str, ...]) -> list[str]:
     """The wanted columns this table has (memories written by older or newer m3 may differ)."""
     names = set(table.schema.names)
@@ -361,10 +358,10 @@ def _video(
 ) -> Video:
     """One video's section; ``budget`` is the number of memory lines the page may still show (spent here)."""
     first, last = clip_range
-    where_clips = f"video = {_sql(vid)} AND clip >= {first}" + (
+    where_clips = f"video = {sql_literal(vid)} AND clip >= {first}" + (
         f" AND clip <= {last}" if last is not None else ""
     )
-    clip_rows = _rows(store.clips, f"video = {_sql(vid)}", ("clip", "start", "end", "path"))
+    clip_rows = _rows(store.clips, f"video = {sql_literal(vid)}", ("clip", "start", "end", "path"))
     total = len(clip_rows)
     span_start = min((r["start"] for r in clip_rows), default=0.0)
     span_end = max((r["end"] for r in clip_rows), default=0.0)
@@ -388,21 +385,24 @@ def _video(
     lines: list[Line] = []
     if clips:
         lo, hi = min(clips), max(clips)
-        where = f"video = {_sql(vid)} AND clip >= {lo} AND clip <= {hi}"
+        where = f"video = {sql_literal(vid)} AND clip >= {lo} AND clip <= {hi}"
         lines = [_line(r) for r in _rows(store.nodes, where, NODE_COLUMNS)]
         lines = _within_budget(vid, clips, lines, limits, budget, notes)
     card_lines = [
         _line(r)
         for r in _rows(
             store.nodes,
-            f"video = {_sql(vid)} AND kind IN ({', '.join(map(_sql, CARD_KINDS))})",
+            f"video = {sql_literal(vid)} AND kind IN ({sql_list(CARD_KINDS)})",
             NODE_COLUMNS,
         )
     ]
     semantic = [
         _line(r)
         for r in _rows(
-            store.nodes, f"video = {_sql(vid)} AND kind = 'semantic'", NODE_COLUMNS, limits.max_semantic_scan
+            store.nodes,
+            f"video = {sql_literal(vid)} AND kind = 'semantic'",
+            NODE_COLUMNS,
+            limits.max_semantic_scan,
         )
     ]
     global_summary = next((x.text for x in card_lines if x.kind == "global"), None)
@@ -457,7 +457,7 @@ def _characters(
     store: MemoryStore, vid: str, limits: ReportLimits, notes: list[str]
 ) -> tuple[dict[str, str], list[Character]]:
     """(perception id -> character, the characters): linked characters, then unlinked faces and voices."""
-    rows = _rows(store.entities, f"video = {_sql(vid)}", ENTITY_COLUMNS)
+    rows = _rows(store.entities, f"video = {sql_literal(vid)}", ENTITY_COLUMNS)
     mapping: dict[str, str] = {}
     chars: list[Character] = []
     entities = {r["entity"]: r for r in rows if r.get("kind") != "character"}
@@ -699,7 +699,8 @@ def _fill_cards(
         ]
     # face <-> voice joins with their link weight
     members = {m: c for c in characters for m in c.members}
-    rows = _rows(store.edges, f"video = {_sql(vid)} AND kind = 'equivalence'", ("src", "dst", "weight"))
+    where = f"video = {sql_literal(vid)} AND kind = 'equivalence'"
+    rows = _rows(store.edges, where, ("src", "dst", "weight"))
     prefix = f"{vid}:"
     for r in rows:
         face, voice = r["src"].removeprefix(prefix), r["dst"].removeprefix(prefix)
