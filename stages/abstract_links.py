@@ -8,18 +8,16 @@ by the LLM. Each link is one ``link`` item: id, src, dst, relation, weight, desc
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
-import orjson
 
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.abstract_facts import STAGE, CharacterView, Fact, VideoState
 from m3cli.stages.abstract_llm import LlmCalls
 from m3cli.stages.configs.abstract import AbstractConfig
 from m3cli.stages.core import memory_prompts as prompts
-from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.entity_ids import ID_RE
 from m3cli.stages.core.memory_store import link_id
 
@@ -93,17 +91,10 @@ class Linker:
         """Vectors of ``texts`` with ids made neutral (an id says nothing about meaning), cached per clip."""
         if not texts:
             return np.zeros((0, 1), np.float32)
+        from m3cli.stages.backends.embed import embed_cached
+
         neutral = [ID_RE.sub("someone", t) for t in texts]
-        digest = hashlib.sha256(orjson.dumps(neutral)).hexdigest()[:32]
-        key = CacheKey.of(video, clip, f"{STAGE}-embed", {"texts": digest}, embedder.version)
-        if self.cache is not None:
-            hit = self.cache.get_arrays(key, "vectors.npz")
-            if hit is not None and hit["v"].shape[0] == len(texts):
-                return hit["v"]
-        vectors = np.asarray(embedder.embed(neutral), dtype=np.float32)
-        if self.cache is not None:
-            self.cache.put_arrays(key, "vectors.npz", v=vectors)
-        return vectors
+        return embed_cached(embedder, neutral, self.cache, video, clip, f"{STAGE}-embed")
 
     def _causal(self, record: ClipRecord, state: VideoState, new: list[Fact]) -> list[dict[str, Any]]:
         assert self.llm is not None

@@ -15,7 +15,7 @@ import orjson
 
 from m3cli.stages.abstract_facts import STAGE
 from m3cli.stages.core import memory_prompts as prompts
-from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.cache import Cache, CacheKey, memo
 from m3cli.stages.core.redact import mask_credentials
 
 log = logging.getLogger(__name__)
@@ -54,24 +54,22 @@ class LlmCalls:
             {"prompt": prompts.PROMPT_VERSION, "in": digest},
             f"{self.client.base_url}|{self.client.model}",
         )
-        if self.cache is not None:
-            hit = self.cache.get_json(key, "reply.json")
-            if isinstance(hit, dict):
-                return hit
-        try:
-            obj, _ = self.client.chat_json(messages, schema, validator=validator, task=task)
-        except LlmError as exc:
-            log.warning("clip %d: LLM %s failed, using the offline aggregation: %s", clip, what, exc)
-            self.errors.append(
-                {
-                    "stage": STAGE,
-                    "error": "llm_fallback",
-                    "what": what,
-                    "status": getattr(exc, "status", None),
-                    "message": mask_credentials(str(exc)),
-                }
-            )
-            return None
-        if self.cache is not None:
-            self.cache.put_json(key, "reply.json", obj)
-        return obj
+
+        def ask() -> dict | None:
+            try:
+                obj, _ = self.client.chat_json(messages, schema, validator=validator, task=task)
+            except LlmError as exc:
+                log.warning("clip %d: LLM %s failed, using the offline aggregation: %s", clip, what, exc)
+                self.errors.append(
+                    {
+                        "stage": STAGE,
+                        "error": "llm_fallback",
+                        "what": what,
+                        "status": getattr(exc, "status", None),
+                        "message": mask_credentials(str(exc)),
+                    }
+                )
+                return None  # not cached: the next run asks again
+            return obj
+
+        return memo(self.cache, key, "reply.json", ask, usable=lambda hit: isinstance(hit, dict))

@@ -29,7 +29,7 @@ Per clip (all cached under the clip's content id, index, span and every setting 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -61,7 +61,7 @@ from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, make_speaker_model
 from m3cli.stages.configs.diarize import DiarizeConfig
 from m3cli.stages.core import media
 from m3cli.stages.core.audio_file import read_audio_file
-from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.cache import Cache, CacheKey, memo
 from m3cli.stages.core.common import RunContext, by_video
 
 log = logging.getLogger(__name__)
@@ -490,16 +490,26 @@ def clip_result(record: ClipRecord, pipe: Pipeline, cache: Cache | None) -> Clip
         {"start": start, "end": end, **pipe.key()},
         pipe.identity(),
     )
-    if cache is not None:
-        hit = cache.get_json(key, "result.json")
-        if isinstance(hit, dict):
-            return ClipResult.from_json(hit)
-    path = media.source_path(record.video, cache)
-    audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
-    result = diarize_audio(audio, pipe)
-    if cache is not None:
-        cache.put_json(key, "result.json", result.to_json())
-    return result
+
+    def compute() -> ClipResult:
+        path = media.source_path(record.video, cache)
+        audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
+        return diarize_audio(audio, pipe)
+
+    return _memo_result(cache, key, compute)
+
+
+def _memo_result(cache: Cache | None, key: CacheKey, compute: Callable[[], ClipResult]) -> ClipResult:
+    """A diarization result, cached as its JSON."""
+    return memo(
+        cache,
+        key,
+        "result.json",
+        compute,
+        usable=lambda hit: isinstance(hit, dict),
+        load=ClipResult.from_json,
+        dump=ClipResult.to_json,
+    )
 
 
 def _shift(utterances: list[dict], offset: float, limit: float | None = None) -> list[Utterance]:
@@ -598,14 +608,7 @@ def diarize_file(path: Path, config: DiarizeConfig, ctx: RunContext | None = Non
     pipe = Pipeline(config, ctx.device)
     vid, audio = read_audio_file(Path(path), ctx.cache)
     key = CacheKey.of(vid, None, STAGE, {"file": True, **pipe.key()}, pipe.identity())
-    if ctx.cache is not None:
-        hit = ctx.cache.get_json(key, "result.json")
-        if isinstance(hit, dict):
-            return ClipResult.from_json(hit)
-    result = diarize_audio(audio, pipe)
-    if ctx.cache is not None:
-        ctx.cache.put_json(key, "result.json", result.to_json())
-    return result
+    return _memo_result(ctx.cache, key, lambda: diarize_audio(audio, pipe))
 
 
 def speaker_turns_file(path: Path, config: DiarizeConfig, ctx: RunContext | None = None) -> list[SpeakerTurn]:
@@ -615,17 +618,21 @@ def speaker_turns_file(path: Path, config: DiarizeConfig, ctx: RunContext | None
     pipe = Pipeline(config, ctx.device)
     vid, audio = read_audio_file(Path(path), ctx.cache)
     key = CacheKey.of(vid, None, STAGE, {"file": True, "turns_only": True, **pipe.key()}, pipe.identity())
-    if ctx.cache is not None:
-        hit = ctx.cache.get_json(key, "turns.json")
-        if isinstance(hit, list):
-            return [SpeakerTurn(s, e, spk) for s, e, spk in hit]
-    audio = np.asarray(audio, dtype=np.float32)
-    turns: list[SpeakerTurn] = []
-    if len(audio) >= MIN_AUDIO_SECONDS * RATE:
+
+    def compute() -> list[SpeakerTurn]:
+        samples = np.asarray(audio, dtype=np.float32)
+        if len(samples) < MIN_AUDIO_SECONDS * RATE:
+            return []
         vad = pipe.vad
-        speech = vad.speech(audio) if vad is not None else [(0.0, len(audio) / RATE)]
-        if speech:
-            turns = speaker_turns(audio, speech, pipe)
-    if ctx.cache is not None:
-        ctx.cache.put_json(key, "turns.json", [[t.start, t.end, t.speaker] for t in turns])
-    return turns
+        speech = vad.speech(samples) if vad is not None else [(0.0, len(samples) / RATE)]
+        return speaker_turns(samples, speech, pipe) if speech else []
+
+    return memo(
+        ctx.cache,
+        key,
+        "turns.json",
+        compute,
+        usable=lambda hit: isinstance(hit, list),
+        load=lambda hit: [SpeakerTurn(s, e, spk) for s, e, spk in hit],
+        dump=lambda turns: [[t.start, t.end, t.speaker] for t in turns],
+    )

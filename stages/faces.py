@@ -36,7 +36,7 @@ import io
 import logging
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ from m3cli.stages.backends.face import (
 )
 from m3cli.stages.configs.faces import FacesConfig
 from m3cli.stages.core import media
-from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.cache import Cache, CacheKey, memo, put_once
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.entity_ids import face_id
 from m3cli.stages.core.errors import InputError
@@ -242,27 +242,38 @@ def detect_clip(
 
     counters = counters if counters is not None else Counters()
     key = detect_key(record, model, config)
+
+    def detect() -> ClipFaces:
+        path = media.source_path(record.video, cache)
+        started = time.perf_counter()
+        # the detections are cached, not the frames: a rerun never decodes again
+        frames = media.decode_frames(path, record.clip.start, record.clip.end, config.fps, config.frame_side)
+        t1 = time.perf_counter()
+        per_frame = model.detect_frames(frames.images) if len(frames) else []
+        t2 = time.perf_counter()
+        scale = source_scale(record, frames.images[0].shape) if len(frames) else 1.0
+        faces = pack_detections(frames.times, frames.images, per_frame, scale)
+        t3 = time.perf_counter()
+        counters.computed += 1
+        counters.frames += len(frames)
+        for name, dt in (("decode", t1 - started), ("detect", t2 - t1), ("pack", t3 - t2)):
+            counters.seconds[name] += dt
+        return faces
+
+    def stored(arrays: dict[str, np.ndarray]) -> ClipFaces:
+        counters.cache_hits += 1
+        return ClipFaces(**arrays, key=key)
+
+    faces = memo(
+        cache,
+        key,
+        "detections.npz",
+        detect,
+        usable=lambda arrays: set(arrays) >= set(ClipFaces.__dataclass_fields__) - {"key"},
+        load=stored,
+        dump=ClipFaces.arrays,
+    )
     if cache is not None:
-        stored = cache.get_arrays(key, "detections.npz")
-        if stored is not None and set(stored) >= set(ClipFaces.__dataclass_fields__) - {"key"}:
-            counters.cache_hits += 1
-            return ClipFaces(**stored, key=key)
-    path = media.source_path(record.video, cache)
-    started = time.perf_counter()
-    # the detections are cached, not the frames: a rerun never decodes again
-    frames = media.decode_frames(path, record.clip.start, record.clip.end, config.fps, config.frame_side)
-    t1 = time.perf_counter()
-    per_frame = model.detect_frames(frames.images) if len(frames) else []
-    t2 = time.perf_counter()
-    scale = source_scale(record, frames.images[0].shape) if len(frames) else 1.0
-    faces = pack_detections(frames.times, frames.images, per_frame, scale)
-    t3 = time.perf_counter()
-    counters.computed += 1
-    counters.frames += len(frames)
-    for name, dt in (("decode", t1 - started), ("detect", t2 - t1), ("pack", t3 - t2)):
-        counters.seconds[name] += dt
-    if cache is not None:
-        cache.put_arrays(key, "detections.npz", **faces.arrays())
         faces.key = key
     return faces
 
@@ -500,14 +511,6 @@ def _blob_key(video: str, clip: int, kind: str, payload: dict[str, Any], version
     return CacheKey.of(video, clip, kind, payload, version)
 
 
-def _put_once(cache: Cache, key: CacheKey, name: str, write: Callable[[], Any]) -> str:
-    """Write a content-addressed entry unless it exists (so reruns leave the bytes untouched)."""
-    path = cache.path(key, name)
-    if not path.exists():
-        write()
-    return str(path)
-
-
 def build_section(
     record: ClipRecord,
     faces: ClipFaces,
@@ -544,9 +547,7 @@ def build_section(
                 {"detections": faces.key.config, "index": best},
                 faces.key.model,
             )
-            crop = _put_once(
-                cache, ckey, "crop.jpg", lambda b=best, k=ckey: cache.put_bytes(k, "crop.jpg", faces.crop(b))
-            )
+            crop = put_once(cache, ckey, "crop.jpg", lambda b=best: faces.crop(b))
         tracks.append(
             FaceTrack(
                 face_id=fid,
@@ -574,9 +575,7 @@ def build_section(
             {"sha256": digest.hexdigest()},
             model.version,
         )
-        embeddings = _put_once(
-            cache, ekey, "embeddings.npz", lambda: cache.put_arrays(ekey, "embeddings.npz", **means)
-        )
+        embeddings = put_once(cache, ekey, "embeddings.npz", lambda: means)
     return FacesSection(
         backend=model.name,
         model=model.model,

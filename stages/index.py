@@ -36,12 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pyarrow as pa
 
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.configs.index import IndexConfig
-from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.entity_ids import CHARACTER_ID_RE, ID_RE, entities_in, name_fact
 from m3cli.stages.core.errors import InputError, M3Error
@@ -236,19 +234,11 @@ class Indexer:
     def _embed(self, video: str, group: str, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), np.float32)
-        cache: Cache | None = self.ctx.cache
-        digest = hashlib.sha256(orjson.dumps(texts)).hexdigest()[:32]
-        key = CacheKey.of(
-            video, None, f"{STAGE}-embed", {"group": group, "texts": digest}, self.embedder.version
+        from m3cli.stages.backends.embed import embed_cached
+
+        return embed_cached(
+            self.embedder, texts, self.ctx.cache, video, None, f"{STAGE}-embed", {"group": group}, self.dim
         )
-        if cache is not None:
-            hit = cache.get_arrays(key, "vectors.npz")
-            if hit is not None and hit["v"].shape == (len(texts), self.dim):
-                return hit["v"]
-        vecs = np.asarray(self.embedder.embed(texts), dtype=np.float32)
-        if cache is not None:
-            cache.put_arrays(key, "vectors.npz", v=vecs)
-        return vecs
 
     # ---------------------------------------------------------------- writing
     def _write(self, name: str, schema: pa.Schema, rows: list[dict], stats: IndexStats) -> int:

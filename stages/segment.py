@@ -17,7 +17,7 @@ from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
 from m3cli.stages.configs.segment import SegmentConfig
 from m3cli.stages.core import media
-from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.cache import Cache, CacheKey, memo
 
 log = logging.getLogger(__name__)
 
@@ -60,23 +60,20 @@ def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
 
 def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None) -> dict:
     key = CacheKey.of(vid, None, STAGE, {**asdict(config), "plan": PLAN_VERSION}, media.DECODER_VERSION)
-    if cache is not None:
-        plan = cache.get_json(key, "plan.json")
-        if isinstance(plan, dict):
-            return plan
-    probe = media.probe(path, config.audio_track)
-    plan = {
-        "audio_tracks": probe.audio_tracks,
-        "duration": round(probe.duration, 6),
-        "fps": probe.fps,
-        "width": probe.width,
-        "height": probe.height,
-        "has_audio": probe.has_audio,
-        "clips": plan_clips(probe, config.clip_seconds),
-    }
-    if cache is not None:
-        cache.put_json(key, "plan.json", plan)
-    return plan
+
+    def plan() -> dict:
+        probe = media.probe(path, config.audio_track)
+        return {
+            "audio_tracks": probe.audio_tracks,
+            "duration": round(probe.duration, 6),
+            "fps": probe.fps,
+            "width": probe.width,
+            "height": probe.height,
+            "has_audio": probe.has_audio,
+            "clips": plan_clips(probe, config.clip_seconds),
+        }
+
+    return memo(cache, key, "plan.json", plan, usable=lambda hit: isinstance(hit, dict))
 
 
 def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None) -> list[ClipRecord]:

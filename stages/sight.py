@@ -43,7 +43,7 @@ import numpy as np
 from m3cli.schemas.records import ClipRecord, Problem, SightSection
 from m3cli.stages.configs.sight import SightConfig
 from m3cli.stages.core import media
-from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.cache import Cache, CacheKey, memo
 from m3cli.stages.core.common import RunContext, by_video
 
 log = logging.getLogger(__name__)
@@ -203,10 +203,13 @@ def sight_key(record: ClipRecord, config: SightConfig, version: str) -> CacheKey
 def analyse_clip(record: ClipRecord, models: SightModels, config: SightConfig, cache: Cache | None) -> dict:
     """The sight section of one clip as plain data (from the cache, or computed and cached)."""
     key = sight_key(record, config, models.version)
-    if cache is not None:
-        stored = cache.get_json(key, "sight.json")
-        if stored is not None:
-            return stored
+    return memo(cache, key, "sight.json", lambda: _section(record, models, config, cache, key))
+
+
+def _section(
+    record: ClipRecord, models: SightModels, config: SightConfig, cache: Cache | None, key: CacheKey
+) -> dict:
+    """The sight section of one clip, computed (its keyframes written to the cache under ``key``)."""
     started = time.perf_counter()
     path = media.source_path(record.video, cache)
     frames = media.decode_frames(path, record.clip.start, record.clip.end, config.fps, config.frame_side)
@@ -298,8 +301,6 @@ def analyse_clip(record: ClipRecord, models: SightModels, config: SightConfig, c
         t_tags,
         time.perf_counter() - started,
     )
-    if cache is not None:
-        cache.put_json(key, "sight.json", section)
     return section
 
 

@@ -47,7 +47,7 @@ from m3cli.stages.backends.registry import backend_class
 from m3cli.stages.backends.speaker import SpeakerModel, l2_normalize, make_speaker_model
 from m3cli.stages.configs.voices import VoicesConfig
 from m3cli.stages.core import media
-from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.cache import Cache, CacheKey, memo, put_once
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.entity_ids import number_of, voice_id
 from m3cli.stages.core.errors import InputError
@@ -157,27 +157,34 @@ def clip_embeddings(
         "model": embedder.config.model,
     }
     key = CacheKey.of(record.video.id, record.clip.index, EMBED_STAGE, cfg, embedder.identity)
-    if cache is not None:
-        hit = cache.get_arrays(key, "embeddings.npz")
-        if hit is not None and len(hit["emb"]) == len(groups):
-            return hit["emb"]
-    path = media.source_path(record.video, cache)
-    audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
-    rel = [[(max(0.0, s - start), max(0.0, e - start)) for s, e in g] for g in groups]
-    model = embedder.model
-    if hasattr(model, "embed_pooled"):
-        emb = model.embed_pooled(audio, rel)
-    else:  # duration-weighted mean of the pieces' embeddings
-        emb = np.stack(
-            [
-                l2_normalize(np.average(model.embed(audio, g), axis=0, weights=[e - s + 1e-3 for s, e in g]))
-                for g in rel
-            ]
-        )
-    emb = emb.astype(np.float32)
-    if cache is not None:
-        cache.put_arrays(key, "embeddings.npz", emb=emb)
-    return emb
+
+    def embed() -> np.ndarray:
+        path = media.source_path(record.video, cache)
+        audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
+        rel = [[(max(0.0, s - start), max(0.0, e - start)) for s, e in g] for g in groups]
+        model = embedder.model
+        if hasattr(model, "embed_pooled"):
+            emb = model.embed_pooled(audio, rel)
+        else:  # duration-weighted mean of the pieces' embeddings
+            emb = np.stack(
+                [
+                    l2_normalize(
+                        np.average(model.embed(audio, g), axis=0, weights=[e - s + 1e-3 for s, e in g])
+                    )
+                    for g in rel
+                ]
+            )
+        return emb.astype(np.float32)
+
+    return memo(
+        cache,
+        key,
+        "embeddings.npz",
+        embed,
+        usable=lambda hit: len(hit["emb"]) == len(groups),
+        load=lambda hit: hit["emb"],
+        dump=lambda emb: {"emb": emb},
+    )
 
 
 # -- the fold --------------------------------------------------------------------------------------
@@ -279,10 +286,7 @@ def _store_means(record: ClipRecord, means: dict[str, np.ndarray], cache: Cache 
         :16
     ]
     key = CacheKey.of(record.video.id, record.clip.index, STAGE, {"means": digest}, "voice-means/1")
-    path = cache.path(key, "voices.npz")
-    if not path.is_file():
-        cache.put_arrays(key, "voices.npz", **names)
-    return str(path)
+    return put_once(cache, key, "voices.npz", lambda: names)
 
 
 def voices_records(

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+import orjson
 
 from m3cli.stages.backends.llm import (
     LOCAL_API_KEY,
@@ -36,6 +37,7 @@ from m3cli.stages.backends.llm import (
     ServerError,
     call_with_retries,
 )
+from m3cli.stages.core.cache import Cache, CacheKey, memo
 from m3cli.stages.core.errors import M3Error
 from m3cli.stages.core.redact import mask_url
 
@@ -76,6 +78,35 @@ def normalise(vectors: Any) -> np.ndarray:
 
 
 # ----------------------------------------------------------------------------------------------- local
+
+
+def embed_cached(
+    embedder: Embedder,
+    texts: list[str],
+    cache: Cache | None,
+    video: str,
+    clip: int | None,
+    stage: str,
+    config: dict[str, Any] | None = None,
+    dim: int | None = None,
+) -> np.ndarray:
+    """``embedder.embed(texts)`` as float32, cached per (video, clip, stage, config, texts, embedder).
+
+    A stored entry is used when it has one row per text (and ``dim`` columns, when given), so an entry
+    from another text count or width is recomputed rather than trusted.
+    """
+    digest = hashlib.sha256(orjson.dumps(texts)).hexdigest()[:32]
+    key = CacheKey.of(video, clip, stage, {**(config or {}), "texts": digest}, embedder.version)
+    rows = (len(texts), dim) if dim is not None else (len(texts),)
+    return memo(
+        cache,
+        key,
+        "vectors.npz",
+        lambda: np.asarray(embedder.embed(texts), dtype=np.float32),
+        usable=lambda hit: hit["v"].shape[: len(rows)] == rows,
+        load=lambda hit: hit["v"],
+        dump=lambda vectors: {"v": vectors},
+    )
 
 
 def bundled_model_dir() -> Path | None:

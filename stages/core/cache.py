@@ -11,6 +11,9 @@ immutable files written to a temporary name and renamed into place, so
 Reading an entry refreshes its modification time, which is what ``prune --max-size`` uses to evict the
 least recently used entries first.
 
+Every cached computation goes through :func:`memo` (look up, else compute and store; a run without a
+cache just computes) or, for content-addressed files that records point to, :func:`put_once`.
+
 A cache may have a size cap (``cache_max_size`` in m3.toml, ``M3_CACHE_MAX_SIZE``; 20G by default):
 while a process writes, it evicts least recently used entries whenever it has written a twentieth of
 the cap since it last looked. Eviction never takes what a running stage holds: every process that
@@ -33,10 +36,10 @@ import socket
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
@@ -45,6 +48,8 @@ from m3cli.stages.core.errors import M3Error
 from m3cli.stages.core.sizes import human, parse_size
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 LAYOUT_VERSION = "v1"
 TMP_PREFIX = ".tmp-"
@@ -273,6 +278,23 @@ class Cache:
         except (ValueError, OSError, EOFError, zipfile.BadZipFile):
             return None
 
+    def get(self, key: CacheKey, name: str) -> Any | None:
+        """Entry ``name`` in the format its name says: ``*.json`` a JSON value, ``*.npz`` a dict of
+        arrays, anything else bytes. None when missing or unreadable."""
+        if name.endswith(".json"):
+            return self.get_json(key, name)
+        if name.endswith(".npz"):
+            return self.get_arrays(key, name)
+        return self.get_bytes(key, name)
+
+    def put(self, key: CacheKey, name: str, value: Any) -> Path:
+        """Store ``value`` as entry ``name`` in the format its name says (see :meth:`get`)."""
+        if name.endswith(".json"):
+            return self.put_json(key, name, value)
+        if name.endswith(".npz"):
+            return self.put_arrays(key, name, **value)
+        return self.put_bytes(key, name, value)
+
     # -- maintenance -------------------------------------------------------------------------
     def _files(self) -> Iterator[Path]:
         """Every file under ``v1`` that has the shape of an m3 entry (or of its temporary file)."""
@@ -359,6 +381,45 @@ class Cache:
                     os.rmdir(dirpath)  # fails unless empty, which is the point
                 except OSError:
                     pass
+
+
+def memo(
+    cache: Cache | None,
+    key: CacheKey,
+    name: str,
+    compute: Callable[[], T],
+    *,
+    usable: Callable[[Any], bool] | None = None,
+    load: Callable[[Any], T] | None = None,
+    dump: Callable[[T], Any] | None = None,
+) -> T:
+    """``compute()``, remembered in ``cache`` as entry ``name`` under ``key``.
+
+    A stored entry is used when there is one and ``usable(entry)`` holds (an entry of an older shape is
+    recomputed and overwritten); ``load`` turns it into the value, ``dump`` the value into what is
+    stored (both default to the value itself; the format follows the name, see :meth:`Cache.get`). A
+    miss returns the computed value itself, not a reread of it. A value that dumps to None (a failure
+    worth retrying) is not stored. Without a cache this is ``compute()``.
+    """
+    if cache is not None:
+        hit = cache.get(key, name)
+        if hit is not None and (usable is None or usable(hit)):
+            return load(hit) if load is not None else hit
+    value = compute()
+    if cache is not None:
+        stored = dump(value) if dump is not None else value
+        if stored is not None:
+            cache.put(key, name, stored)
+    return value
+
+
+def put_once(cache: Cache, key: CacheKey, name: str, make: Callable[[], Any]) -> str:
+    """Path of entry ``name`` under ``key``, written from ``make()`` only when it is not there yet: the
+    key names the content, so a rerun finds the file and leaves its bytes untouched."""
+    path = cache.path(key, name)
+    if not path.is_file():
+        cache.put(key, name, make())
+    return str(path)
 
 
 def _pid_alive(pid: int) -> bool:

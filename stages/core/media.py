@@ -32,7 +32,7 @@ from urllib.parse import quote_from_bytes, unquote_to_bytes, urlparse
 import av
 import numpy as np
 
-from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.cache import Cache, CacheKey, memo
 from m3cli.stages.core.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -154,27 +154,24 @@ def _id_of(path: Path, fd: int, stamp: dict, cache: Cache | None) -> str:
     key = CacheKey.of("files", None, "content-id", stamp, "sha256")
     if key.config in _KNOWN_IDS:
         return _KNOWN_IDS[key.config]
-    if cache is not None:
-        known = cache.get_json(key, "id.json")
-        if isinstance(known, str):
-            _KNOWN_IDS[key.config] = known
-            return known
-    digest = hashlib.sha256()
-    try:
-        offset = 0
-        while chunk := os.pread(fd, _HASH_CHUNK, offset):
-            digest.update(chunk)
-            offset += len(chunk)
-    except OSError as exc:
-        raise InputError(f"{display_name(path)}: cannot read: {exc.strerror}") from None
-    vid = digest.hexdigest()[:16]
-    if _stamp(path, os.fstat(fd)) != stamp:
-        raise InputError(
-            f"{display_name(path)}: changed while it was being read; run again once it is complete"
-        )
+
+    def hash_file() -> str:
+        digest = hashlib.sha256()
+        try:
+            offset = 0
+            while chunk := os.pread(fd, _HASH_CHUNK, offset):
+                digest.update(chunk)
+                offset += len(chunk)
+        except OSError as exc:
+            raise InputError(f"{display_name(path)}: cannot read: {exc.strerror}") from None
+        if _stamp(path, os.fstat(fd)) != stamp:
+            raise InputError(
+                f"{display_name(path)}: changed while it was being read; run again once it is complete"
+            )
+        return digest.hexdigest()[:16]
+
+    vid = memo(cache, key, "id.json", hash_file, usable=lambda hit: isinstance(hit, str))
     _KNOWN_IDS[key.config] = vid
-    if cache is not None:
-        cache.put_json(key, "id.json", vid)
     return vid
 
 
@@ -502,20 +499,17 @@ def sample_frames(
         {"start": start, "end": end, "fps": fps, "max_side": max_side, "q": FRAME_JPEG_QUALITY},
         DECODER_VERSION,
     )
-    if cache is not None:
-        stored = cache.get_arrays(key, "frames.npz")
-        if stored is not None:
-            return _unpack_frames(stored)
-    frames = _decode_sampled(path, start, end, fps, max_side)
-    blobs = [encode_jpeg(img) for img in frames.images]
-    packed = {
-        "times": frames.times,
-        "offsets": np.cumsum([0] + [len(b) for b in blobs]).astype(np.int64),
-        "data": np.frombuffer(b"".join(blobs), dtype=np.uint8),
-    }
-    if cache is not None:
-        cache.put_arrays(key, "frames.npz", **packed)
-    return _unpack_frames(packed)
+
+    def decode() -> dict[str, np.ndarray]:
+        frames = _decode_sampled(path, start, end, fps, max_side)
+        blobs = [encode_jpeg(img) for img in frames.images]
+        return {
+            "times": frames.times,
+            "offsets": np.cumsum([0] + [len(b) for b in blobs]).astype(np.int64),
+            "data": np.frombuffer(b"".join(blobs), dtype=np.uint8),
+        }
+
+    return _unpack_frames(memo(cache, key, "frames.npz", decode))
 
 
 def _check_fps(fps: float) -> None:
@@ -602,14 +596,14 @@ def clip_audio(
     track = audio_track_of(path)
     settings = {"start": start, "end": end, "rate": rate, **({"track": track} if track else {})}
     key = CacheKey.of(video_id, clip_index, "audio", settings, DECODER_VERSION)
-    if cache is not None:
-        stored = cache.get_arrays(key, "audio.npz")
-        if stored is not None:
-            return stored["audio"]
-    audio = _decode_audio(path, start, end, rate)
-    if cache is not None:
-        cache.put_arrays(key, "audio.npz", audio=audio)
-    return audio
+    return memo(
+        cache,
+        key,
+        "audio.npz",
+        lambda: _decode_audio(path, start, end, rate),
+        load=lambda hit: hit["audio"],
+        dump=lambda audio: {"audio": audio},
+    )
 
 
 # -- windows -----------------------------------------------------------------------------------
