@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURE, run_m3
-from m3cli.stages.core.cache import TMP_PREFIX, Cache, CacheKey, config_hash
+from m3cli.stages.core.cache import TMP_PREFIX, Cache, CacheKey, config_hash, memo, put_once
 
 
 def key(clip=0, stage="faces", config=None, model="dlib-20"):
@@ -53,6 +53,36 @@ def test_damaged_entries_read_as_misses(tmp_path):
     cache.path(key(), "e.npz").write_bytes(b"PK\x03\x04garbage")
     assert cache.get_json(key(), "a.json") is None
     assert cache.get_arrays(key(), "e.npz") is None
+
+
+def test_memo_computes_once_and_keeps_failures_out(tmp_path):
+    cache = Cache(tmp_path)
+    calls: list[int] = []
+
+    def compute() -> dict:
+        calls.append(1)
+        return {"v": np.arange(3, dtype=np.float32)}
+
+    first = memo(cache, key(), "v.npz", compute)
+    again = memo(cache, key(), "v.npz", compute)
+    assert len(calls) == 1 and np.array_equal(first["v"], again["v"])
+    # an entry of another shape is recomputed and replaced
+    wide = memo(cache, key(), "v.npz", lambda: {"v": np.ones(5)}, usable=lambda hit: len(hit["v"]) == 5)
+    assert len(wide["v"]) == 5 and len(cache.get_arrays(key(), "v.npz")["v"]) == 5
+    # load/dump translate between the value and the stored entry; a value dumped to None is not kept
+    turns = memo(cache, key(), "t.json", lambda: [(0.0, 1.0)], dump=lambda v: None)
+    assert turns == [(0.0, 1.0)] and cache.get_json(key(), "t.json") is None
+    got = memo(cache, key(), "t.json", lambda: (1, 2), load=tuple, dump=list)
+    assert got == (1, 2) and memo(cache, key(), "t.json", lambda: (3, 4), load=tuple, dump=list) == (1, 2)
+    # without a cache it only computes
+    assert memo(None, key(), "x.json", lambda: 7) == 7
+
+
+def test_put_once_leaves_an_existing_entry_alone(tmp_path):
+    cache = Cache(tmp_path)
+    path = put_once(cache, key(), "crop.jpg", lambda: b"first")
+    again = put_once(cache, key(), "crop.jpg", lambda: b"second")
+    assert path == again and cache.get_bytes(key(), "crop.jpg") == b"first"
 
 
 WRITER = textwrap.dedent("""

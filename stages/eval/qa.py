@@ -28,7 +28,7 @@ from typing import Any
 
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.questions import Question
-from m3cli.stages.core.cache import Cache, CacheKey
+from m3cli.stages.core.cache import Cache, CacheKey, memo
 from m3cli.stages.core.errors import InputError, M3Error
 
 log = logging.getLogger(__name__)
@@ -171,11 +171,20 @@ class Judge:
 
     def judge(self, question: str, answer: str, truth: str) -> tuple[str | None, bool, str | None, dict]:
         """(verdict, from cache, error, tokens)."""
-        key = self._key(question, answer, truth)
-        if self.cache is not None:
-            hit = self.cache.get_json(key, "verdict.json")
-            if isinstance(hit, dict) and hit.get("verdict") in ("Yes", "No"):
-                return hit["verdict"], True, None, {"prompt": 0, "completion": 0}
+        result = memo(
+            self.cache,
+            self._key(question, answer, truth),
+            "verdict.json",
+            lambda: self._ask(question, answer, truth),
+            usable=lambda hit: isinstance(hit, dict) and hit.get("verdict") in ("Yes", "No"),
+            load=lambda hit: {"verdict": hit["verdict"], "cached": True},
+            dump=lambda r: {"verdict": r["verdict"], "raw": r["raw"]} if r["verdict"] is not None else None,
+        )
+        tokens = result.get("tokens") or {"prompt": 0, "completion": 0}
+        return result["verdict"], result["cached"], result.get("error"), tokens
+
+    def _ask(self, question: str, answer: str, truth: str) -> dict[str, Any]:
+        """One judgement from the model (with one repair turn); ``verdict`` None when there is none."""
         from m3cli.stages.backends.llm import LlmError
 
         messages = P.judge_messages(question, truth, answer)
@@ -185,7 +194,7 @@ class Judge:
             try:
                 reply = self.client.chat(messages, max_tokens=16)
             except LlmError as exc:
-                return None, False, f"judge: {exc}", tokens
+                return {"verdict": None, "cached": False, "error": f"judge: {exc}", "tokens": tokens}
             self.calls += 1
             tokens["prompt"] += reply.prompt_tokens
             tokens["completion"] += reply.completion_tokens
@@ -199,11 +208,8 @@ class Judge:
                     {"role": "assistant", "content": raw},
                     {"role": "user", "content": "Answer with exactly one word: Yes or No."},
                 ]
-        if verdict is None:
-            return None, False, f"judge: unusable reply {raw[:80]!r}", tokens
-        if self.cache is not None:
-            self.cache.put_json(key, "verdict.json", {"verdict": verdict, "raw": raw[:200]})
-        return verdict, False, None, tokens
+        error = None if verdict is not None else f"judge: unusable reply {raw[:80]!r}"
+        return {"verdict": verdict, "cached": False, "error": error, "tokens": tokens, "raw": raw[:200]}
 
 
 # ============================================================================== running
