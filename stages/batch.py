@@ -250,11 +250,15 @@ _WORKER: dict[str, Any] = {}
 
 
 def worker_setup(config: Any, settings: Any, log_level: int = logging.WARNING) -> None:
-    """Build this worker process's models (each loads on first use, then serves every video)."""
+    """Build this worker process's models (each loads on first use, then serves every video), with the
+    thread counts of ``settings`` as every other command has them: a spawned worker starts without
+    them (its numpy once ran on every core, and Whisper wrote other words than in `m3 run`)."""
+    from m3cli.stages.core import threads
     from m3cli.stages.core.cache import open_cache
     from m3cli.stages.core.common import RunContext
     from m3cli.stages.pipeline import Models
 
+    threads.configure(settings.threads)
     logging.basicConfig(level=log_level, format="m3: %(levelname)s: %(message)s")
     logging.getLogger().setLevel(log_level)
     _WORKER["models"] = Models(config, settings)

@@ -67,12 +67,14 @@ from m3cli.stages.core.common import RunContext, by_video
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/8"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/9"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
 # hears the turns too, no word from Whisper's zero padding, nor unsure words after every turn, nor a
-# squeezed repeat of the segment before; T 0-0.4
+# squeezed repeat of the segment before; T 0-0.4; 9: the ASR's log-mel features on one BLAS thread
+# (the default path's results are unchanged; results `m3 batch` stored before were computed on every
+# core, with other words, and must not be served under the same key)
 MIN_AUDIO_SECONDS = 0.5
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
 UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped

@@ -261,6 +261,24 @@ def test_pipe_run_and_batch_write_one_diarize_result(tmp_path):
     assert texts and all(any(c.isalnum() for c in t) for t in texts)
 
 
+def test_transcript_is_deterministic_whatever_the_blas_threads():
+    """Whisper's log-mel features are a numpy matrix product, and on two BLAS threads OpenBLAS moves
+    their last bits enough to change tiny.en's words and times (`m3 batch` once stored "This was the
+    first time" where the pipe stored "So, this was the first time"): the ASR pins BLAS to one thread,
+    so the thread count never shows in a transcript."""
+    from threadpoolctl import threadpool_limits
+
+    from m3cli.stages.core.audio_file import read_audio_file
+
+    _, audio = read_audio_file(DATA / "link" / "latentsync_2people_turns.mp4", None)
+    asr = make_asr("faster-whisper")
+    seen = []
+    for n in (1, 2):
+        with threadpool_limits(limits=n, user_api="blas"):
+            seen.append(asr.transcribe(np.asarray(audio, dtype=np.float32), None))
+    assert seen[0].segments and seen[0] == seen[1]
+
+
 def test_utterances_take_their_times_from_the_turns():
     turns = [SpeakerTurn(0.0, 2.0, "A"), SpeakerTurn(2.1, 2.6, "B"), SpeakerTurn(2.7, 6.0, "A")]
     words = (

@@ -64,3 +64,36 @@ def test_blas_is_capped_through_the_environment_before_numpy_loads():
 def test_config_show_lists_the_thread_counts():
     out = run_m3("config", "show", env={"M3_TORCH_THREADS": "2"}, check=True).stdout.decode()
     assert "[threads]" in out and "torch = 2" in out and "onnxruntime = 1" in out
+
+
+def test_blas_cap_reaches_spawned_processes_when_numpy_is_already_loaded():
+    """With numpy loaded first, threadpoolctl caps this process and the environment still carries the
+    cap to what loads later and to spawned processes (`m3 batch`'s workers once used every core)."""
+    code = (
+        "import os, numpy\n"
+        "from threadpoolctl import threadpool_info\n"
+        "from m3cli.stages.core import threads\n"
+        "from m3cli.stages.core.config import load_settings\n"
+        "threads.configure(load_settings(environ={'M3_BLAS_THREADS': '1'}).threads)\n"
+        "assert {i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'} == {1}\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'])\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["1", "1"]
+
+
+def test_batch_workers_take_the_thread_settings(tmp_path):
+    """A spawned `m3 batch` worker starts with no thread counts of its own: worker_setup adopts them."""
+    code = (
+        "from m3cli.stages.batch import worker_setup\n"
+        "from m3cli.stages.core import threads\n"
+        "from m3cli.stages.core.config import load_settings\n"
+        "from m3cli.stages.pipeline import PipelineConfig\n"
+        f"env = {{'M3_CT2_THREADS': '2', 'M3_ONNX_THREADS': '3', 'M3_CACHE': {str(tmp_path)!r}}}\n"
+        "worker_setup(PipelineConfig(), load_settings(environ=env))\n"
+        "print(threads.count('ctranslate2'), threads.count('onnxruntime'), threads.count('blas'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.split() == ["2", "3", "1"]

@@ -21,6 +21,7 @@ import numpy as np
 from m3cli.stages.backends.asr import RATE, AsrSegment, Span, Transcript, Word, merge_spans
 from m3cli.stages.core.errors import M3Error
 from m3cli.stages.core.threads import count as threads_for
+from m3cli.stages.core.threads import one_blas_thread
 
 log = logging.getLogger(__name__)
 
@@ -158,13 +159,18 @@ class FasterWhisperAsr:
                 )
             language = "en"
         ctranslate2.set_random_seed(0)  # temperature fallback samples: keep reruns identical
-        segments, info = self._model.transcribe(audio, language=language, **decode_options())
         out = []
-        for seg in segments:
-            words = tuple(
-                Word(float(w.start), float(w.end), w.word, float(w.probability)) for w in seg.words or ()
-            )
-            out.append(AsrSegment(float(seg.start), float(seg.end), seg.text.strip(), words))
+        # the log-mel features are a numpy matrix product: on one BLAS thread whatever the settings, so
+        # a transcript never depends on the thread count (on two, `m3 batch` once stored "This was the
+        # first time" where the pipe stored "So, this was the first time" under one cache key); the
+        # segments are a lazy generator, so they are read inside the block too
+        with one_blas_thread():
+            segments, info = self._model.transcribe(audio, language=language, **decode_options())
+            for seg in segments:
+                words = tuple(
+                    Word(float(w.start), float(w.end), w.word, float(w.probability)) for w in seg.words or ()
+                )
+                out.append(AsrSegment(float(seg.start), float(seg.end), seg.text.strip(), words))
         return Transcript(tuple(out), info.language)
 
 

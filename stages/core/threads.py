@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 DEFAULT = 1
@@ -41,17 +43,36 @@ def count(library: str) -> int:
 
 
 def limit_blas() -> None:
-    """Cap numpy's BLAS pool: through the environment before numpy loads, threadpoolctl after."""
+    """Cap BLAS thread pools. The environment is always set (a variable the user set wins): a BLAS
+    library reads it when it loads, which covers numpy's when numpy is not loaded yet, scipy's own copy
+    that loads later, and every process this one spawns (`m3 batch`'s workers once ran numpy on every
+    core because the parent had loaded numpy before its settings were read). threadpoolctl caps the
+    pools already loaded."""
     n = count("blas")
+    for var in _BLAS_ENV:
+        os.environ.setdefault(var, str(n))
     if "numpy" not in sys.modules:
-        for var in _BLAS_ENV:
-            os.environ.setdefault(var, str(n))  # a variable the user set wins
         return
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
         return
     threadpool_limits(limits=n, user_api="blas")
+
+
+@contextmanager
+def one_blas_thread() -> Iterator[None]:
+    """BLAS on one thread inside the block, whatever the settings: for a computation whose result must
+    not depend on the thread count. OpenBLAS splits a matrix product differently on 1 and 2 threads and
+    the last bits move; Whisper's log-mel features are such a product, and tiny.en's beam search turns
+    those bits into other words ("So, this was" vs "This was" on latentsync_2people_turns)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+        yield
+        return
+    with threadpool_limits(limits=1, user_api="blas"):
+        yield
 
 
 def apply_torch(torch: Any) -> None:
