@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from functools import cache
 from importlib import resources
+from typing import Final
 
 # One name per file: this folder is the package m3cli.schemas (see stages/__init__.py). Checked before
 # importing m3cli.stages, which a bare checkout folder imported as `schemas` would not find.
@@ -25,7 +26,7 @@ SCHEMA_FILES: dict[str, str] = {
     "m3.clip/1": "clip.v1.json",
     "m3.answer/1": "answer.v1.json",
 }
-CLIP_SCHEMA = "m3.clip/1"
+CLIP_SCHEMA: Final = "m3.clip/1"  # Final: typed as the literal that ClipRecord.schema_ accepts
 
 
 @cache

@@ -39,7 +39,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -127,7 +127,7 @@ def _rss_mb() -> float | None:
 
 
 def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # datetime.UTC is 3.11+
 
 
 def source_kind(source: str) -> str:
@@ -297,6 +297,7 @@ class Watcher:
         """The clips complete so far, the probe they come from and when each one's data arrived."""
         from m3cli.stages.segment import plan_clips
 
+        assert self.state is not None
         if ended and self._final is not None:
             return self._final
         if ended and not scanner.error:
@@ -309,18 +310,18 @@ class Watcher:
             self._final = (plan, probe, arrived)
             return self._final
         with scanner.lock:
-            probe = scanner.arrival.probe()
+            so_far = scanner.arrival.probe()
             covered = scanner.arrival.covered
-            if probe is None:
+            if so_far is None:
                 return [], None, {}
-            plan = plan_clips(probe, self.clip_seconds)
+            plan = plan_clips(so_far, self.clip_seconds)
             arrived = {}
             if not ended:
                 plan = [c for c in plan[:-1] if c["end"] + self.config.settle <= covered]
             for c in plan:
                 arrived[c["index"]] = scanner.arrival.arrived_at(c["end"]) or time.monotonic()
             self.status.live_edge = max(0.0, covered)
-        return plan, probe, arrived
+        return plan, so_far, arrived
 
     def _commit_round(
         self, plan: list[dict], probe: Any, todo: list[dict], arrived: dict[int, float]
