@@ -12,10 +12,10 @@ import re
 from typing import Any
 
 from m3cli.stages.ask.text import overlap, terms
+from m3cli.stages.core.entity_ids import ID_RE, entities_in
 
 LETTERS = "ABCDEFGHIJ"
 _PREFIX = re.compile(r"^\s*[\(\[]?([A-Ja-j])[\)\].:：]\s*")
-IDS = re.compile(r"<(?:character|face|voice)_\d+>")
 NUMBER_WORDS = {
     "no": 0, "none": 0, "zero": 0, "one": 1, "once": 1, "two": 2, "twice": 2, "three": 3, "thrice": 3,
     "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
@@ -54,14 +54,14 @@ def letter_in(answer: str | None, n: int) -> str | None:
 
 def stated_number(text: str) -> float | None:
     """The first count a text states, citations and people ids left out."""
-    m = NUMBER.search(IDS.sub(" ", re.sub(r"\([^()]*\)", " ", text)))
+    m = NUMBER.search(ID_RE.sub(" ", re.sub(r"\([^()]*\)", " ", text)))
     if not m:
         return None
     return float(m.group(1)) if m.group(1) else float(NUMBER_WORDS[m.group(2).lower()])
 
 
 def numbers(text: str) -> list[float]:
-    return [float(x) for x in re.findall(r"(?<![_\w])(\d+(?:\.\d+)?)", IDS.sub(" ", text))]
+    return [float(x) for x in re.findall(r"(?<![_\w])(\d+(?:\.\d+)?)", ID_RE.sub(" ", text))]
 
 
 def offline_choice(answerer: Any, question: str, options: list[str]) -> tuple[str, Any, list[float]]:
@@ -70,7 +70,7 @@ def offline_choice(answerer: Any, question: str, options: list[str]) -> tuple[st
     ans = answerer.answer(question)
     people = answerer.facts.people
     said = ans.text + " " + " ".join(ln.text for ln in ans.cited)
-    named = set(IDS.findall(ans.text)) | {
+    named = set(entities_in(ans.text)) | {
         pid for pid, name in people.names.items() if name and re.search(rf"\b{re.escape(name)}\b", ans.text)
     }
     count = stated_number(ans.text) if ans.supported else None

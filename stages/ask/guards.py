@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from m3cli.stages.ask.tools import MAX_QUERY_CHARS
+from m3cli.stages.core.entity_ids import PROMPT_ID_RE
 
 if TYPE_CHECKING:
     from m3cli.schemas.records import AnswerRound
@@ -57,7 +58,6 @@ ECHO_MARKERS = (
     "unknown action [",
     "reply now with one line: [answer]",
 )
-_ID = re.compile(r"<(character|face|voice)_(\d{1,6})>")
 _ALIAS_CITE = re.compile(r"\s*\[(n\d{1,5}(?:\s*,\s*n\d{1,5})*)\]")
 _PREFIX = re.compile(
     r"^\s*(?:[*_#>`\s]*)(?:action\s*[:\uff1a]\s*)?(?:\[\s*answer\s*\]|final\s+answer|answer|content|"
@@ -158,7 +158,7 @@ def clean_answer(raw: str, names: dict[str, str | None]) -> CleanAnswer:
             unnamed.append(token)
         return token
 
-    text = _ID.sub(name_of, text)
+    text = PROMPT_ID_RE.sub(name_of, text)  # ids as prompts write them: at most six digits
     # "Alice (Alice)" after replacing "<character_1> (Alice)"
     text = re.sub(r"\b([A-Z][\w'\- ]{0,40}?)\s*\(\s*\1\s*\)", r"\1", text)
     return CleanAnswer(" ".join(text.split()), list(dict.fromkeys(cited)), unnamed)

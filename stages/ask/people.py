@@ -12,7 +12,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-_ID = re.compile(r"<(character|face|voice)_(\d+)>", re.I)
+from m3cli.stages.core.entity_ids import ID_RE
+
+_ID = re.compile(ID_RE.pattern, re.I)  # the id grammar, as a question may capitalise it (<Character_1>)
 _ORDINALS = {"first": 0, "second": 1, "third": 2, "fourth": 3, "fifth": 4, "sixth": 5, "last": -1}
 _ORDER_REF = re.compile(
     r"\bthe\s+(first|second|third|fourth|fifth|sixth|last)\s+(person|speaker|voice|man|woman|one)"

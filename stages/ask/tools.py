@@ -32,6 +32,7 @@ from m3cli.stages.ask.actions import Action, ToolError
 from m3cli.stages.ask.nodes import Character, ClipInfo, MemoryView, Node, Scope
 from m3cli.stages.ask.retrieval import LEX_WEIGHT, hybrid
 from m3cli.stages.ask.text import SIGHT_LINE, fmt_time, overlap, parse_time, terms
+from m3cli.stages.core.entity_ids import FACE, PROMPT_ID_RE, VOICE, kind_of, parse_id
 
 if TYPE_CHECKING:
     from m3cli.schemas.records import VideoInfo
@@ -175,18 +176,15 @@ def tool_search_clip(ctx: ToolContext, arg: str) -> ToolResult:
     return ToolResult("search_clip", query, nodes, lines)
 
 
-_ID_TOKEN = re.compile(r"^<(character|face|voice)_(\d{1,6})>$")
-
-
 def tool_character(ctx: ToolContext, arg: str) -> ToolResult:
     """Name <-> <character_k> <-> face/voice ids, clips, and the memory lines that mention them."""
     who = " ".join(arg.split()).strip("\"'")
     if not who or len(who) > 100:
         raise ToolError("[Character] needs a name or an id such as <character_1> (at most 100 characters)")
-    looks_like_id = who.startswith("<") or re.fullmatch(r"(character|face|voice)_\d+", who)
+    looks_like_id = who.startswith("<") or parse_id(f"<{who}>") is not None
     if looks_like_id:
         token = who if who.startswith("<") else f"<{who}>"
-        if not _ID_TOKEN.match(token):
+        if not PROMPT_ID_RE.fullmatch(token):
             raise ToolError(f"malformed id {who!r}: ids look like <character_1>, <face_2>, <voice_3>")
     else:
         token = None
@@ -207,8 +205,8 @@ def tool_character(ctx: ToolContext, arg: str) -> ToolResult:
             clips = [x for x in c.clips if x <= ctx.scope.before_clip]
         else:
             clips = c.clips
-        faces = [m for m in c.members if m.startswith("<face")]
-        voices = [m for m in c.members if m.startswith("<voice")]
+        faces = [m for m in c.members if kind_of(m) == FACE]
+        voices = [m for m in c.members if kind_of(m) == VOICE]
         shown = ", ".join(map(str, clips[:20])) + (" ..." if len(clips) > 20 else "")
         lines.append(
             f"{c.name or '(name unknown)'} = {c.id}"

@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from m3cli.stages.ask.choice import IDS, NUMBER, NUMBER_WORDS
+from m3cli.stages.ask.choice import NUMBER, NUMBER_WORDS
 from m3cli.stages.ask.nodes import Scope
 from m3cli.stages.ask.offline import parse_line
+from m3cli.stages.core.entity_ids import ID_RE, entities_in
 
 TIME_TOLERANCE = 1.5
 NEAR = 1.0  # a truth second outside every speech line takes the line within this many seconds
@@ -28,7 +29,7 @@ def _norm(text: str) -> str:
 
 def _prose(answer: str) -> str:
     """The answer without its citations (file, times) and people ids: what it states."""
-    return IDS.sub(" ", re.sub(r"\([^()]*\)", " ", answer))
+    return ID_RE.sub(" ", re.sub(r"\([^()]*\)", " ", answer))
 
 
 def stated_number(answer: str) -> float | None:
@@ -39,7 +40,7 @@ def stated_number(answer: str) -> float | None:
 
 
 def numbers(answer: str) -> list[float]:
-    return [float(x) for x in re.findall(r"(?<![_\w])(\d+(?:\.\d+)?)", IDS.sub(" ", answer))]
+    return [float(x) for x in re.findall(r"(?<![_\w])(\d+(?:\.\d+)?)", ID_RE.sub(" ", answer))]
 
 
 class PeopleAt:
@@ -71,7 +72,7 @@ class PeopleAt:
 
     def named(self, video: str, answer: str) -> set[str]:
         self.lines(video)
-        out = set(IDS.findall(answer))
+        out = set(entities_in(answer))
         for pid, name in self._names.get(video, {}).items():
             if re.search(rf"\b{re.escape(name)}\b", answer, re.I):
                 out.add(pid)
