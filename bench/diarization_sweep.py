@@ -7,6 +7,8 @@ Segmentation activity, CAM++ window embeddings and VAD regions are computed once
   python bench/diarization_sweep.py sweep "[{}, {'join_cosine': 0.52, 'min_cluster_seconds': 2.0}]"
   python bench/diarization_sweep.py pairs   # choose-on-one-group and leave-one-group-out tables
   python bench/diarization_sweep.py pooled-pairs   # the same for pooled 4-s pieces (the join's input)
+  python bench/diarization_sweep.py logo overlap_prob "[None, 0.3, 0.4, 0.5]"   # leave-one-group-out
+  python bench/diarization_sweep.py logo - "[{}, {'overlap_prob': 0.3, 'local_second': True}]"
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from m3cli.stages.eval.audio import (
     subtract_regions,
 )
 
-MEMO = Path("/tmp/m3-diarization-sweep-memo.pkl")
+MEMO = Path(os.environ.get("M3_SWEEP_MEMO", "/tmp/m3-diarization-sweep-memo.pkl"))
 GRID = np.round(np.arange(0.2, 0.81, 0.01), 2)
 
 
@@ -71,6 +73,66 @@ class Memo:
 
     def save(self) -> None:
         MEMO.write_bytes(pickle.dumps(self.data))
+
+
+def sweep_tallies(m: Memo, changes: dict) -> tuple[dict[str, Tally], list[tuple]]:
+    """Per-group (and ``"ALL"``) tallies of the diarizer with ``changes``, and per-file rows
+    (uri, group, DER %, reference speakers of >= 3 s, speakers found, overlap ref/flagged/hyp s)."""
+    m.diarizer.config = replace(OverlapConfig(), **changes)
+    tallies: dict[str, Tally] = {}
+    rows = []
+    for it in m.items:
+        a, speech = m.audio[it.uri]
+        turns = relabel_turns(m.diarizer.turns(a, None, None, speech=speech))
+        hyp = [(t.start, t.end, t.speaker) for t in turns]
+        d = diarization_error(it.ref, hyp, it.uem, collar=0.25)
+        o = overlap_agreement(it.ref, hyp, it.uem)
+        for g in (it.group, "ALL"):
+            tallies.setdefault(g, Tally()).add(d, o)
+            t = tallies[g]
+            t.overlap_hyp = getattr(t, "overlap_hyp", 0.0) + o["hypothesis"]  # type: ignore[attr-defined]
+        rows.append(
+            (it.uri, it.group, round(100 * d.der, 1), speakers_heard(it.ref), len({h[2] for h in hyp}),
+             round(o["reference"], 1), round(o["both"], 1), round(o["hypothesis"], 1))
+        )
+    return tallies, rows
+
+
+def logo(m: Memo, name: str, values: list) -> None:
+    """Leave one group out: for each group, the value of ``name`` with the least pooled DER on the other
+    groups, and that value's figures on the held-out group; then every value's whole table."""
+    results = {repr(v): sweep_tallies(m, v if name == "-" else {name: v}) for v in values}
+    groups = list(dict.fromkeys(it.group for it in m.items))
+
+    def cell(t: Tally) -> str:
+        prec = t.overlap_flagged / t.overlap_hyp if getattr(t, "overlap_hyp", 0) else float("nan")
+        rec = t.overlap_flagged / t.overlap_ref if t.overlap_ref else float("nan")
+        flagged = f"{t.overlap_flagged:5.1f}/{t.overlap_ref:5.1f} s"
+        return f"DER {100 * t.der:5.1f}% ovl {flagged} (rec {rec:.2f} prec {prec:.2f})"
+
+    print(f"# {name}: every value, per group")
+    for v, (tallies, rows) in results.items():
+        print(f"{name}={v}")
+        for g in [*groups, "ALL"]:
+            print(f"    {g:8s} {cell(tallies[g])}")
+        files = (f"{r[0]}:{r[2]}%,{r[3]}/{r[4]}spk,ovl{r[6]}/{r[5]}(hyp{r[7]})" for r in rows)
+        print("    files:", " ".join(files))
+    print(f"# leave one group out: {name} chosen by pooled DER on the other groups")
+    for g in groups:
+        def pooled(v: str, g: str = g) -> float:
+            t = Tally()
+            for h in groups:
+                if h != g:
+                    x = results[v][0][h]
+                    for f in ("missed", "false_alarm", "confusion", "total"):
+                        setattr(t, f, getattr(t, f) + getattr(x, f))
+            return t.der
+        best = min(results, key=pooled)
+        base = results[repr(values[0])][0][g]
+        print(
+            f"  held out {g:8s}: chosen {best} (rest {100 * pooled(best):.1f}%)"
+            f"  held-out {cell(results[best][0][g])}  | {values[0]!r}: {cell(base)}"
+        )
 
 
 def sweep(m: Memo, changes: dict) -> list[tuple]:
@@ -193,7 +255,9 @@ def calibrate(m: Memo, pooled: bool = False) -> None:
 
 if __name__ == "__main__":
     memo = Memo()
-    if sys.argv[1] in ("pairs", "pooled-pairs"):
+    if sys.argv[1] == "logo":
+        logo(memo, sys.argv[2], eval(sys.argv[3]))  # noqa: S307 - a developer's own sweep grid
+    elif sys.argv[1] in ("pairs", "pooled-pairs"):
         calibrate(memo, pooled=sys.argv[1] == "pooled-pairs")
     else:
         for ch in eval(sys.argv[2]):  # noqa: S307 - a developer's own sweep grid

@@ -59,6 +59,11 @@ class ChunkActivity:
     active: np.ndarray  # (chunks, frames, 3) bool
     frame_step: float
     frame_duration: float
+    # (chunks, frames) probability that two people talk at once: the softmax mass of the three pair
+    # classes. The argmax rarely picks a pair class on far-field meetings (a second voice under the
+    # first splits its mass), so overlap is flagged from this calibrated sum instead.
+    overlap: np.ndarray | None = None
+    pair: np.ndarray | None = None  # (chunks, frames, 3) bool: the local speakers of the likeliest pair class
 
     def frame_times(self) -> np.ndarray:
         """Centre of every frame of a window, relative to the window start."""
@@ -134,9 +139,20 @@ class SegmentationModel:
         for i, s in enumerate(starts):
             piece = audio[int(round(s * RATE)) : int(round(s * RATE)) + size]
             chunks[i, : len(piece)] = piece
-        outs = [self._logits(chunks[i : i + batch]).argmax(-1) for i in range(0, len(chunks), batch)]
-        classes = np.concatenate(outs)  # (chunks, frames)
-        return ChunkActivity(starts, self._powerset[classes], self.frame_step, self.frame_duration)
+        logits = np.concatenate([self._logits(chunks[i : i + batch]) for i in range(0, len(chunks), batch)])
+        classes = logits.argmax(-1)  # (chunks, frames)
+        z = np.exp(logits - logits.max(-1, keepdims=True))
+        pairs = self._powerset.sum(axis=1) == 2
+        overlap = z[..., pairs].sum(-1) / z.sum(-1)
+        pair = self._powerset[np.flatnonzero(pairs)[logits[..., pairs].argmax(-1)]]
+        return ChunkActivity(
+            starts,
+            self._powerset[classes],
+            self.frame_step,
+            self.frame_duration,
+            overlap.astype(np.float32),
+            pair,
+        )
 
 
 def _load_net(torch, path: Path):  # noqa: ANN001,ANN202 - torch is imported lazily by the caller
