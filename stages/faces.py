@@ -31,6 +31,7 @@ records, per clip, which whole-video cluster each online id falls into.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import logging
@@ -547,7 +548,7 @@ def build_section(
                 {"detections": faces.key.config, "index": best},
                 faces.key.model,
             )
-            crop = put_once(cache, ckey, "crop.jpg", lambda b=best: faces.crop(b))
+            crop = put_once(cache, ckey, "crop.jpg", functools.partial(faces.crop, best))
         tracks.append(
             FaceTrack(
                 face_id=fid,

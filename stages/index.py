@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from m3cli.schemas.records import ClipRecord
+from m3cli.schemas.records import ClipRecord, Turn, Utterance
 from m3cli.stages.configs.index import IndexConfig
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.entity_ids import CHARACTER_ID_RE, ID_RE, entities_in, name_fact
@@ -149,7 +149,11 @@ def _member_rewrite(text: str, clip_mapping: dict[str, str]) -> str:
 
 class Indexer:
     def __init__(
-        self, path: Path, embedder: Any, config: IndexConfig | None = None, ctx: RunContext | None = None
+        self,
+        path: Path | str,
+        embedder: Any,
+        config: IndexConfig | None = None,
+        ctx: RunContext | None = None,
     ):
         self.path = memory_location(path)  # s3://... stays a URI for Lance
         self.config = config or IndexConfig()
@@ -550,10 +554,10 @@ class Indexer:
         for r in clips:
             cache = self.ctx.cache  # record paths are read only inside the cache (record_paths)
             arrays_f = _load_npz(
-                cache_file(r, "faces.embeddings", r.faces and r.faces.embeddings, cache, NPZ)
+                cache_file(r, "faces.embeddings", r.faces.embeddings if r.faces else None, cache, NPZ)
             )
             arrays_v = _load_npz(
-                cache_file(r, "voices.embeddings", r.voices and r.voices.embeddings, cache, NPZ)
+                cache_file(r, "voices.embeddings", r.voices.embeddings if r.voices else None, cache, NPZ)
             )
             for i, t in enumerate(r.faces.tracks if r.faces else []):
                 crop = cache_file(r, f"faces.tracks[{i}].crop", t.crop, cache, JPEG)
@@ -564,7 +568,8 @@ class Indexer:
                 a["clips"][r.clip.index] = arrays_f.get(t.face_id.strip("<>"))
                 if crop is not None and (t.quality or 0.0) > a["q"]:
                     a["crop"], a["q"] = str(crop), t.quality or 0.0
-            for u in [*(r.utterances or []), *(r.turns or [])]:  # a voice heard and never transcribed too
+            heard: list[Utterance | Turn] = [*(r.utterances or []), *(r.turns or [])]
+            for u in heard:  # a voice heard and never transcribed too
                 if u.speaker:
                     a = acc.setdefault(
                         u.speaker, {"kind": "voice", "clips": {}, "first": 1e18, "crop": None, "q": -1}
@@ -587,7 +592,7 @@ class Indexer:
                 emb = vec.astype(np.float32) if emb is None else emb + vec.astype(np.float32)
             if emb is not None and np.linalg.norm(emb) > 0:
                 emb = emb / np.linalg.norm(emb)
-            crop = self._keep_crop(a["crop"]) or self._keep_crop(old["crop"] if old else None)
+            kept = self._keep_crop(a["crop"]) or self._keep_crop(old["crop"] if old else None)
             rows.append(
                 {
                     "id": rid,
@@ -599,7 +604,7 @@ class Indexer:
                     "members": [],
                     "clips": sorted(old_clips | set(a["clips"])),
                     "first_seen": float(min(a["first"], old["first_seen"] if old else 1e18)),
-                    "crop": crop,
+                    "crop": kept,
                     "embedding": emb.tolist() if emb is not None else [],
                     "embedding_model": (
                         clips[-1].faces.model
@@ -695,7 +700,7 @@ class Indexer:
             r["id"]: r
             for r in self._existing("clips", f"video = '{vid}'", [c for c in stored if c != "vector"])
         }
-        rows = []
+        rows: list[dict[str, Any]] = []
         for r in clips:
             summary = next(
                 (a["text"] for a in r.plain("abstractions") or [] if a.get("kind") == "clip"), None
@@ -717,12 +722,11 @@ class Indexer:
                     "keyframes": self._keyframes(r) if "keyframes" in stored else None,
                 }
             )
-        rows = [r for r in rows if not _same(existing.get(r["id"]), r, skip=("vector",))]
-        vecs = self._embed(
-            vid, "clips:" + ",".join(str(r["clip"]) for r in rows), [r["summary"] or " " for r in rows]
-        )
-        for r, v in zip(rows, vecs, strict=True):
-            r["vector"] = v
+        rows = [row for row in rows if not _same(existing.get(row["id"]), row, skip=("vector",))]
+        which = "clips:" + ",".join(str(row["clip"]) for row in rows)
+        vecs = self._embed(vid, which, [row["summary"] or " " for row in rows])
+        for row, v in zip(rows, vecs, strict=True):
+            row["vector"] = v
         return rows
 
 

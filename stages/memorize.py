@@ -34,12 +34,12 @@ import logging
 import re
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import orjson
 
-from m3cli.schemas.records import ClipRecord, MemoryItem, MemorySection, Problem
+from m3cli.schemas.records import ClipRecord, MemoryInput, MemoryItem, MemorySection, Problem, Turn, Utterance
 from m3cli.stages.configs.memorize import MemorizeConfig
 from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache, CacheKey
@@ -116,10 +116,18 @@ def _spans_text(spans: list[tuple[float, float]]) -> str:
 # ============================================================================== offline memorizer
 
 
-def names_said(text: str) -> list[tuple[str, str]]:
+NameKind = Literal["self", "vocative", "mention"]
+
+
+def names_said(text: str) -> list[tuple[NameKind, str]]:
     """(kind, name) for names said in one utterance: kind is self, vocative or mention."""
-    found: list[tuple[str, str]] = []
-    for kind, pattern in (("self", SELF_NAME), ("vocative", VOCATIVE), ("mention", TITLED)):
+    found: list[tuple[NameKind, str]] = []
+    patterns: tuple[tuple[NameKind, re.Pattern[str]], ...] = (
+        ("self", SELF_NAME),
+        ("vocative", VOCATIVE),
+        ("mention", TITLED),
+    )
+    for kind, pattern in patterns:
         for m in pattern.finditer(text):
             name = m.group(1).strip()
             words = name.split()
@@ -250,7 +258,9 @@ def _speaking(record: ClipRecord) -> dict[str, list[tuple[float, float]]]:
     """Voice id -> when it speaks: its diarization turns; utterances only for records whose turns carry
     no voice ids (written before turns were kept, or not through `m3 voices`)."""
     spans: dict[str, list[tuple[float, float]]] = {}
-    source = record.turns if any(t.speaker for t in record.turns or []) else record.utterances or []
+    source: list[Turn] | list[Utterance] = (
+        (record.turns or []) if any(t.speaker for t in record.turns or []) else (record.utterances or [])
+    )
     for x in source:
         if x.speaker and x.end > x.start:
             spans.setdefault(x.speaker, []).append((x.start, x.end))
@@ -283,8 +293,8 @@ def overlap_lines(record: ClipRecord) -> list[MemoryItem]:
                 continue
             s, e = max(a.start, b.start), min(a.end, b.end)
             if e > s:
-                key = tuple(sorted_ids([a.speaker, b.speaker]))
-                pairs.setdefault(key, []).append((s, e))  # type: ignore[arg-type]
+                first, second = sorted_ids([a.speaker or "", b.speaker or ""])  # both set: kept above
+                pairs.setdefault((first, second), []).append((s, e))
     if not pairs:
         return []
     merged = {k: _merge_spans(v, gap=0.0) for k, v in pairs.items()}
@@ -366,11 +376,14 @@ def offline_memory(record: ClipRecord) -> MemorySection:
         + present_lines(record)
         + sight_lines(record)
     )
+    inputs: list[MemoryInput] = ["faces"] if faces else []
+    if record.utterances:
+        inputs.append("dialogue")
     return MemorySection(
         source="offline",
         model=None,
         prompt_version=OFFLINE_VERSION,
-        inputs=[name for name, has in (("faces", faces), ("dialogue", bool(record.utterances))) if has],
+        inputs=inputs,
         episodic=episodic,
         semantic=name_lines(record),
         equivalences=[],
@@ -499,7 +512,7 @@ def _wants(client: Any, capability: str, override: bool | None) -> bool:
 
 def build_request(
     record: ClipRecord, config: MemorizeConfig, cache: Cache | None, client: Any = None
-) -> tuple[list[dict], list[str]]:
+) -> tuple[list[dict], list[MemoryInput]]:
     """The chat messages for one clip and the inputs they carry (frames, crops, faces, dialogue, audio)."""
     faces, voices = clip_ids(record)
     images = _wants(client, "images", config.images) if client is not None else config.images is not False
@@ -511,7 +524,7 @@ def build_request(
             ),
         }
     ]
-    inputs: list[str] = []
+    inputs: list[MemoryInput] = []
     frames = _frame_parts(record, config, cache) if images else []
     if frames:
         inputs.append("frames")
@@ -532,7 +545,10 @@ def build_request(
     if (seen := prompt_block(record)) is not None:
         content.append({"type": "text", "text": seen})
     content.append({"type": "text", "text": config.instructions()})
-    messages = [{"role": "system", "content": prompts.MEMORIZE_SYSTEM}, {"role": "user", "content": content}]
+    messages: list[dict] = [
+        {"role": "system", "content": prompts.MEMORIZE_SYSTEM},
+        {"role": "user", "content": content},
+    ]
     return messages, inputs
 
 
@@ -600,15 +616,15 @@ def make_validator(
                         f'{section}[{i}] has kind "equivalence" but its text is not exactly '
                         '"Equivalence: <face_x>, <voice_y>"; give prose another kind'
                     )
-        pairs = [(i, p) for i, p in enumerate(obj.get("equivalences") or [])]
+        pairs: list[tuple[int | str, Any]] = [(i, p) for i, p in enumerate(obj.get("equivalences") or [])]
         pairs += [
             (f"semantic[{i}]", (m.group(1), m.group(2)))
             for i, item in enumerate(obj.get("semantic") or [])
             if (m := EQUIVALENCE_RE.match(item.get("text", "")))
         ]
-        for i, pair in pairs:
+        for at, pair in pairs:
             face, voice = pair
-            where = f"equivalences[{i}]" if isinstance(i, int) else i
+            where = f"equivalences[{at}]" if isinstance(at, int) else at
             if face not in faces or voice not in voices:
                 problems.append(
                     f"{where} must pair a face of this clip ({', '.join(faces) or 'none'}) "
@@ -707,7 +723,7 @@ def _request_key(record: ClipRecord, config: MemorizeConfig, client: Any, messag
     )
 
 
-def _sent(inputs: list[str], dropped: Iterable[str]) -> list[str]:
+def _sent(inputs: list[MemoryInput], dropped: Iterable[str]) -> list[MemoryInput]:
     """The inputs that reached the model, once the client left out what the server refused."""
     gone = set(dropped)
     lost = ({"frames", "crops"} if "images" in gone else set()) | ({"audio"} if "audio" in gone else set())
