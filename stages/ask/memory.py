@@ -28,6 +28,7 @@ from m3cli.stages.ask.nodes import Character, ClipInfo, Edge, Node, Scope
 from m3cli.stages.ask.text import STOPWORDS
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_reader import MemoryReader, open_reader
+from m3cli.stages.core.sql import sql_list, sql_literal
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +60,15 @@ REFINE = 4  # re-rank 4x candidates on exact vectors (undoes the 8-bit scalar qu
 EF = 1000  # beam width for HNSW-based indexes (older memories); at 1M nodes recall 0.79 at 300, 1.0 at 1000
 
 
-def _sql(value: str) -> str:
-    return "'" + str(value).replace("'", "''") + "'"
-
-
-def _in(values: Sequence[Any]) -> str:
-    return ", ".join(_sql(v) if isinstance(v, str) else str(int(v)) for v in values)
-
-
 def scope_filter(scope: Scope) -> str:
     """The SQL condition a node must meet to be visible to a question."""
     parts = ["(superseded IS NULL OR superseded = false)"]
     if scope.video:
-        parts.append(f"video = {_sql(scope.video)}")
+        parts.append(f"video = {sql_literal(scope.video)}")
     if scope.before_clip is not None:
         parts.append(f"clip <= {int(scope.before_clip)}")
     if scope.kinds is not None:
-        parts.append(f"kind IN ({_in(sorted(scope.kinds)) or _sql('')})")
+        parts.append(f"kind IN ({sql_list(sorted(scope.kinds)) or sql_literal('')})")
     if scope.raw_ids:  # "without equivalences": the face<->voice equivalence lines go too
         parts.append("(raw_text IS NULL OR NOT (raw_text LIKE 'Equivalence%'))")
     return " AND ".join(parts)
@@ -239,7 +232,7 @@ class LanceMemory:
     def _clip_table(self, video: str) -> dict[int, ClipInfo]:
         if video not in self._clips:
             rows = self.reader.scan(
-                "clips", ["video", "clip", "start", "end", "path", "summary"], f"video = {_sql(video)}"
+                "clips", ["video", "clip", "start", "end", "path", "summary"], f"video = {sql_literal(video)}"
             )
             self._clips[video] = {
                 int(r["clip"]): ClipInfo(
@@ -264,7 +257,7 @@ class LanceMemory:
     def characters(self, video: str | None) -> list[Character]:
         if video in self._chars:
             return self._chars[video]
-        where = f"video = {_sql(video)}" if video else None
+        where = f"video = {sql_literal(video)}" if video else None
         columns = ["video", "entity", "kind", "character", "name", "members", "clips"]
         rows = self.reader.scan("entities", columns, where)
         out: list[Character] = []
@@ -302,7 +295,7 @@ class LanceMemory:
             if scope.video in self._video_exact:
                 self._video_exact.move_to_end(scope.video)
                 return self._video_exact[scope.video]
-            where = f"video = {_sql(scope.video)}"
+            where = f"video = {sql_literal(scope.video)}"
             held = None
             if self.reader.count("nodes", where) <= EXACT_MAX_ROWS:
                 held = ExactVectors(self.reader.arrow("nodes", EXACT_COLUMNS, where))
@@ -388,7 +381,8 @@ class LanceMemory:
         held = self._held(scope)
         if held is not None:
             return held.by_ids(ids, None, scope)
-        nodes = {n.id: n for n in self._where_nodes(f"id IN ({_in(ids)}) AND {scope_filter(scope)}", None)}
+        where = f"id IN ({sql_list(ids)}) AND {scope_filter(scope)}"
+        nodes = {n.id: n for n in self._where_nodes(where, None)}
         return [nodes[i] for i in ids if i in nodes]
 
     def clip_nodes(self, video: str, clips: Sequence[int], scope: Scope) -> list[Node]:
@@ -398,7 +392,7 @@ class LanceMemory:
         if held is not None:
             nodes = held.in_clips(video, clips, scope)
         else:
-            where = f"video = {_sql(video)} AND clip IN ({_in(clips)}) AND {scope_filter(scope)}"
+            where = f"video = {sql_literal(video)} AND clip IN ({sql_list(clips)}) AND {scope_filter(scope)}"
             nodes = self._where_nodes(where, None)
         nodes.sort(key=lambda n: (n.clip, KIND_ORDER.get(n.kind, 9), n.t_start or 0.0, n.id))
         return nodes
@@ -407,7 +401,7 @@ class LanceMemory:
         self, video: str, t0: float, t1: float, scope: Scope, limit: int, query_vec: np.ndarray | None = None
     ) -> list[Node]:
         where = (
-            f"video = {_sql(video)} AND t_end > {float(t0)} AND t_start < {float(t1)} "
+            f"video = {sql_literal(video)} AND t_end > {float(t0)} AND t_start < {float(t1)} "
             f"AND kind IN ('episodic', 'semantic') AND {scope_filter(scope)}"
         )
         nodes = self._where_nodes(where, None, query_vec)
@@ -417,7 +411,7 @@ class LanceMemory:
     def edges_of(self, ids: Sequence[str], limit: int) -> list[Edge]:
         if not ids:
             return []
-        listed = _in(list(dict.fromkeys(ids)))
+        listed = sql_list(list(dict.fromkeys(ids)))
         where = f"src IN ({listed}) OR dst IN ({listed})"
         rows = self.reader.scan("edges", ["src", "dst", "kind", "weight"], where, limit)
         return [Edge(r["src"], r["dst"], r["kind"], float(r["weight"] or 0.0)) for r in rows]

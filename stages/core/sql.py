@@ -7,6 +7,7 @@ so every value goes in through :func:`sql_literal`: quoted, with its quotes doub
 from __future__ import annotations
 
 from collections.abc import Iterable
+from numbers import Integral
 
 
 def sql_literal(value: object) -> str:
@@ -15,5 +16,7 @@ def sql_literal(value: object) -> str:
 
 
 def sql_list(values: Iterable[object]) -> str:
-    """Comma-separated string literals, for ``IN (...)``."""
-    return ", ".join(sql_literal(v) for v in values)
+    """Comma-separated literals, for ``IN (...)``: integers as numbers (clip numbers), all else quoted."""
+    return ", ".join(
+        str(int(v)) if isinstance(v, Integral) and not isinstance(v, bool) else sql_literal(v) for v in values
+    )
