@@ -1,72 +1,141 @@
-"""Sight's cost beside plain faster-whisper tiny.en on the same video, in one process.
+"""Sight's cost, side by side in one run: `m3 sight`, plain faster-whisper tiny.en, and the whole shell
+pipe with and without sight, on the real footage (`python bench/run.py sight_cost`).
 
-Both are timed after their models are loaded, each including its own decoding (frames for sight,
-audio for Whisper), uncached, best of ``--repeat`` runs, in CPU seconds of this process (what the
-2-core hosts here share unevenly) and wall seconds.
+The footage is bench/footage.py's (the clips of ../shared/media/video looped to
+``M3_BENCH_FOOTAGE_SECONDS``, default 600). Every command is a cold process measured as in
+bench_footage.py (CPU seconds of user + system, children included; wall; peak RSS):
 
-    python bench/bench_sight_cost.py VIDEO [--repeat 2]
+* the peer: plain faster-whisper tiny.en with its default settings on the video's audio (bench_footage's
+  WHISPER snippet), the yardstick the issue names;
+* perception: `m3 segment | m3 diarize | m3 voices | m3 faces`, once, from an empty cache;
+* `m3 sight` on the faces records;
+* the rest of the pipe, `m3 memorize | m3 link | m3 abstract | m3 index`, twice: on the faces records
+  (without sight) and on the sight records (with sight), each from its own copy of the perception
+  cache, so neither run finds what the other computed.
+
+Pipeline without sight = perception + rest; with sight = perception + sight + rest-with-sight.
+Targets (issue 22): sight <= 0.2x the peer's CPU seconds; the pipeline with sight <= 1.10x without.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
+import shutil
+import sys
+import tempfile
 from pathlib import Path
 
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-def timed(fn, repeat: int) -> tuple[float, float, object]:
-    best = (float("inf"), float("inf"), None)
-    for _ in range(repeat):
-        c0, w0 = time.process_time(), time.perf_counter()
-        out = fn()
-        best = min(best, (time.process_time() - c0, time.perf_counter() - w0, out), key=lambda b: b[0])
-    return best
+from bench.bench_footage import SECONDS, WHISPER, Cost, measure  # noqa: E402
+from bench.common import OUT, m3, machine, table  # noqa: E402
+
+PERCEPTION = ("segment", "diarize", "voices", "faces")
+REST = ("memorize", "link", "abstract", "index")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("video", type=Path)
-    ap.add_argument("--repeat", type=int, default=2)
-    args = ap.parse_args()
+def _pipe(stages: tuple[str, ...], first_input: Path | None, video: Path, tmp: Path, cache: Path, tag: str):
+    """Run ``stages`` as cold processes, each reading the previous one's output; their costs and the
+    last JSONL output."""
+    env = {"M3_CACHE": str(cache)}
+    costs: dict[str, Cost] = {}
+    previous = first_input
+    for stage in stages:
+        out: Path | None = tmp / f"{tag}-{stage}.jsonl"
+        if stage == "segment":
+            args = m3("segment", str(video))
+        elif stage == "index":
+            args, out = m3("index", "-o", str(tmp / f"{tag}.lance")), None
+        else:
+            args = m3(stage)
+        print(f"   {tag}: {stage}", file=sys.stderr, flush=True)
+        costs[stage] = measure(args, env, stdin=previous, stdout=out)
+        previous = out if out is not None else previous
+    return costs, previous
 
-    from m3cli.stages.backends.asr import make_asr
-    from m3cli.stages.core import media
-    from m3cli.stages.segment import SegmentConfig, segment_video
-    from m3cli.stages.sight import SightConfig, SightModels, analyse_clip
 
-    [record] = segment_video(args.video, SegmentConfig(clip_seconds=3600))
-    seconds = record.clip.end - record.clip.start
-    config = SightConfig()
-    sight = SightModels(config)
-    asr = make_asr("faster-whisper")  # the bundled tiny.en
+def main() -> str:
+    from bench.footage import make_footage, sources
 
-    def run_asr():
-        audio = media.clip_audio(args.video, record.video.id, 0, record.clip.start, record.clip.end)
-        return asr.transcribe(audio, "en")
+    if not sources():
+        return "### sight cost\n\n../shared/media/video is missing: skipped.\n"
+    video = make_footage(OUT / f"footage-{int(SECONDS)}s.mp4", SECONDS)
+    tmp = Path(tempfile.mkdtemp(prefix="m3-bench-sight-"))
+    try:
+        print(f"== sight cost {SECONDS:.0f} s: plain faster-whisper tiny.en", file=sys.stderr, flush=True)
+        whisper = measure([sys.executable, "-c", WHISPER, str(video)], {})
+        perception, faces_out = _pipe(PERCEPTION, None, video, tmp, tmp / "cache", "perception")
+        assert faces_out is not None
+        print("   m3 sight", file=sys.stderr, flush=True)
+        sight_out = tmp / "sight.jsonl"
+        sight = measure(m3("sight"), {"M3_CACHE": str(tmp / "cache")}, stdin=faces_out, stdout=sight_out)
+        shutil.copytree(tmp / "cache", tmp / "cache-without")
+        shutil.copytree(tmp / "cache", tmp / "cache-with")
+        rest_without, _ = _pipe(REST, faces_out, video, tmp, tmp / "cache-without", "without")
+        rest_with, _ = _pipe(REST, sight_out, video, tmp, tmp / "cache-with", "with")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
-    a_cpu, a_wall, _ = timed(run_asr, args.repeat)
-    s_cpu, s_wall, section = timed(lambda: analyse_clip(record, sight, config, None), args.repeat)
-    keyframes = len(section["keyframes"])
-    print(
-        json.dumps(
-            {
-                "video": args.video.name,
-                "video_seconds": round(seconds, 2),
-                "keyframes": keyframes,
-                "whisper_tiny_en": {"cpu_s": round(a_cpu, 2), "wall_s": round(a_wall, 2)},
-                "sight": {
-                    "cpu_s": round(s_cpu, 2),
-                    "wall_s": round(s_wall, 2),
-                    "cpu_s_per_keyframe": round(s_cpu / max(1, keyframes), 3),
-                    "cpu_s_per_video_second": round(s_cpu / seconds, 3),
-                },
-                "ratio_cpu": round(s_cpu / a_cpu, 2),
-                "ratio_wall": round(s_wall / a_wall, 2),
-            }
+    base = sum(c.cpu for c in perception.values())
+    without = base + sum(c.cpu for c in rest_without.values())
+    with_sight = base + sight.cpu + sum(c.cpu for c in rest_with.values())
+    wall_without = sum(c.wall for c in perception.values()) + sum(c.wall for c in rest_without.values())
+    wall_with = (
+        sum(c.wall for c in perception.values()) + sight.wall + sum(c.wall for c in rest_with.values())
+    )
+    wall_note = f"wall {wall_without:.0f} s"
+    rows = [
+        [
+            "`m3 sight`",
+            f"{sight.cpu:.1f}",
+            f"{sight.cpu / SECONDS:.4f}",
+            f"**{sight.cpu / whisper.cpu:.2f}x**",
+            f"{sight.rss_mb:.0f}",
+            "target <= 0.2x the peer",
+        ],
+        [
+            "plain faster-whisper tiny.en (peer)",
+            f"{whisper.cpu:.1f}",
+            f"{whisper.cpu / SECONDS:.4f}",
+            "1.00x",
+            f"{whisper.rss_mb:.0f}",
+            "default settings",
+        ],
+        ["pipe without sight", f"{without:.1f}", f"{without / SECONDS:.4f}", "", "", wall_note],
+        [
+            "pipe with sight",
+            f"{with_sight:.1f}",
+            f"{with_sight / SECONDS:.4f}",
+            "",
+            "",
+            f"wall {wall_with:.0f} s; **{with_sight / without:.3f}x** without (target <= 1.10x)",
+        ],
+    ]
+    stages = [
+        [
+            name,
+            f"{perception[name].cpu:.1f}" if name in perception else "",
+            f"{rest_without[name].cpu:.1f}" if name in rest_without else "",
+            (
+                f"{perception[name].cpu:.1f}"
+                if name in perception
+                else f"{sight.cpu:.1f}"
+                if name == "sight"
+                else f"{rest_with[name].cpu:.1f}"
+            ),
+        ]
+        for name in (*PERCEPTION, "sight", *REST)
+    ]
+    return (
+        table(
+            f"Sight's cost on {SECONDS:.0f} s of real footage, cold processes, one run — {machine()}",
+            ["", "CPU-s", "per video s", "x peer", "peak MB", "note"],
+            rows,
         )
+        + "\n"
+        + table("The same run per stage (CPU-s)", ["stage", "perception (shared)", "without", "with"], stages)
     )
 
 
 if __name__ == "__main__":
-    main()
+    print(main())

@@ -106,6 +106,8 @@ class Keyframe(_Open):
     path: str | None = None  # cached JPEG
     text: list[str] | None = None
     tags: list[str] | None = None
+    #: the earlier keyframe whose reading (text, tags) this one reuses: the same picture, not read again
+    same_as: int | None = Field(default=None, ge=0)
 
 
 class SightText(_Open):

@@ -11,7 +11,11 @@ Per clip:
    (``drift`` from the segment's first sample: a pan, a fade that no two neighbours show), or after
    ``every`` seconds. Each segment's middle sample is its keyframe (past the mid-way frames of a
    transition) and stands for the whole segment; keyframes are stored in the cache as JPEG and
-   their paths go into the record.
+   their paths go into the record. One decoding pass: samples are seen only as thumbnails scaled
+   from the decoder's planes, and only keyframes are converted to RGB.
+   A keyframe showing the same picture as the one before (:func:`same_picture`: a static shot, a
+   still image with sound) is not read or tagged again: it reuses that reading and says so
+   (``same_as``); on talking-head footage that is the interval keyframes of a still shot.
 2. **Text.** Text detection runs on every keyframe, recognition only on the boxes detection found.
    A line is kept when its recognition confidence clears ``min_text_score`` and it has at least
    ``min_chars`` visible characters, two of them letters or digits (single glyphs and "Au"-like
@@ -35,7 +39,7 @@ import logging
 import re
 import time
 from collections.abc import Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -51,6 +55,9 @@ log = logging.getLogger(__name__)
 STAGE = "sight"
 STAGE_VERSION = "sight/2"
 THUMB = (64, 36)
+#: largest mean change (0..1) of any sixteenth of a keyframe's thumbnail for "the same picture" as the
+#: keyframe before: a static shot's noise and a speaker's lips stay below it, a caption does not
+SAME = 0.02
 DOG_RANGE = (151, 268)  # ImageNet-1k indices of the dog breeds
 CAT_RANGE = (281, 285)  # tabby, tiger cat, Persian, Siamese, Egyptian cat
 
@@ -79,17 +86,6 @@ class SightModels:
 
 
 # ------------------------------------------------------------------------------------- keyframes
-def _thumb(image: np.ndarray) -> np.ndarray:
-    from PIL import Image
-
-    grey = (
-        Image.fromarray(np.asarray(image))
-        .convert("L")
-        .resize(THUMB, Image.Resampling.BILINEAR, reducing_gap=2.0)
-    )
-    return np.asarray(grey, dtype=np.float32) / 255.0
-
-
 def difference(a: np.ndarray, b: np.ndarray) -> float:
     """How different two thumbnails are, 0..1: the larger of mean pixel change (x4) and grey-histogram
     distance, so both a new picture and new bright text on the same background count."""
@@ -99,36 +95,70 @@ def difference(a: np.ndarray, b: np.ndarray) -> float:
     return float(min(1.0, max(pixel, float(np.abs(ha - hb).sum()) / 2)))
 
 
-def pick_keyframes(
-    times: np.ndarray, images: list[np.ndarray], config: SightConfig
-) -> list[tuple[int, int, str]]:
-    """Segments of the samples and one keyframe each: (first sample, keyframe sample, why).
+def same_picture(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two keyframes' thumbnails show the same picture: no sixteenth of the frame (a 4 x 4
+    grid) changed by more than ``SAME`` on average. A per-block bound, not the whole-frame mean, so a
+    new caption or sign in one part of an unchanged shot is a new picture."""
+    h, w = (a.shape[0] // 4) * 4, (a.shape[1] // 4) * 4
+    blocks = np.abs(a[:h, :w] - b[:h, :w]).reshape(4, h // 4, 4, w // 4).mean(axis=(1, 3))
+    return float(blocks.max()) < SAME
 
-    A segment starts at the first sample, where a sample differs from the previous one by more than
-    ``change`` (a cut, a title appearing), where it has drifted from the segment's first sample by more
-    than ``drift`` (a pan, a slow fade), or after ``every`` seconds. Its keyframe is its middle sample,
-    past a transition's mid-way frames (a bird flying over a title, a fade half done)."""
-    starts: list[tuple[int, str]] = []
-    first_thumb: np.ndarray | None = None
+
+@dataclass
+class Picked:
+    """One segment's keyframe: its segment's first sample time, its own time, why the segment
+    started, the frame (RGB, ``frame_side``) and its thumbnail."""
+
+    start: float
+    t: float
+    why: str
+    image: np.ndarray
+    thumb: np.ndarray
+
+
+def sample_keyframes(path: Any, start: float, end: float, config: SightConfig) -> tuple[list[Picked], int]:
+    """The keyframes of [start, end) in one decoding pass, and how many samples were compared.
+
+    Samples are taken at ``fps`` and seen only as small grey thumbnails scaled from the decoder's own
+    planes. A segment starts at the first sample, where a sample differs from the previous one by more
+    than ``change`` (a cut, a title appearing), where it has drifted from the segment's first sample by
+    more than ``drift`` (a pan, a slow fade), or after ``every`` seconds. Its keyframe is its middle
+    sample, past a transition's mid-way frames (a bird flying over a title, a fade half done), and is
+    the only sample converted to RGB; the segment's samples are held as decoded frames until then."""
+    picked: list[Picked] = []
+    segment: list[tuple[float, Any, np.ndarray]] = []
+    why = ""
+    first: np.ndarray | None = None
     previous: np.ndarray | None = None
     first_t = -np.inf
-    for i, image in enumerate(images):
-        thumb = _thumb(image)
-        if first_thumb is None or previous is None:
-            why = "first"
+    count = 0
+
+    def close() -> None:
+        t, frame, thumb = segment[(len(segment) - 1) // 2]
+        picked.append(Picked(segment[0][0], t, why, media.to_rgb(frame, config.frame_side), thumb))
+
+    for t, frame in media.iter_sampled(path, start, end, config.fps):
+        count += 1
+        thumb = media.to_grey(frame, *THUMB)
+        if first is None or previous is None:
+            new = "first"
         elif difference(thumb, previous) > config.change:
-            why = "change"
-        elif difference(thumb, first_thumb) > config.drift:
-            why = "drift"
-        elif float(times[i]) - first_t >= config.every - 1e-6:
-            why = "interval"
+            new = "change"
+        elif difference(thumb, first) > config.drift:
+            new = "drift"
+        elif t - first_t >= config.every - 1e-6:
+            new = "interval"
         else:
             previous = thumb
+            segment.append((t, frame, thumb))
             continue
-        starts.append((i, why))
-        first_thumb, first_t, previous = thumb, float(times[i]), thumb
-    bounds = [i for i, _ in starts] + [len(images)]
-    return [(i, (i + bounds[k + 1] - 1) // 2, why) for k, (i, why) in enumerate(starts)]
+        if segment:
+            close()
+        segment, why = [(t, frame, thumb)], new
+        first, first_t, previous = thumb, t, thumb
+    if segment:
+        close()
+    return picked, count
 
 
 # ------------------------------------------------------------------------------------------ text
@@ -212,56 +242,65 @@ def _section(
     """The sight section of one clip, computed (its keyframes written to the cache under ``key``)."""
     started = time.perf_counter()
     path = media.source_path(record.video, cache)
-    frames = media.decode_frames(path, record.clip.start, record.clip.end, config.fps, config.frame_side)
+    picked, n_samples = sample_keyframes(path, record.clip.start, record.clip.end, config)
     t_decode = time.perf_counter() - started
-    picks = pick_keyframes(frames.times, frames.images, config)
     # each keyframe stands for its segment: from its first sample (the clip's start for the first)
-    times = [
-        float(record.clip.start) if k == 0 else float(frames.times[i]) for k, (i, _, _) in enumerate(picks)
-    ]
+    times = [float(record.clip.start) if k == 0 else p.start for k, p in enumerate(picked)]
     ends = times[1:] + [float(record.clip.end)]
     scale = 1.0
-    if len(frames) and record.video.width:
-        scale = max(record.video.width, record.video.height or 0) / max(frames.images[0].shape[:2])
-    keyframes: list[dict] = []
+    if picked and record.video.width:
+        scale = max(record.video.width, record.video.height or 0) / max(picked[0].image.shape[:2])
+    # a keyframe showing the same picture as the one before reuses its reading (``same_as``)
+    same_as: list[int | None] = [None] * len(picked)
+    for k in range(1, len(picked)):
+        if same_picture(picked[k].thumb, picked[k - 1].thumb):
+            same_as[k] = same_as[k - 1] if same_as[k - 1] is not None else k - 1
+    keyframes: list[dict[str, Any]] = []
     texts: list[tuple[int, str, float, dict]] = []
     tag_events: list[tuple[int, str, float, dict]] = []
     t_ocr = t_tags = 0.0
-    images = [frames.images[j] for _, j, _ in picks]
-    probs = None
-    if config.tags and models.tagger is not None and images:
+    fresh = [k for k in range(len(picked)) if same_as[k] is None]
+    probs: dict[int, np.ndarray] = {}
+    if config.tags and models.tagger is not None and fresh:
         t0 = time.perf_counter()
-        probs = models.tagger.probabilities(images)
+        probs = dict(zip(fresh, models.tagger.probabilities([picked[k].image for k in fresh]), strict=True))
         t_tags = time.perf_counter() - t0
-    for k, ((_i, j, why), image) in enumerate(zip(picks, images, strict=True)):
+    readings: dict[int, list[Any]] = {}
+
+    def keep(text: str, score: float) -> bool:
+        return keep_line(text, score, config)
+
+    for k, p in enumerate(picked):
         frame_path = None
         if cache is not None:
             frame_path = str(
-                cache.put_bytes(key, f"keyframe_{k:03d}.jpg", media.encode_jpeg(image, quality=85))
+                cache.put_bytes(key, f"keyframe_{k:03d}.jpg", media.encode_jpeg(p.image, quality=85))
             )
+        source = k if same_as[k] is None else same_as[k]
         lines = []
         if config.text and models.ocr is not None:
-            t0 = time.perf_counter()
-            for box in models.ocr.read(image, keep=lambda text, score: keep_line(text, score, config)):
-                if keep_line(box.text, box.score, config):
-                    lines.append(box)
-                    scaled = [round(v * scale, 1) for v in box.box]
-                    texts.append((k, box.text, box.score, {"box": scaled}))
-            t_ocr += time.perf_counter() - t0
-        tags = kept_tags(probs[k], config.tag_threshold, config.max_tags) if probs is not None else []
-        for tag, p in tags:
-            tag_events.append((k, tag, p, {}))
-        keyframes.append(
-            {
-                "t": round(float(frames.times[j]), 3),
-                "start": round(times[k], 3),
-                "end": round(ends[k], 3),
-                "why": why,
-                "path": frame_path,
-                "text": [b.text for b in lines],
-                "tags": [t for t, _ in tags],
-            }
-        )
+            if source not in readings:
+                t0 = time.perf_counter()
+                readings[source] = [b for b in models.ocr.read(p.image, keep=keep) if keep(b.text, b.score)]
+                t_ocr += time.perf_counter() - t0
+            lines = readings[source]
+            for box in lines:
+                texts.append((k, box.text, box.score, {"box": [round(v * scale, 1) for v in box.box]}))
+        tags = kept_tags(probs[source], config.tag_threshold, config.max_tags) if source in probs else []
+        for tag, prob in tags:
+            tag_events.append((k, tag, prob, {}))
+        keyframe: dict[str, Any] = {
+            "t": round(p.t, 3),
+            "start": round(times[k], 3),
+            "end": round(ends[k], 3),
+            "why": p.why,
+            "path": frame_path,
+            "text": [b.text for b in lines],
+            "tags": [t for t, _ in tags],
+        }
+        if same_as[k] is not None:
+            keyframe["same_as"] = same_as[k]
+        keyframes.append(keyframe)
     text_runs = _merge(texts, same_text)
     tag_runs = _merge(tag_events, lambda a, b: a == b)
     section = {
@@ -289,7 +328,7 @@ def _section(
             for r in sorted(tag_runs, key=lambda r: (r["first"], -r["score"]))
         ],
         "tag_threshold": config.tag_threshold,
-        "frames": len(frames),
+        "frames": n_samples,
     }
     # timings go to the log, not the record: outputs stay byte-identical between runs
     log.debug(

@@ -403,3 +403,30 @@ def test_a_sign_read_without_its_word_space_gets_it_back_and_accents_are_not_inv
     assert parking == ["NO PARKING", "NO PARKING"], parking
     gallery = " ".join(b.text for b in models.ocr.read(load_image(folder / "cvc_scenetext06.jpg")))
     assert gallery.isascii() and "galleries" in gallery and "ship" in gallery, gallery
+
+
+def test_a_still_picture_is_read_once_and_its_later_keyframes_reuse_the_reading(models, tmp_path):
+    """libri5 is one still picture for its whole length: the keyframes after the first show the same
+    picture, say so (``same_as``) and carry the first one's reading; the record stays schema-valid."""
+    from m3cli.stages.sight import same_picture
+
+    cache = Cache(tmp_path / "cache")
+    [record] = _sight(DATA / "libri5.mp4", models, cache)
+    frames = record.sight.keyframes
+    assert len(frames) >= 2 and frames[0].same_as is None
+    assert all(k.same_as == 0 and k.why == "interval" for k in frames[1:]), frames
+    assert all(k.text == frames[0].text and k.tags == frames[0].tags for k in frames[1:])
+    schema = json.loads((ROOT / "schemas" / "clip.v1.json").read_text())
+    jsonschema.validate(record.to_json(), schema)
+
+    # the rule itself: a change confined to one part of the picture (a caption line over a sixteenth
+    # of the frame) makes a new picture although the frame as a whole barely changed
+    from m3cli.stages.core import media
+
+    [(_, frame)] = list(media.iter_sampled(DATA / "libri5.mp4", 1.0, 1.6, 1.0))
+    thumb = media.to_grey(frame, 64, 36)
+    captioned = thumb.copy()
+    captioned[30:33, 18:30] = 1.0 - captioned[30:33, 18:30]  # a bright line where it was dark
+    assert same_picture(thumb, thumb.copy())
+    assert not same_picture(thumb, captioned)
+    assert float(np.abs(thumb - captioned).mean()) < 0.02  # the whole frame's mean would have missed it

@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -415,10 +416,22 @@ class Frames:
 
 def _decode_sampled(path: Path, start: float, end: float, fps: float, max_side: int | None) -> Frames:
     """Decode [start, end) and keep the first frame at or after each sample time start + i/fps."""
-    name = display_name(path)
     times: list[float] = []
     images: list[np.ndarray] = []
+    for t, frame in iter_sampled(path, start, end, fps):
+        images.append(_to_rgb(frame, max_side))
+        times.append(t)
+    return Frames(np.asarray(times, dtype=np.float64), images)
+
+
+def iter_sampled(path: Path, start: float, end: float, fps: float) -> Iterator[tuple[float, av.VideoFrame]]:
+    """(time, decoded frame) of the first frame at or after each sample time start + i/fps in
+    [start, end), in one decoding pass, not converted: a caller that looks at most samples only as
+    small thumbnails (:func:`to_grey`) converts just the few it keeps (:func:`to_rgb`)."""
+    _check_fps(fps)
+    name = display_name(path)
     step = 1.0 / fps
+    last = start
     with open_container(path) as container:
         if not container.streams.video:
             raise InputError(f"{name}: no video stream")
@@ -440,14 +453,26 @@ def _decode_sampled(path: Path, start: float, end: float, fps: float, max_side: 
                     break
                 if t + eps < target:
                     continue
-                images.append(_to_rgb(frame, max_side))
-                times.append(t)
+                last = t
+                yield t, frame
                 # the next sample time after t, computed (a loop of 1/fps steps never ends at 1e9 fps)
                 target = start + (math.floor((t + eps - start) / step) + 1) * step
         except av.error.FFmpegError as exc:
-            log.warning("%s: decoding stopped at %.2f s: %s", name, times[-1] if times else start, exc)
+            log.warning("%s: decoding stopped at %.2f s: %s", name, last, exc)
     check_unchanged(path)
-    return Frames(np.asarray(times, dtype=np.float64), images)
+
+
+def to_rgb(frame: av.VideoFrame, max_side: int | None) -> np.ndarray:
+    """A decoded frame as RGB, as a player shows it (see :func:`_to_rgb`)."""
+    return _to_rgb(frame, max_side)
+
+
+def to_grey(frame: av.VideoFrame, width: int, height: int) -> np.ndarray:
+    """A decoded frame as a small grey thumbnail (0..1 float32), scaled straight from the decoder's
+    planes: a fraction of the cost of an RGB conversion at full size. Not turned by the display
+    matrix (thumbnails are only compared with each other)."""
+    grey = frame.reformat(width=width, height=height, format="gray", interpolation="AREA").to_ndarray()
+    return np.asarray(grey, dtype=np.float32) / 255.0
 
 
 def _to_rgb(frame: av.VideoFrame, max_side: int | None) -> np.ndarray:
