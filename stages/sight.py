@@ -276,7 +276,9 @@ def _section(
             frame_path = str(
                 cache.put_bytes(key, f"keyframe_{k:03d}.jpg", media.encode_jpeg(p.image, quality=85))
             )
-        source = k if same_as[k] is None else same_as[k]
+        source = same_as[k]
+        if source is None:
+            source = k
         lines = []
         if config.text and models.ocr is not None:
             if source not in readings:
