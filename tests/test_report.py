@@ -209,7 +209,9 @@ def test_fixture_report_shows_both_people_with_faces_voices_and_joins(memories):
     for character in characters:
         assert character in page.text
     assert "Utterances" in page.text and "Episodic memory" in page.text
-    assert "Whomsoever thou ceased awake" in page.text  # a line the reader of turn 2 says (Whisper)
+    # a line the reader of turn 2 says; Whisper spells its first word "Whomsoever" or "whom so ever"
+    # depending on the CPU's float rounding, so the check rests on the words after it
+    assert "thou ceased awake" in page.text
 
 
 @pytest.mark.slow
