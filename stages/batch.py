@@ -157,8 +157,14 @@ def indexed_videos(memory: str | Path) -> set[str]:
 
 def clip_values(memory: str | Path, column: str, video: str | None = None) -> set:
     """The distinct values of one column of the memory's ``clips`` table (of one ``video`` when given),
-    as last committed; empty for a memory that does not exist yet or cannot be read."""
+    as last committed; empty for a memory that does not exist yet or cannot be read.
+
+    "Committed" is the version the memory's manifest names, not the table's latest: a writer killed
+    after writing the clips table but before its manifest left rows the next writer rolls back, and
+    counting them as done would lose those clips for good (`m3 watch` restarts after ``kill -9``)."""
     import lancedb
+
+    from m3cli.stages.core.memory_manifest import read_manifest
 
     location = memory_location(memory)
     if isinstance(location, Path) and not location.is_dir():
@@ -168,7 +174,13 @@ def clip_values(memory: str | Path, column: str, video: str | None = None) -> se
         listed = db.list_tables() if hasattr(db, "list_tables") else db.table_names()
         if "clips" not in list(getattr(listed, "tables", listed)):
             return set()
-        query = db.open_table("clips").search()
+        versions = read_manifest(location)
+        table = db.open_table("clips")
+        if versions is not None:
+            if "clips" not in versions:
+                return set()  # the clips of a first run that never committed
+            table.checkout(versions["clips"])
+        query = table.search()
         if video is not None:
             query = query.where("video = '{}'".format(video.replace("'", "''")))
         return set(query.select([column]).limit(None).to_arrow()[column].to_pylist())

@@ -408,7 +408,9 @@ class Watcher:
                         f"{media.display_name(self.state.spool)}: no such file "
                         f"(waited {self.config.connect_timeout:g} s for it)"
                     )
-                if scanner.error or (recorder is not None and recorder.error and recorder.packets == 0):
+                if scanner.error or (
+                    recorder is not None and recorder.error and recorder.packets == 0 and not recorder.resumed
+                ):
                     raise M3Error(
                         (recorder.error if recorder is not None and recorder.error else None) or scanner.error
                     )

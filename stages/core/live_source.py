@@ -281,6 +281,9 @@ class Recorder(threading.Thread):
         self.gaps: list[Gap] = []
         self.reconnects = 0
         self.packets = 0
+        #: the spool already held a recording (a restart): a source that does not come back is a drop
+        #: to give up on, not a stream that never delivered a frame
+        self.resumed = False
         self.error: str | None = None
         self.finished = threading.Event()
         self.lock = threading.Lock()
@@ -304,6 +307,7 @@ class Recorder(threading.Thread):
     def _record(self) -> None:
         base = spool_end(self.spool)  # a restart appends after what the spool holds
         if base is not None:
+            self.resumed = True
             self.gaps.append(Gap(lost_at=time.time(), reason="restart"))
         backoff = 0.5
         started = time.monotonic()
@@ -312,10 +316,11 @@ class Recorder(threading.Thread):
             try:
                 container = self._open()
             except (av.error.FFmpegError, OSError) as exc:
-                waited = time.monotonic() - (started if self.packets == 0 else last_data)
-                limit = self.connect_timeout if self.packets == 0 else self.give_up
+                fresh = self.packets == 0 and not self.resumed
+                waited = time.monotonic() - (started if fresh else last_data)
+                limit = self.connect_timeout if fresh else self.give_up
                 if waited >= limit:
-                    what = "never delivered a frame" if self.packets == 0 else "did not come back"
+                    what = "never delivered a frame" if fresh else "did not come back"
                     self.error = f"{self.source}: the stream {what} in {waited:.0f} s ({exc})"
                     return
                 self.stop.wait(backoff)
@@ -332,7 +337,7 @@ class Recorder(threading.Thread):
             last_data = time.monotonic()
             if self.stop.is_set():
                 break
-            if self.packets == 0 and time.monotonic() - started >= self.connect_timeout:
+            if self.packets == 0 and not self.resumed and time.monotonic() - started >= self.connect_timeout:
                 self.error = f"{self.source}: the stream never delivered a frame"
                 return
             self.gaps.append(Gap(lost_at=time.time(), reason="stream ended or dropped"))
