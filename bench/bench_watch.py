@@ -1,12 +1,22 @@
-"""`m3 watch` on a live UDP stream: clip-complete -> commit latency, lag, CPU per video second, RSS.
+"""`m3 watch` on a live UDP stream: clip-complete -> commit latency, lag, CPU per video second, RSS over
+time, and whether the memory built live equals `m3 run` on the recording.
 
 `ffmpeg -re` sends real footage (bench/footage.py, from ../shared/media/video) as MPEG-TS over
 127.0.0.1 UDP; `m3 watch` records it, cuts 30-s clips (the default) and commits each with the offline
 defaults. Reported in one run, side by side: latency p50/p95 (from the moment a clip's last second
-arrived to its commit; target p95 <= 10 s), the watcher's CPU per video second (models, every stage,
-recording and indexing), plain faster-whisper tiny.en's CPU per video second on the same recording (on
-one thread, as m3 runs CTranslate2), and the watcher's peak RSS and RSS after each clip.
-``M3_BENCH_WATCH_SECONDS`` (default 150) sets the stream's length.
+arrived to its commit; target p95 <= 10 s) and its first and last clips (the per-round replay grows
+with the clips so far), the watcher's CPU per video second (models, every stage, recording and
+indexing), plain faster-whisper tiny.en's CPU per video second on the same recording (on one thread,
+as m3 runs CTranslate2), `m3 run`'s on the recording, the watcher's RSS after its first and last
+clips, the machine's load average while it ran (the machine is shared: latency is wall time), and
+whether the live memory equals `m3 run`'s (same clips, lines, face/voice/character ids).
+
+Then the lag policy is exercised: the same footage is sent ``M3_BENCH_WATCH_LAG_RATE`` times faster
+than real time (the watcher cannot keep up), with ``--max-lag M3_BENCH_WATCH_MAX_LAG``; the clips it
+skipped and the largest lag it reached are reported.
+
+``M3_BENCH_WATCH_SECONDS`` (default 600) sets the live stream's length; ``M3_BENCH_WATCH_COMPARE=0``
+skips the `m3 run` comparison; ``M3_BENCH_WATCH_LAG_RATE=0`` skips the lag run.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,7 +38,11 @@ sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
 from bench.bench_footage import WHISPER_1T, measure  # noqa: E402
 from bench.common import OUT, m3, machine, table  # noqa: E402
 
-SECONDS = float(os.environ.get("M3_BENCH_WATCH_SECONDS", "150"))
+SECONDS = float(os.environ.get("M3_BENCH_WATCH_SECONDS", "600"))
+COMPARE = os.environ.get("M3_BENCH_WATCH_COMPARE", "1") != "0"
+LAG_RATE = float(os.environ.get("M3_BENCH_WATCH_LAG_RATE", "4"))
+LAG_SECONDS = float(os.environ.get("M3_BENCH_WATCH_LAG_SECONDS", "300"))
+MAX_LAG = float(os.environ.get("M3_BENCH_WATCH_MAX_LAG", "60"))
 OFFLINE = {"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
 
 _MEASURE = (
@@ -50,75 +65,175 @@ def _q(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def main() -> str:
+@dataclass
+class Watched:
+    """One `m3 watch` of a stream, as the bench saw it."""
+
+    final: dict
+    latencies: list[float]
+    cpu: float
+    peak_rss_mb: float
+    wall: float
+    rss: dict[int, float] = field(default_factory=dict)  # clips committed -> the watcher's RSS (MB)
+    load: list[float] = field(default_factory=list)  # 1-min load average, sampled while it ran
+    max_lag: float = 0.0
+    spool: Path | None = None
+    memory: Path | None = None
+    log: str = ""
+
+
+def watch_stream(video: Path, tmp: Path, rate: float | None = None, extra: tuple[str, ...] = ()) -> Watched:
+    """Stream ``video`` at real time (or ``rate`` times it) into `m3 watch`; return what it did."""
     import orjson
 
+    tmp.mkdir(parents=True, exist_ok=True)
+    port, status, memory = _port(), tmp / "status.json", tmp / "live.lance"
+    env = {**os.environ, **OFFLINE, "M3_CACHE": str(tmp / "cache")}
+    args = m3("watch", f"udp://127.0.0.1:{port}", "-o", str(memory), "--offline", "--state",
+              str(tmp / "state"), "--status", str(status), "--give-up", "6", *extra)  # fmt: skip
+    start = time.perf_counter()
+    log = (tmp / "watch.err").open("wb")
+    watch = subprocess.Popen([sys.executable, "-c", _MEASURE, *args], env=env, stderr=log)
+    while not (status.exists() and b'"running"' in status.read_bytes()):
+        if watch.poll() is not None:
+            raise SystemExit((tmp / "watch.err").read_text())
+        time.sleep(0.2)
+    pace = ["-re"] if rate is None else ["-readrate", str(rate)]
+    send = ["ffmpeg", "-nostdin", "-v", "error", *pace, "-i", str(video), "-c", "copy", "-f", "mpegts"]
+    sender = subprocess.Popen([*send, f"udp://127.0.0.1:{port}?pkt_size=1316"])
+    got = Watched({}, [], 0.0, 0.0, 0.0)
+    while watch.poll() is None:
+        try:
+            now = orjson.loads(status.read_bytes())
+            got.rss.setdefault(now["clips_committed"], now["rss_mb"])
+            got.max_lag = max(got.max_lag, now["live_edge_s"] - now["committed_until_s"])
+        except (OSError, orjson.JSONDecodeError, KeyError, TypeError):
+            pass
+        got.load.append(os.getloadavg()[0])
+        time.sleep(0.5)
+    sender.wait(timeout=60)
+    log.close()
+    got.wall = time.perf_counter() - start
+    got.log = (tmp / "watch.err").read_text()
+    if watch.returncode:
+        raise SystemExit(f"m3 watch failed:\n{got.log[-3000:]}")
+    cpu, rss_kb = got.log.rsplit("RUSAGE", 1)[1].split()[:2]
+    got.cpu, got.peak_rss_mb = float(cpu), int(rss_kb) / 1024
+    got.latencies = [float(x) for x in re.findall(r"committed ([0-9.]+) s after it arrived", got.log)]
+    got.final = orjson.loads(status.read_bytes())
+    got.spool, got.memory = tmp / "state" / "spool.ts", memory
+    return got
+
+
+def memory_view(path: Path) -> dict[str, list]:
+    """Nodes, entities and clips of a memory with the video id taken out (a live stream's id is the
+    stream's, `m3 run`'s the recording's content hash); the tests compare the same view."""
+    import lancedb
+
+    db = lancedb.connect(str(path))
+    nodes = db.open_table("nodes").to_arrow()
+    vid = nodes["video"][0].as_py()
+    cols = ["id", "clip", "kind", "subkind", "text", "raw_text", "entities", "weight", "t_start", "t_end"]
+    ents = db.open_table("entities").to_arrow().select(["entity", "kind", "character", "members", "clips"])
+    clips = db.open_table("clips").to_arrow().select(["clip", "start", "end"])
+
+    def norm(rows: list[dict]) -> list[str]:
+        return sorted(repr(sorted(r.items())).replace(vid, "V") for r in rows)
+
+    return {
+        "nodes": norm(nodes.select(cols).to_pylist()),
+        "entities": norm(ents.to_pylist()),
+        "clips": norm(clips.to_pylist()),
+    }
+
+
+def _load(values: list[float]) -> str:
+    return f"{min(values):.1f}-{max(values):.1f}" if values else "-"
+
+
+def main() -> str:
     import bench.footage as footage
 
     if not footage.SHARED_VIDEO.is_dir():  # a checkout placed deeper than beside ../shared
         found = [d for d in (p / "shared" / "media" / "video" for p in ROOT.parents) if d.is_dir()]
         if found:
             footage.SHARED_VIDEO = found[0]
-    make_footage = footage.make_footage
-    video = make_footage(OUT / f"footage_{int(SECONDS)}s.mp4", SECONDS)
+    video = footage.make_footage(OUT / f"footage_{int(SECONDS)}s.mp4", SECONDS)
+    parts = []
     with tempfile.TemporaryDirectory(prefix="m3-bench-watch-") as tmp_name:
         tmp = Path(tmp_name)
-        port, status = _port(), tmp / "status.json"
-        env = {**os.environ, **OFFLINE, "M3_CACHE": str(tmp / "cache")}
-        args = m3("watch", f"udp://127.0.0.1:{port}", "-o", str(tmp / "live.lance"), "--offline",
-                  "--state", str(tmp / "state"), "--status", str(status), "--give-up", "6")  # fmt: skip
-        start = time.perf_counter()
-        log = (tmp / "watch.err").open("wb")
-        watch = subprocess.Popen([sys.executable, "-c", _MEASURE, *args], env=env, stderr=log)
-        while not (status.exists() and b'"running"' in status.read_bytes()):
-            if watch.poll() is not None:
-                raise SystemExit((tmp / "watch.err").read_text())
-            time.sleep(0.2)
-        print(f"== streaming {SECONDS:.0f} s of footage", file=sys.stderr, flush=True)
-        send = ["ffmpeg", "-nostdin", "-v", "error", "-re", "-i", str(video), "-c", "copy", "-f", "mpegts"]
-        sender = subprocess.Popen([*send, f"udp://127.0.0.1:{port}?pkt_size=1316"])
-        rss: dict[int, float] = {}  # the watcher's RSS after each commit, from its status file
-        while watch.poll() is None:
-            try:
-                now = orjson.loads(status.read_bytes())
-                rss.setdefault(now["clips_committed"], now["rss_mb"])
-            except (OSError, orjson.JSONDecodeError, KeyError):
-                pass
-            time.sleep(0.5)
-        sender.wait(timeout=60)
-        log.close()
-        wall = time.perf_counter() - start
-        text = (tmp / "watch.err").read_text()
-        if watch.returncode:
-            raise SystemExit(f"m3 watch failed:\n{text[-3000:]}")
-        cpu, rss_kb = text.rsplit("RUSAGE", 1)[1].split()[:2]
-        latencies = [float(x) for x in re.findall(r"committed ([0-9.]+) s after it arrived", text)]
-        final = orjson.loads(status.read_bytes())
+        print(f"== streaming {SECONDS:.0f} s of footage (load {os.getloadavg()[0]:.1f})", file=sys.stderr)
+        live = watch_stream(video, tmp / "live")
         print("== faster-whisper on the recording", file=sys.stderr, flush=True)
-        peer = measure([sys.executable, "-c", WHISPER_1T, str(tmp / "state" / "spool.ts")], {})
-    per_s = float(cpu) / SECONDS
-    rows = [
-        [
-            f"{SECONDS:.0f} s, {final['clips_committed']} clips of 30 s",
-            f"{statistics.median(latencies):.1f}" if latencies else "-",
-            f"{_q(latencies, 0.95):.1f}" if latencies else "-",
-            f"{max(latencies):.1f}" if latencies else "-",
+        peer = measure([sys.executable, "-c", WHISPER_1T, str(live.spool)], {})
+        same, run_cost = "not compared", None
+        if COMPARE:
+            print("== m3 run on the recording", file=sys.stderr, flush=True)
+            offline = tmp / "run.lance"
+            run_cost = measure(m3("run", str(live.spool), "-o", str(offline), "--offline"),
+                               {"M3_CACHE": str(tmp / "run-cache")})  # fmt: skip
+            a, b = memory_view(live.memory), memory_view(offline)
+            differ = [k for k in a if a[k] != b[k]]
+            same = (
+                f"yes ({len(a['clips'])} clips, {len(a['nodes'])} lines, {len(a['entities'])} ids)"
+                if not differ
+                else f"NO: {', '.join(differ)} differ ({len(a['clips'])} vs {len(b['clips'])} clips)"
+            )
+        lat, final = live.latencies, live.final
+        n = len(lat)
+        k = min(3, n)
+        rss = [live.rss[c] for c in sorted(live.rss) if c > 0 and live.rss[c] is not None]
+        row = [
+            f"{SECONDS:.0f} s, {final['clips_committed']} clips",
+            _load(live.load),
+            f"{statistics.median(lat):.1f}" if lat else "-",
+            f"{_q(lat, 0.95):.1f}" if lat else "-",
+            f"{max(lat):.1f}" if lat else "-",
+            f"{statistics.mean(lat[:k]):.1f} / {statistics.mean(lat[-k:]):.1f}" if lat else "-",
             f"{final['lag_s']:.1f}",
-            f"{per_s:.3f}",
+            f"{live.cpu / SECONDS:.3f}",
             f"{peer.cpu / SECONDS:.3f}",
-            f"{per_s / (peer.cpu / SECONDS):.1f}x",
-            f"{int(rss_kb) / 1024:.0f}",
-            " / ".join(f"{rss[k]:.0f}" for k in sorted(rss) if k > 0),
-            f"{wall:.0f}",
+            f"{run_cost.cpu / SECONDS:.3f}" if run_cost else "-",
+            f"{statistics.mean(rss[:k]):.0f} / {statistics.mean(rss[-k:]):.0f}" if rss else "-",
+            f"{live.peak_rss_mb:.0f}",
+            same,
+            f"{live.wall:.0f}",
         ]
-    ]
-    return table(
-        f"m3 watch on a live UDP stream (offline defaults, 30-s clips) — {machine()}",
-        ["stream", "latency p50 (s)", "p95 (s)", "max (s)", "lag at end (s)", "CPU-s / video s",
-         "faster-whisper CPU-s / video s", "x whisper", "peak RSS (MB)", "RSS after each clip (MB)",
-         "wall (s)"],
-        rows,
-    )  # fmt: skip
+        parts.append(
+            table(
+                f"m3 watch on a live UDP stream (offline defaults, 30-s clips) — {machine()}",
+                ["stream", "load avg (1 min) while watching", "latency p50 (s)", "p95 (s)", "max (s)",
+                 f"mean of first / last {k} clips (s)", "lag at end (s)", "watch CPU-s / video s",
+                 "faster-whisper CPU-s / video s", "m3 run CPU-s / video s",
+                 f"RSS after first / last {k} clips (MB)", "peak RSS (MB)",
+                 "memory = m3 run on the recording", "wall (s)"],
+                [row],
+            )  # fmt: skip
+        )
+        parts.append(
+            "Per clip (commit order): latency (s) "
+            + " ".join(f"{x:.1f}" for x in lat)
+            + "\n\nRSS after each commit (MB): "
+            + " ".join(f"{x:.0f}" for x in rss)
+            + "\n"
+        )
+        if LAG_RATE > 0:
+            lag_video = footage.make_footage(OUT / f"footage_{int(LAG_SECONDS)}s.mp4", LAG_SECONDS)
+            print(f"== lag policy: {LAG_SECONDS:.0f} s at {LAG_RATE:g}x real time", file=sys.stderr)
+            fast = watch_stream(lag_video, tmp / "lag", LAG_RATE, ("--max-lag", f"{MAX_LAG:g}"))
+            parts.append(
+                table(
+                    f"lag policy: the stream arrives {LAG_RATE:g}x faster than real time, "
+                    f"--max-lag {MAX_LAG:g}",
+                    ["stream", "load avg (1 min)", "clips committed", "clips skipped", "largest lag seen (s)",
+                     "lag at end (s)", "latency p95 (s)", "wall (s)"],
+                    [[f"{LAG_SECONDS:.0f} s", _load(fast.load), fast.final["clips_committed"],
+                      " ".join(map(str, fast.final["skipped"])) or "none", f"{fast.max_lag:.0f}",
+                      f"{fast.final['lag_s']:.1f}",
+                      f"{_q(fast.latencies, 0.95):.1f}" if fast.latencies else "-", f"{fast.wall:.0f}"]],
+                )  # fmt: skip
+            )
+    return "\n".join(parts)
 
 
 if __name__ == "__main__":

@@ -424,6 +424,8 @@ class Watcher:
                     self.stopping.wait(self.config.poll)
                     continue
                 waiting = self._bound_lag(waiting)
+                self.status.pending = len(waiting)
+                self._publish()  # the lag and the backlog while this round works, not only after it
                 todo = waiting[: self.config.max_batch]
                 self._commit_round(plan, probe, todo, arrived)
                 if self.stopping.is_set():

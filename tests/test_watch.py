@@ -270,11 +270,11 @@ def manifest_view(memory: Path, video: str) -> tuple[set[int], set[str]]:
     return clips, set(store.table("nodes").to_arrow()["id"].to_pylist())
 
 
-def test_udp_stream_killed_at_random_moments_continues_the_same_memory(tmp_path, cache_dir):
+def test_udp_stream_killed_at_random_moments_continues_the_same_memory(tmp_path, cache_dir, monkeypatch):
     """kill -9 twice at random moments of a live UDP stream (while recording, processing or
-    committing), the second restart with an empty cache (the identity banks, link votes and abstraction
-    state are rebuilt from the recording, not read from the cache), the last one after the stream may
-    have ended: every clip committed before a kill is still there, none is done twice, and the memory is
+    committing), restarting with an empty cache (the identity banks, link votes and abstraction state
+    are rebuilt from the recording, not read from a cache), the last restart perhaps after the stream
+    ended: every clip committed before a kill is still there, none is done twice, and the memory is
     `m3 run`'s on the recording (same clips, same face/voice/character ids, same lines)."""
     import random
 
@@ -300,11 +300,9 @@ def test_udp_stream_killed_at_random_moments_continues_the_same_memory(tmp_path,
         logs.append(first.stderr.read())
         sid = orjson.loads((state / "state.json").read_bytes())["stream_id"]
         kept.append(manifest_view(memory, sid))
-        os.environ["M3_CACHE"] = str(tmp_path / "cache2")  # the fold state must not live in the cache
-        try:
-            second = start_watch(*args)
-        finally:
-            os.environ["M3_CACHE"] = str(cache_dir)
+        # the restarts get an empty cache: the fold state must come from the recording, not the cache
+        monkeypatch.setenv("M3_CACHE", str(tmp_path / "cache2"))
+        second = start_watch(*args)
         wait_for(status, lambda s: s["state"] == "running" and s["stream_id"] == sid, timeout=180)
         time.sleep(rnd.uniform(2, 20))  # rebuilding the folds from the recording, or past them
         second.send_signal(signal.SIGKILL)
