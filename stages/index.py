@@ -164,6 +164,7 @@ class Indexer:
         self.writer = MemoryWriter(self.path)
         self.tables = self.writer.table_names()
         self.dim = int(embedder.dim)
+        self.stale_entities: list[str] = []  # character rows an append's mapping no longer has
         self._roll_back_uncommitted()
         self._check_meta()
 
@@ -245,20 +246,25 @@ class Indexer:
         )
 
     # ---------------------------------------------------------------- writing
-    def _write(self, name: str, schema: pa.Schema, rows: list[dict], stats: IndexStats) -> int:
-        if not rows:
+    def _write(
+        self, name: str, schema: pa.Schema, rows: list[dict], stats: IndexStats, delete: list[str] = ()
+    ) -> int:
+        """Upsert ``rows`` and remove the rows whose ids are in ``delete``, in one commit."""
+        if not rows and not delete:
             return 0
         data = _arrow(rows, schema)
         if name not in self.tables:
             self.writer.create(name, data, schema)
             self.tables.add(name)
         else:
-            self.writer.merge(name, data, on="id")
+            where = f"id IN ({_sql_list(list(delete))})" if delete else None
+            self.writer.merge(name, data, on="id", delete_where=where)
         stats.tables_committed.append(name)
         return len(rows)
 
     def run(self, records: list[ClipRecord]) -> IndexStats:
         stats = IndexStats()
+        self.stale_entities = []
         videos = list(by_video(records))
         node_rows: list[dict] = []
         edge_rows: dict[str, dict] = {}
@@ -275,7 +281,9 @@ class Indexer:
         stats.nodes_written = self._write("nodes", nodes_schema(self.dim), node_rows, stats)
         edges = self._changed("edges", list(edge_rows.values()))
         stats.edges_written = self._write("edges", EDGES_SCHEMA, edges, stats)
-        stats.entities_written = self._write("entities", ENTITIES_SCHEMA, entity_rows, stats)
+        stats.entities_written = self._write(
+            "entities", ENTITIES_SCHEMA, entity_rows, stats, delete=self.stale_entities
+        )
         schema = self._clips_schema()
         clip_rows = [{k: v for k, v in r.items() if k in schema.names} for r in clip_rows]
         stats.clips_written = self._write("clips", schema, clip_rows, stats)
@@ -640,6 +648,18 @@ class Indexer:
                     "embedding_model": None,
                 }
             )
+        if view.mapping:
+            # An append (`m3 watch` commits a stream a few clips at a time): the link fold may have
+            # renumbered or merged characters since the earlier clips were indexed. Entities of those
+            # clips follow the latest mapping and characters it no longer has are removed, so the
+            # rows are the ones indexing every clip at once would write.
+            for old in existing.values():
+                if old["kind"] == "character":
+                    if old["entity"] not in members:
+                        self.stale_entities.append(old["id"])
+                elif old["entity"] not in acc:
+                    c = view.character(old["entity"])
+                    rows.append({**old, "character": c, "name": view.names.get(c)})
         return [r for r in rows if not _same(existing.get(r["id"]), r)]
 
     def _keep_crop(self, crop: str | None) -> str | None:

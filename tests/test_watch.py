@@ -334,3 +334,36 @@ def test_udp_stream_killed_at_random_moments_continues_the_same_memory(tmp_path,
     live, whole = memory_view(memory), memory_view(offline)
     assert len(whole["clips"]) >= 3, where
     assert live == whole, where  # no lost clip, no duplicate line, same identities
+
+
+def test_an_append_after_the_characters_were_renumbered_writes_what_one_index_writes(tmp_path, cache_dir):
+    """A stream committed a few clips at a time: the link fold may renumber or merge characters after
+    earlier clips were indexed (seen on a 10-minute stream). The earlier clips' face and voice rows
+    must follow the latest mapping and the characters it dropped must go, so the entities equal an
+    index of every clip at once (`m3 run` on the recording)."""
+    import lancedb
+
+    records = tmp_path / "records.jsonl"
+    run_m3("run", FIXTURE, "-l", CLIP, "--until", "abstract", "--offline", "-o", records, check=True)
+    lines = [orjson.loads(line) for line in records.read_bytes().splitlines()]
+    assert len(lines) >= 4 and lines[-1]["characters"]
+    early = []
+    for rec in lines[:2]:  # as the fold had it after two clips: other character numbers, one more of them
+        mapping = {e: c.replace("<character_", "<character_9") for e, c in rec["characters"].items()}
+        early.append({**rec, "characters": {**mapping, "<voice_99>": "<character_999>"}})
+
+    def jsonl(recs: list[dict]) -> bytes:
+        return b"".join(orjson.dumps(r) + b"\n" for r in recs)
+
+    appended, whole = tmp_path / "appended.lance", tmp_path / "whole.lance"
+    run_m3("index", "-o", appended, input=jsonl(early), check=True)
+    run_m3("index", "-o", appended, input=jsonl(lines[2:]), check=True)
+    run_m3("index", "-o", whole, input=jsonl(lines), check=True)
+
+    def entities(path: Path) -> list[tuple]:
+        table = lancedb.connect(str(path)).open_table("entities").to_arrow()
+        cols = ["entity", "kind", "character", "name", "members", "clips"]
+        return sorted(tuple(repr(r[c]) for c in cols) for r in table.select(cols).to_pylist())
+
+    assert not any("<character_9" in repr(r) for r in entities(whole))
+    assert entities(appended) == entities(whole)

@@ -132,15 +132,13 @@ class MemoryWriter:
 
         self._open[name] = lance.write_dataset(data, self.uri(name), schema=schema, mode="create")
 
-    def merge(self, name: str, data: pa.Table, on: str = "id") -> None:
-        """Upsert ``data`` on column ``on`` in one commit: matching rows are replaced, others added."""
-        (
-            self.dataset(name)
-            .merge_insert(on)
-            .when_matched_update_all()
-            .when_not_matched_insert_all()
-            .execute(data)
-        )
+    def merge(self, name: str, data: pa.Table, on: str = "id", delete_where: str | None = None) -> None:
+        """Upsert ``data`` on column ``on`` in one commit: matching rows are replaced, others added, and
+        rows ``data`` does not hold that match the SQL condition ``delete_where`` are removed."""
+        builder = self.dataset(name).merge_insert(on).when_matched_update_all().when_not_matched_insert_all()
+        if delete_where:
+            builder = builder.when_not_matched_by_source_delete(delete_where)
+        builder.execute(data)
 
     # ------------------------------------------------------------------ reading
     def scan(self, name: str, where: str | None = None, columns: list[str] | None = None) -> list[dict]:
