@@ -247,7 +247,12 @@ class Indexer:
 
     # ---------------------------------------------------------------- writing
     def _write(
-        self, name: str, schema: pa.Schema, rows: list[dict], stats: IndexStats, delete: list[str] = ()
+        self,
+        name: str,
+        schema: pa.Schema,
+        rows: list[dict],
+        stats: IndexStats,
+        delete: list[str] | None = None,
     ) -> int:
         """Upsert ``rows`` and remove the rows whose ids are in ``delete``, in one commit."""
         if not rows and not delete:
@@ -257,7 +262,7 @@ class Indexer:
             self.writer.create(name, data, schema)
             self.tables.add(name)
         else:
-            where = f"id IN ({_sql_list(list(delete))})" if delete else None
+            where = f"id IN ({_sql_list(delete)})" if delete else None
             self.writer.merge(name, data, on="id", delete_where=where)
         stats.tables_committed.append(name)
         return len(rows)

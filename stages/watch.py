@@ -302,12 +302,12 @@ class Watcher:
             return self._final
         if ended and not scanner.error:
             # the recording is complete: the plan is m3 segment's, from the file's own probe
-            probe = media.probe(self.state.spool)
+            final = media.probe(self.state.spool)
             with scanner.lock:
                 self.status.live_edge = max(0.0, scanner.arrival.covered)
-            plan = plan_clips(probe, self.clip_seconds)
+            plan = plan_clips(final, self.clip_seconds)
             arrived = {c["index"]: scanner.arrival.arrived_at(c["end"]) or time.monotonic() for c in plan}
-            self._final = (plan, probe, arrived)
+            self._final = (plan, final, arrived)
             return self._final
         with scanner.lock:
             so_far = scanner.arrival.probe()
