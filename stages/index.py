@@ -262,7 +262,7 @@ class Indexer:
             self.writer.create(name, data, schema)
             self.tables.add(name)
         else:
-            where = f"id IN ({_sql_list(delete)})" if delete else None
+            where = f"id IN ({sql_list(delete)})" if delete else None
             self.writer.merge(name, data, on="id", delete_where=where)
         stats.tables_committed.append(name)
         return len(rows)
