@@ -367,3 +367,37 @@ def test_an_append_after_the_characters_were_renumbered_writes_what_one_index_wr
 
     assert not any("<character_9" in repr(r) for r in entities(whole))
     assert entities(appended) == entities(whole)
+
+
+def test_a_damaged_audio_packet_silences_its_own_span_not_the_rest_of_the_clip(tmp_path):
+    """A dropped UDP stream leaves a packet cut short in the recording (seen on the 10-minute stream:
+    the decoder stopped there and the clip's last 26 s were silent, live and in `m3 run` alike). The
+    packet is skipped and the audio after it is the clean recording's, in place."""
+    import av
+    import numpy as np
+
+    from m3cli.stages.core import media
+
+    clean, damaged = recorded_ts(tmp_path / "clean.ts", seconds=20), tmp_path / "damaged.ts"
+    with av.open(str(clean)) as src, av.open(str(damaged), "w", format="mpegts") as dst:
+        streams = (src.streams.video[0], src.streams.audio[0])
+        outs = {s.index: dst.add_stream_from_template(s) for s in streams}
+        hit = False
+        for packet in src.demux(*streams):
+            if packet.dts is None:
+                continue
+            index = packet.stream.index
+            if not hit and packet.stream.type == "audio" and packet.pts * packet.time_base >= 12:
+                hit, good = True, packet
+                packet = av.Packet(bytes(range(256)) * (good.size // 256 + 1))  # what a cut leaves
+                packet.pts, packet.dts, packet.time_base = good.pts, good.dts, good.time_base
+                packet.duration = good.duration
+            packet.stream = outs[index]
+            dst.mux(packet)
+    assert hit
+    want = media.clip_audio(clean, "clean", 1, 10.0, 20.0)
+    got = media.clip_audio(damaged, "damaged", 1, 10.0, 20.0)
+    assert len(got) == len(want)
+    after = slice(int(3.0 * media.AUDIO_RATE), None)  # 13-20 s: after the damaged packet
+    assert np.sqrt(np.mean(got[after] ** 2)) > 0.5 * np.sqrt(np.mean(want[after] ** 2)) > 0
+    assert np.corrcoef(got[after], want[after])[0, 1] > 0.9  # in place, not shifted

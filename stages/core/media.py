@@ -559,6 +559,23 @@ def _unpack_frames(packed: dict[str, np.ndarray]) -> Frames:
 
 
 # -- audio -------------------------------------------------------------------------------------
+def _audio_frames(container: Any, stream: Any, name: str) -> Iterator[Any]:
+    """The decoded frames of ``stream``, and None where a packet the decoder rejects was skipped.
+
+    Why: a live recording keeps the packet a dropped UDP stream cut short (`m3 watch`), and
+    ``container.decode`` ends at the first such packet, which silenced the rest of the clip. Every
+    other decoder error still ends the audio, as before."""
+    for packet in container.demux(stream):
+        try:
+            frames = packet.decode()
+        except av.error.InvalidDataError as exc:
+            at = float(packet.pts * packet.time_base) if packet.pts is not None and packet.time_base else None
+            log.warning("%s: a damaged audio packet near %s s skipped (%s)", name, at, exc)
+            yield None
+            continue
+        yield from frames
+
+
 def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray:
     name = display_name(path)
     n_out = max(0, int(round((end - start) * rate)))
@@ -575,8 +592,12 @@ def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray
         chunks: list[np.ndarray] = []
         first_t: float | None = None
         got = 0
+        resync = False  # after a damaged packet: frames are placed by their timestamps until aligned
         try:
-            for frame in container.decode(stream):
+            for frame in _audio_frames(container, stream, name):
+                if frame is None:
+                    resync = True
+                    continue
                 if frame.pts is None:
                     continue
                 t = frame.pts * float(frame.time_base) - origin
@@ -584,8 +605,18 @@ def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray
                     continue
                 if first_t is None:
                     first_t = t
+                drop = 0
+                if resync:
+                    shift = int(round((t - first_t) * rate)) - got  # > 0: a hole, < 0: an overlap
+                    if shift > 0:
+                        chunks.append(np.zeros(shift, np.float32))
+                        got += shift
+                    drop = max(0, -shift)
+                    resync = shift != 0
                 for out in resampler.resample(frame):
                     arr = out.to_ndarray().reshape(-1)
+                    if drop:
+                        arr, drop = arr[drop:], max(0, drop - len(arr))
                     chunks.append(arr)
                     got += len(arr)
                 if first_t + got / rate >= end + 0.1:
