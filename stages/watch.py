@@ -47,6 +47,7 @@ import orjson
 
 from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
+from m3cli.stages.configs.watch import WatchConfig
 from m3cli.stages.core import live_source, media
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.storage import memory_location, write_atomic
@@ -54,18 +55,6 @@ from m3cli.stages.core.storage import memory_location, write_atomic
 log = logging.getLogger(__name__)
 
 STATE_SCHEMA = "m3.watch/1"
-
-
-@dataclass(frozen=True)
-class WatchConfig:
-    idle: float = 10.0  # a growing file has ended once it has not grown for this long
-    until_eof: bool = False  # read a file to its current end, do not wait for more
-    settle: float = 0.5  # seconds past a clip's end that must arrive before it is cut
-    max_lag: float = 300.0  # bound on how far (media seconds) the oldest waiting clip may trail
-    max_batch: int = 4  # complete clips taken in one round
-    connect_timeout: float = 15.0  # a stream that never yields a packet in this long is an error
-    give_up: float = 60.0  # a dropped stream not back in this long ends the watch
-    poll: float = 0.2
 
 
 @dataclass

@@ -15,6 +15,8 @@ from conftest import HAMILTON
 from m3cli.commands import COMMANDS
 from m3cli.lazy import load_command
 from m3cli.stages.configs import STAGE_CONFIGS
+from m3cli.stages.configs.ask import AskConfig
+from m3cli.stages.configs.watch import WatchConfig
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.options import assignments
 from m3cli.stages.pipeline import STAGES, option_names, pipeline_config
@@ -58,13 +60,18 @@ def _flagged(config: type) -> list[tuple[str, object]]:
     return out
 
 
-@pytest.mark.parametrize("stage", list(STAGE_CONFIGS))
+# `m3 ask` and `m3 watch` are not pipeline stages (no --set, no m3.toml table) but declare their
+# options the same way
+DECLARED = {**STAGE_CONFIGS, "ask": AskConfig, "watch": WatchConfig}
+
+
+@pytest.mark.parametrize("stage", list(DECLARED))
 def test_each_stage_command_takes_its_flags_and_defaults_from_the_one_declaration(stage):
     # a flag, its default or its help written a second time in the command would drift from the
     # config that --set and m3.toml fill
     command = load_command(stage, COMMANDS[stage][0])
     params = {name: p for p in command.params for name in (*p.opts, *p.secondary_opts)}
-    flagged = _flagged(STAGE_CONFIGS[stage])
+    flagged = _flagged(DECLARED[stage])
     assert flagged, f"{stage} declares no flags"
     for path, f in flagged:
         declared = [part for flag in f.metadata["flags"] for part in flag.split("/")]
@@ -90,6 +97,12 @@ def test_each_stage_command_takes_its_flags_and_defaults_from_the_one_declaratio
             {"num_speakers": 2, "cluster.hop": 0.5, "cluster.threshold": 0.4},
         ),
         ("sight", ["--no-tags"], {"tags": False, "tag_threshold": STAGE_CONFIGS["sight"]().tag_threshold}),
+        (
+            "watch",
+            ["udp://127.0.0.1:5000", "-o", "mem.lance", "--idle", "3", "--until-eof"],
+            {"idle": 3.0, "until_eof": True, "max_lag": 300.0, "give_up": 60.0, "settle": 0.5},
+        ),
+        ("ask", ["mem.lance", "--rounds", "3", "--clip-k", "1"], {"rounds": 3, "clip_k": 1, "k": 5}),
     ],
 )
 def test_command_flags_become_the_stage_config(stage, args, expected):
@@ -97,7 +110,7 @@ def test_command_flags_become_the_stage_config(stage, args, expected):
 
     command = load_command(stage, COMMANDS[stage][0])
     with command.make_context(stage, list(args)) as ctx:
-        config = stage_config(STAGE_CONFIGS[stage], ctx.params)
+        config = stage_config(DECLARED[stage], ctx.params)
     for path, value in expected.items():
         got = config
         for part in path.split("."):

@@ -10,6 +10,8 @@ from typing import Any
 import typer
 
 from m3cli import context
+from m3cli.options import stage_option
+from m3cli.stages.configs.ask import KINDS_HELP, TOOLS_HELP, AskConfig
 from m3cli.terminal import error_line, safe_data, safe_lines
 
 log = logging.getLogger(__name__)
@@ -27,11 +29,6 @@ Examples:
   m3 ask mem.lance "Is Tomasz imaginative?" --prompt-style m3-agent --llm-model M3-Agent-Control
 """
 
-ACTIONS_HELP = (
-    "Tools the model may call, comma-separated: search, search_clip, character, expand, window, count, "
-    "rewatch, listen; or all, paper (search,search_clip), default (all but listen)."
-)
-
 
 def asker_options(
     memory: str | Path,
@@ -45,10 +42,10 @@ def asker_options(
     kinds: str | None,
     no_llm: bool,
     settings: Any,
-    prompt_style: str = "m3",
+    prompt_style: str = AskConfig.prompt_style,
 ) -> Any:
     """An Asker over ``memory`` from the shared flags of `m3 ask` and `m3 eval qa`."""
-    from m3cli.stages.ask.loop import AskConfig, Asker, parse_kinds
+    from m3cli.stages.ask.loop import Asker, parse_kinds
     from m3cli.stages.ask.memory import LanceMemory
     from m3cli.stages.ask.tools import parse_tools
     from m3cli.stages.backends.llm import client_from_settings
@@ -99,21 +96,13 @@ def ask(
         "--options",
         help='Multiple choice: options ("Alice|Bob|Carol", or --options repeated); the answer is one letter.',
     ),
-    rounds: int = typer.Option(5, "--rounds", "-H", help="Rounds H of search/answer (the last must answer)."),
-    k: int = typer.Option(5, "--k", help="Memory lines per [Search] (search_node top-k)."),
-    threshold: float = typer.Option(
-        0.5, "--threshold", help="Cosine threshold for search_node (term matches pass too)."
-    ),
-    clip_k: int = typer.Option(2, "--clip-k", help="Clips per [SearchClip] (the paper's k = 2)."),
-    clip_threshold: float = typer.Option(
-        0.5, "--clip-threshold", help="Cosine threshold for search_clip (paper: 0.5)."
-    ),
-    tools: str | None = typer.Option(None, "--tools", help=ACTIONS_HELP),
-    kinds: str | None = typer.Option(
-        None,
-        "--kinds",
-        help="Node kinds to use, e.g. episodic,semantic or -semantic or -equivalences (ablations).",
-    ),
+    rounds: int = stage_option(AskConfig, "rounds"),
+    k: int = stage_option(AskConfig, "k"),
+    threshold: float = stage_option(AskConfig, "threshold"),
+    clip_k: int = stage_option(AskConfig, "clip_k"),
+    clip_threshold: float = stage_option(AskConfig, "clip_threshold"),
+    tools: str | None = typer.Option(None, "--tools", help=TOOLS_HELP),
+    kinds: str | None = typer.Option(None, "--kinds", help=KINDS_HELP),
     output: str | None = typer.Option(
         None, "--output", "-o", help="Write answer records here instead of stdout."
     ),
@@ -130,12 +119,7 @@ def ask(
     no_llm: bool = typer.Option(
         False, "--no-llm", help="Retrieval-only answers even if an LLM is configured."
     ),
-    prompt_style: str = typer.Option(
-        "m3",
-        "--prompt-style",
-        help="m3 (m3's tools and wording) or m3-agent (the [Search]/[Answer] prompts M3-Agent's control "
-        "checkpoint was trained with).",
-    ),
+    prompt_style: str = stage_option(AskConfig, "prompt_style"),
 ) -> None:
     """Answer questions from a memory: multi-round search with cited evidence (retrieval-only without LLM)."""
     from m3cli import stream

@@ -8,6 +8,8 @@ from pathlib import Path
 import typer
 
 from m3cli import context
+from m3cli.options import stage_option
+from m3cli.stages.configs.ask import AskConfig
 from m3cli.terminal import echo, safe, safe_data
 
 log = logging.getLogger(__name__)
@@ -53,11 +55,13 @@ def qa(
     types: str | None = typer.Option(
         None, "--types", help="Only these question types (comma-separated, any of)."
     ),
-    rounds: int = typer.Option(5, "--rounds", "-H", help="Ablation: rounds H of the control loop."),
-    k: int = typer.Option(5, "--k", help="Ablation: memory lines per [Search]."),
-    threshold: float = typer.Option(0.5, "--threshold", help="Ablation: search_node cosine threshold."),
-    clip_k: int = typer.Option(2, "--clip-k", help="Ablation: clips per [SearchClip]."),
-    clip_threshold: float = typer.Option(0.5, "--clip-threshold", help="Ablation: search_clip threshold."),
+    rounds: int = stage_option(AskConfig, "rounds", help="Ablation: rounds H of the control loop."),
+    k: int = stage_option(AskConfig, "k", help="Ablation: memory lines per [Search]."),
+    threshold: float = stage_option(AskConfig, "threshold", help="Ablation: search_node cosine threshold."),
+    clip_k: int = stage_option(AskConfig, "clip_k", help="Ablation: clips per [SearchClip]."),
+    clip_threshold: float = stage_option(
+        AskConfig, "clip_threshold", help="Ablation: search_clip threshold."
+    ),
     tools: str | None = typer.Option(
         None, "--tools", help="Ablation: tool set, e.g. search,search_clip (= paper)."
     ),

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING
 import typer
 
 from m3cli import context
+from m3cli.options import stage_config, stage_option
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
+from m3cli.stages.configs.watch import WatchConfig
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -41,23 +43,11 @@ def watch(
     clip_seconds: float | None = typer.Option(None, "--clip-seconds", "-l", help="segment.clip_seconds"),
     faces_fps: float | None = typer.Option(None, "--faces-fps", help="faces.fps (frames per second)."),
     speakers: int | None = typer.Option(None, "--speakers", help="diarize.num_speakers, when known."),
-    idle: float = typer.Option(
-        10.0,
-        "--idle",
-        help="A growing file or drop-folder file is complete after this many seconds without growth.",
-    ),
-    until_eof: bool = typer.Option(
-        False, "--until-eof", help="Read a file (or folder) as it is now; do not wait for more."
-    ),
-    max_lag: float = typer.Option(
-        300.0, "--max-lag", help="Skip the oldest waiting clips when they trail the live edge by more (s)."
-    ),
-    connect_timeout: float = typer.Option(
-        15.0, "--connect-timeout", help="A stream that yields nothing for this long is an error (s)."
-    ),
-    give_up: float = typer.Option(
-        60.0, "--give-up", help="A dropped stream not back after this long ends the watch (s)."
-    ),
+    idle: float = stage_option(WatchConfig, "idle"),
+    until_eof: bool = stage_option(WatchConfig, "until_eof"),
+    max_lag: float = stage_option(WatchConfig, "max_lag"),
+    connect_timeout: float = stage_option(WatchConfig, "connect_timeout"),
+    give_up: float = stage_option(WatchConfig, "give_up"),
     state: str | None = typer.Option(
         None, "--state", help="Watch state folder (default: in the cache, one per source and memory)."
     ),
@@ -74,7 +64,7 @@ def watch(
 
     from m3cli.stages.core.errors import M3Error
     from m3cli.stages.pipeline import Models
-    from m3cli.stages.watch import WatchConfig, Watcher
+    from m3cli.stages.watch import Watcher
     from m3cli.terminal import error_line
 
     settings = context.settings(ctx)
@@ -86,6 +76,7 @@ def watch(
         {"segment.clip_seconds": clip_seconds, "faces.fps": faces_fps, "diarize.num_speakers": speakers},
     )
     run_ctx = context.run_context(ctx, settings)
+    watch_config = stage_config(WatchConfig, ctx.params)
 
     def say(line: str) -> None:
         print(f"m3 watch: {line}", file=sys.stderr, flush=True)
@@ -108,9 +99,7 @@ def watch(
                 output,
                 Models(config, settings),
                 run_ctx,
-                WatchConfig(
-                    idle, until_eof, max_lag=max_lag, connect_timeout=connect_timeout, give_up=give_up
-                ),
+                watch_config,
                 Path(state) if state else None,
                 Path(status) if status else None,
                 say,

@@ -21,7 +21,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterable, Iterator
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -33,7 +32,8 @@ from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_pla
 from m3cli.stages.ask.nodes import Node, Scope
 from m3cli.stages.ask.questions import Question
 from m3cli.stages.ask.text import fmt_time, has_quote, overlap, terms
-from m3cli.stages.ask.tools import ToolContext, parse_tools, run_action
+from m3cli.stages.ask.tools import ToolContext, run_action
+from m3cli.stages.configs.ask import AskConfig
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.sizes import count
 
@@ -78,45 +78,6 @@ def parse_kinds(spec: str | None) -> tuple[frozenset[str] | None, bool]:
     if not kinds:
         raise InputError(f"--kinds {spec!r} leaves no node kind to search")
     return (None if kinds == set(NODE_KINDS) else frozenset(kinds)), raw_ids
-
-
-@dataclass(frozen=True)
-class AskConfig:
-    rounds: int = 5
-    k: int = 5
-    threshold: float = 0.5
-    clip_k: int = 2
-    clip_threshold: float = 0.5
-    tools: tuple[str, ...] = P.DEFAULT_TOOLS
-    kinds: frozenset[str] | None = None
-    raw_ids: bool = False
-    max_tokens: int | None = None  # None: the client's budget for the "ask" task
-    prompt_style: str = "m3"  # or "m3-agent": the control prompts M3-Agent's checkpoint was trained with
-
-    def __post_init__(self) -> None:
-        if self.prompt_style not in P.PROMPT_STYLES:
-            raise InputError(
-                f"--prompt-style must be one of {', '.join(P.PROMPT_STYLES)}, got {self.prompt_style!r}"
-            )
-        if self.prompt_style == "m3-agent" and not set(self.tools) <= set(P.AGENT_TOOLS):
-            raise InputError(
-                "--prompt-style m3-agent knows only [Search] and [Answer]: leave --tools out or use "
-                f"--tools search (got {', '.join(self.tools)})"
-            )
-        if not 1 <= self.rounds <= 20:
-            raise InputError(f"--rounds must be between 1 and 20, got {self.rounds}")
-        if not 1 <= self.k <= 100 or not 1 <= self.clip_k <= 20:
-            raise InputError(f"--k must be 1-100 and --clip-k 1-20, got {self.k} and {self.clip_k}")
-        for name, t in (("--threshold", self.threshold), ("--clip-threshold", self.clip_threshold)):
-            if not -1.0 <= t <= 1.0:
-                raise InputError(f"{name} is a cosine similarity in [-1, 1], got {t}")
-        parse_tools(list(self.tools))
-
-    def as_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["tools"] = list(self.tools)
-        data["kinds"] = sorted(self.kinds) if self.kinds is not None else None
-        return data
 
 
 # ============================================================================== the asker

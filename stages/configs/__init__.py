@@ -5,6 +5,10 @@ imported, and `m3 faces --help` must not import numpy or a model library to prin
 imports its config from here. The same declarations are what `--set STAGE.OPTION=VALUE` and the
 ``[pipeline.STAGE]`` tables of m3.toml are checked against (stages/core/options.py), so a default or
 a help text is written in one place.
+
+`m3 ask` (ask.py) and `m3 watch` (watch.py) declare their options the same way but are not pipeline
+stages, so they are not in ``STAGE_CONFIGS`` and take their options as flags only; they are imported
+from their modules, not from here, so that a stage command's `--help` does not load them.
 """
 
 from __future__ import annotations
