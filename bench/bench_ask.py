@@ -233,7 +233,8 @@ def cold_asks(memory: Path, runs: int) -> list[list[str]]:
         if old_pkg is not None:
             old = [sys.executable, "-c", "import sys; from m3cli.app import main; sys.argv[0] = 'm3'; main()"]
             variants[f"before ({BASELINE}, reads through LanceDB)"] = (
-                [*old, *args], {**env, "PYTHONPATH": str(old_pkg)}
+                [*old, *args],
+                {**env, "PYTHONPATH": str(old_pkg)},
             )
         seen: dict[str, dict] = {n: {"wall": [], "own": [], "rss": 0.0, "answers": set()} for n in variants}
         for _ in range(runs):

@@ -76,16 +76,21 @@ print(json.dumps({"cpu": cpu / records[-1].clip.end, "ids": len(ids), "embedded"
 
 
 def measure(video: Path, settings: dict, tree: str = "") -> dict:
-    proc = subprocess.run([sys.executable, "-c", WORKER, tree, str(video), json.dumps(settings)],
-                          capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        [sys.executable, "-c", WORKER, tree, str(video), json.dumps(settings)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     if proc.returncode:
         raise SystemExit(f"faces on {video.name} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def baseline_tree(revision: str, into: Path) -> str:
-    archive = subprocess.run(["git", "archive", revision, "m3cli", "stages", "schemas"], cwd=ROOT,
-                             capture_output=True, check=True).stdout
+    archive = subprocess.run(
+        ["git", "archive", revision, "m3cli", "stages", "schemas"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
     with tarfile.open(fileobj=BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
     return str(into)
@@ -108,10 +113,18 @@ def main() -> str:
         for video in clips:
             print(f"== faces {video.name}", file=sys.stderr, flush=True)
             results = [measure(video, settings, tree if old else "") for _, settings, old in columns]
-            rows.append([video.stem, *(f"{r['cpu']:.3f}" for r in results),
-                         " / ".join(f"{r['ids']} ({r['embedded']})" for r in results)])
-    header = ["clip", *(f"CPU-s/s {name}" for name, _, _ in columns),
-              "face ids (descriptors computed), " + " / ".join(name for name, _, _ in columns)]
+            rows.append(
+                [
+                    video.stem,
+                    *(f"{r['cpu']:.3f}" for r in results),
+                    " / ".join(f"{r['ids']} ({r['embedded']})" for r in results),
+                ]
+            )
+    header = [
+        "clip",
+        *(f"CPU-s/s {name}" for name, _, _ in columns),
+        "face ids (descriptors computed), " + " / ".join(name for name, _, _ in columns),
+    ]
     return table("faces (dlib, 5 fps): CPU seconds per second of video, by setting", header, rows)
 
 

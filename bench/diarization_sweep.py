@@ -50,9 +50,11 @@ class Memo:
         self.diarizer = OverlapDiarizer()
         seg, emb = self.diarizer.segmentation.activity, self.diarizer.embedding.embed
         pooled = self.diarizer.embedding.embed_pooled
-        self.diarizer.embedding.embed_pooled = lambda a, groups: np.stack(
-            [self._get("pool", a, list(g), lambda g=g: pooled(a, [g])[0]) for g in groups]
-        ) if len(groups) else pooled(a, groups)
+        self.diarizer.embedding.embed_pooled = lambda a, groups: (
+            np.stack([self._get("pool", a, list(g), lambda g=g: pooled(a, [g])[0]) for g in groups])
+            if len(groups)
+            else pooled(a, groups)
+        )
         self.diarizer.segmentation.activity = lambda a, step, **k: self._get(
             "act", a, step, lambda: seg(a, step)
         )
@@ -92,8 +94,16 @@ def sweep_tallies(m: Memo, changes: dict) -> tuple[dict[str, Tally], list[tuple]
             t = tallies[g]
             t.overlap_hyp = getattr(t, "overlap_hyp", 0.0) + o["hypothesis"]  # type: ignore[attr-defined]
         rows.append(
-            (it.uri, it.group, round(100 * d.der, 1), speakers_heard(it.ref), len({h[2] for h in hyp}),
-             round(o["reference"], 1), round(o["both"], 1), round(o["hypothesis"], 1))
+            (
+                it.uri,
+                it.group,
+                round(100 * d.der, 1),
+                speakers_heard(it.ref),
+                len({h[2] for h in hyp}),
+                round(o["reference"], 1),
+                round(o["both"], 1),
+                round(o["hypothesis"], 1),
+            )
         )
     return tallies, rows
 
@@ -119,6 +129,7 @@ def logo(m: Memo, name: str, values: list) -> None:
         print("    files:", " ".join(files))
     print(f"# leave one group out: {name} chosen by pooled DER on the other groups")
     for g in groups:
+
         def pooled(v: str, g: str = g) -> float:
             t = Tally()
             for h in groups:
@@ -127,6 +138,7 @@ def logo(m: Memo, name: str, values: list) -> None:
                     for f in ("missed", "false_alarm", "confusion", "total"):
                         setattr(t, f, getattr(t, f) + getattr(x, f))
             return t.der
+
         best = min(results, key=pooled)
         base = results[repr(values[0])][0][g]
         print(

@@ -152,7 +152,15 @@ def _head(source: str, first_line: bytes) -> bytes:
 
 
 _RECORD_COMMANDS = (
-    "diarize", "voices", "faces", "sight", "memorize", "link", "abstract", "index", "validate"
+    "diarize",
+    "voices",
+    "faces",
+    "sight",
+    "memorize",
+    "link",
+    "abstract",
+    "index",
+    "validate",
 )
 _VALUED_GLOBALS = ("--config", "--cache-dir", "--device")
 

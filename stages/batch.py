@@ -429,8 +429,9 @@ def run_batch(
                 report.error = str(exc) if isinstance(exc, M3Error) else _one_line(exc)
                 if (reason := store_failure(str(exc))) is not None:
                     # no bucket, no credentials, no endpoint: no video can land; stop now, one line
-                    journal.append({"video": result.video, "path": result.path, "status": "failed",
-                                    "error": reason})
+                    journal.append(
+                        {"video": result.video, "path": result.path, "status": "failed", "error": reason}
+                    )
                     raise M3Error(f"{mask_credentials(str(memory))}: {reason}") from None
         else:
             report.error = result.error

@@ -38,7 +38,10 @@ def batch(*args, cache: Path, env: dict | None = None, **kw) -> subprocess.Compl
     full = {**os.environ, **OFFLINE, "M3_CACHE": str(cache), **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "m3cli", "batch", *map(os.fsdecode, args)],
-        capture_output=True, env=full, timeout=600, **kw,
+        capture_output=True,
+        env=full,
+        timeout=600,
+        **kw,
     )
 
 
@@ -56,8 +59,12 @@ def test_inputs_expand_folders_and_manifests(tmp_path):
     (tmp_path / "list.jsonl").write_text('{"path": "in/sub/c.webm"}\n{"path": "f.mov"}\n')
     got = expand_inputs([tmp_path / "in", tmp_path / "list.txt", tmp_path / "list.jsonl", "g.mp4"])
     assert got == [
-        tmp_path / "in" / "a.MKV", tmp_path / "in" / "b.mp4", tmp_path / "in" / "sub" / "c.webm",
-        Path("/abs/e.mp4"), tmp_path / "f.mov", Path("g.mp4"),
+        tmp_path / "in" / "a.MKV",
+        tmp_path / "in" / "b.mp4",
+        tmp_path / "in" / "sub" / "c.webm",
+        Path("/abs/e.mp4"),
+        tmp_path / "f.mov",
+        Path("g.mp4"),
     ]
 
 
@@ -83,8 +90,11 @@ def test_batch_indexes_good_videos_reports_bad_ones_and_resumes(tmp_path, pieces
     assert proc.returncode == 1, proc.stderr.decode()[-2000:]
     rows = {Path(r["path"]).name: r for r in report_of(report)}
     assert {n: r["status"] for n, r in rows.items()} == {
-        "broken.mp4": "failed", "repeat.mp4": "duplicate",
-        "piece0.mp4": "indexed", "piece1.mp4": "indexed", "piece2.mp4": "indexed",
+        "broken.mp4": "failed",
+        "repeat.mp4": "duplicate",
+        "piece0.mp4": "indexed",
+        "piece1.mp4": "indexed",
+        "piece2.mp4": "indexed",
     }
     assert "broken.mp4" in rows["broken.mp4"]["error"]
     err = proc.stderr.decode()
@@ -106,7 +116,10 @@ def test_batch_indexes_good_videos_reports_bad_ones_and_resumes(tmp_path, pieces
     full = {**os.environ, **OFFLINE, "M3_CACHE": str(shared_cache)}
     victim = subprocess.Popen(
         [sys.executable, "-m", "m3cli", "-q", "batch", manifest, "-o", resumed, *FAST],
-        env=full, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=full,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and victim.poll() is None:
@@ -139,8 +152,18 @@ def test_ray_engine_builds_the_local_engines_memory(tmp_path, pieces, shared_cac
     proc = batch(manifest, "-o", local, *FAST, cache=shared_cache)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     proc = batch(
-        manifest, "-o", ray_mem, "--engine", "ray", "--jobs", "2", "--report", tmp_path / "r.jsonl", *FAST,
-        cache=shared_cache, env={"RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"},
+        manifest,
+        "-o",
+        ray_mem,
+        "--engine",
+        "ray",
+        "--jobs",
+        "2",
+        "--report",
+        tmp_path / "r.jsonl",
+        *FAST,
+        cache=shared_cache,
+        env={"RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"},
         cwd=tmp_path,  # a user's directory: Ray puts it first on each worker's sys.path
     )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
@@ -156,13 +179,15 @@ def test_cron_wrapper_runs_under_crons_minimal_environment(tmp_path, pieces, sha
     m3 = Path(sys.executable).parent / "m3"
     env = ["env", "-i", "PATH=/usr/bin:/bin", f"M3={m3}", f"M3_CACHE={shared_cache}"]
     script = ROOT / "examples" / "cron_batch.sh"
-    proc = subprocess.run([*env, "/bin/bash", script, inbox, memory], capture_output=True, timeout=600,
-                          cwd="/")
+    proc = subprocess.run(
+        [*env, "/bin/bash", script, inbox, memory], capture_output=True, timeout=600, cwd="/"
+    )
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]
     assert len(memory_rows(memory)["clips"]) == 1
     (inbox / "broken.mp4").write_bytes(b"not a video")
-    proc = subprocess.run([*env, "/bin/bash", script, inbox, memory], capture_output=True, timeout=600,
-                          cwd="/")
+    proc = subprocess.run(
+        [*env, "/bin/bash", script, inbox, memory], capture_output=True, timeout=600, cwd="/"
+    )
     assert proc.returncode == 1
     assert b"broken.mp4" in proc.stderr
 

@@ -18,8 +18,9 @@ ROOT = Path(__file__).parent.parent
 
 def m3(*args: str, cache: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "M3_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "m3cli", *args], capture_output=True, text=True, env=env,
-                          cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "m3cli", *args], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600
+    )
 
 
 def test_identity_from_file_name():

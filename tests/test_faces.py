@@ -51,8 +51,14 @@ class CountingDlib(DlibFaceModel):
 
 def m3(*args: str, cache: Path, stdin: bytes | None = None) -> subprocess.CompletedProcess:
     env = {**os.environ, "M3_CACHE": str(cache), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "m3cli", *args], input=stdin, capture_output=True, env=env,
-                          cwd=ROOT, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "m3cli", *args],
+        input=stdin,
+        capture_output=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -131,8 +137,13 @@ def test_threshold_change_replays_from_cache(fixture_run, cache_dir):
     again = run_faces(records, model, FacesConfig(recluster=True), RunContext(cache=cache), counters)
     assert model.calls == 0 and counters.cache_hits == 2
     assert [r.to_json() for r in again] == [r.to_json() for r in out]
-    strict = run_faces(records, model, FacesConfig(threshold=0.3, min_sharpness=0.5, max_snapshots=3),
-                       RunContext(cache=cache), counters)
+    strict = run_faces(
+        records,
+        model,
+        FacesConfig(threshold=0.3, min_sharpness=0.5, max_snapshots=3),
+        RunContext(cache=cache),
+        counters,
+    )
     assert model.calls == 0 and counters.cache_hits == 4
     assert model._nets is None, "no weights were even loaded"
     # a stricter threshold splits identities (the detections themselves are unchanged)
@@ -156,8 +167,12 @@ def test_cli_rerun_is_byte_identical(fixture_run, cache_dir, tmp_path):
 
 def test_hamilton_has_a_face(tmp_path):
     cache = Cache(tmp_path)
-    out = run_faces(segment_video(HAMILTON, SegmentConfig(), cache), DlibFaceModel(), FacesConfig(),
-                    RunContext(cache=cache))
+    out = run_faces(
+        segment_video(HAMILTON, SegmentConfig(), cache),
+        DlibFaceModel(),
+        FacesConfig(),
+        RunContext(cache=cache),
+    )
     tracks = out[0].faces.tracks
     assert len(tracks) >= 1 and tracks[0].face_id == "<face_1>"
     assert tracks[0].detections >= 10  # Lin-Manuel Miranda speaks through most of the clip
@@ -223,8 +238,10 @@ def test_bad_inputs_give_clear_errors(fixture_run, tmp_path):
         (["--model-dir", str(tmp_path / "nope")], "dlib face model files missing"),
         (["--detector", "yolo"], "unknown dlib detector 'yolo'"),
         (["--fps", "0"], "--fps must be a positive number"),
-        (["--backend", "insightface", "--model-dir", str(tmp_path / "no_pack")],
-         "insightface model pack not found"),
+        (
+            ["--backend", "insightface", "--model-dir", str(tmp_path / "no_pack")],
+            "insightface model pack not found",
+        ),
     ]:
         res = m3("faces", *args, cache=tmp_path / "fresh", stdin=clip)
         assert res.returncode == 1, (args, res.stderr)
@@ -249,10 +266,11 @@ def _standin_pack(folder: Path) -> Path:
     rng = np.random.default_rng(0)
     inits, nodes, outputs = [], [], {"score": [], "bbox": [], "kps": []}
     width = {"score": 1, "bbox": 4, "kps": 10}
-    template = np.array([[-.5, -.4], [.5, -.4], [0, 0], [-.4, .5], [.4, .5]], np.float32).reshape(-1)
+    template = np.array([[-0.5, -0.4], [0.5, -0.4], [0, 0], [-0.4, 0.5], [0.4, 0.5]], np.float32).reshape(-1)
     for s in (8, 16, 32):
-        nodes.append(helper.make_node("AveragePool", ["input.1"], [f"pool{s}"], kernel_shape=[s, s],
-                                      strides=[s, s]))
+        nodes.append(
+            helper.make_node("AveragePool", ["input.1"], [f"pool{s}"], kernel_shape=[s, s], strides=[s, s])
+        )
         for kind, ch in (("score", 2), ("bbox", 8), ("kps", 20)):
             w = np.zeros((ch, 3, 1, 1), np.float32)
             b = np.zeros(ch, np.float32)
@@ -263,8 +281,11 @@ def _standin_pack(folder: Path) -> Path:
             else:
                 b[:] = np.concatenate([template, template])
                 w[:] = rng.normal(0, 1e-3, w.shape)
-            inits += [numpy_helper.from_array(w, f"w_{kind}{s}"), numpy_helper.from_array(b, f"b_{kind}{s}"),
-                      numpy_helper.from_array(np.array([-1, width[kind]], np.int64), f"shape_{kind}{s}")]
+            inits += [
+                numpy_helper.from_array(w, f"w_{kind}{s}"),
+                numpy_helper.from_array(b, f"b_{kind}{s}"),
+                numpy_helper.from_array(np.array([-1, width[kind]], np.int64), f"shape_{kind}{s}"),
+            ]
             op = {"score": "Sigmoid", "bbox": "Softplus", "kps": "Identity"}[kind]
             nodes += [
                 helper.make_node("Conv", [f"pool{s}", f"w_{kind}{s}", f"b_{kind}{s}"], [f"c_{kind}{s}"]),
@@ -272,22 +293,32 @@ def _standin_pack(folder: Path) -> Path:
                 helper.make_node("Reshape", [f"t_{kind}{s}", f"shape_{kind}{s}"], [f"r_{kind}{s}"]),
                 helper.make_node(op, [f"r_{kind}{s}"], [f"{kind}_{s}"]),
             ]
-            outputs[kind].append(helper.make_tensor_value_info(f"{kind}_{s}", TensorProto.FLOAT,
-                                                               [f"n{s}", width[kind]]))
-    graph = helper.make_graph(nodes, "scrfd", [helper.make_tensor_value_info("input.1", TensorProto.FLOAT,
-                                                                              [1, 3, "?", "?"])],
-                              outputs["score"] + outputs["bbox"] + outputs["kps"], inits)
+            outputs[kind].append(
+                helper.make_tensor_value_info(f"{kind}_{s}", TensorProto.FLOAT, [f"n{s}", width[kind]])
+            )
+    graph = helper.make_graph(
+        nodes,
+        "scrfd",
+        [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [1, 3, "?", "?"])],
+        outputs["score"] + outputs["bbox"] + outputs["kps"],
+        inits,
+    )
     det = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     det.ir_version = 8
     checker.check_model(det)
     save(det, str(folder / "det_standin.onnx"))
     w = rng.normal(0, 1, (3 * 16 * 16, 512)).astype(np.float32)
     graph = helper.make_graph(
-        [helper.make_node("AveragePool", ["input.1"], ["p"], kernel_shape=[7, 7], strides=[7, 7]),
-         helper.make_node("Reshape", ["p", "s"], ["f"]), helper.make_node("MatMul", ["f", "W"], ["683"])],
-        "arcface", [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [1, 3, 112, 112])],
+        [
+            helper.make_node("AveragePool", ["input.1"], ["p"], kernel_shape=[7, 7], strides=[7, 7]),
+            helper.make_node("Reshape", ["p", "s"], ["f"]),
+            helper.make_node("MatMul", ["f", "W"], ["683"]),
+        ],
+        "arcface",
+        [helper.make_tensor_value_info("input.1", TensorProto.FLOAT, [1, 3, 112, 112])],
         [helper.make_tensor_value_info("683", TensorProto.FLOAT, [1, 512])],
-        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.array([1, -1], np.int64), "s")])
+        [numpy_helper.from_array(w, "W"), numpy_helper.from_array(np.array([1, -1], np.int64), "s")],
+    )
     rec = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     rec.ir_version = 8
     checker.check_model(rec)

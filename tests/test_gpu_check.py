@@ -49,8 +49,9 @@ def test_no_gpu_is_one_clear_line_and_success(tmp_path):
 
 @needs_cpu_only
 def test_no_gpu_wins_over_the_options_that_need_one(tmp_path):
-    out = _run("--venv", str(tmp_path / "v"), "--insightface-dir", str(tmp_path), "--budget", "60",
-               tmp_path=tmp_path)
+    out = _run(
+        "--venv", str(tmp_path / "v"), "--insightface-dir", str(tmp_path), "--budget", "60", tmp_path=tmp_path
+    )
     assert out.returncode == 0 and out.stdout.startswith("gpu_check: no GPU:")
     assert not (tmp_path / "v").exists()
 
@@ -74,7 +75,10 @@ def test_each_path_prints_one_line_when_cuda_is_missing(tmp_path):
     env = {**os.environ, "M3_INSIGHTFACE_DIR": "", "M3_PYANNOTE_DIR": "", "M3_ALIGN_MODEL": ""}
     out = subprocess.run(
         [sys.executable, str(PATHS), "--insightface-dir", str(tmp_path / "no_pack"), "--budget", "120"],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     lines = dict(line.split(None, 1) for line in out.stdout.strip().splitlines())
     assert list(lines) == ["faces", "whisperx", "pyannote", "embed"], out.stdout + out.stderr

@@ -25,8 +25,12 @@ def test_user_dependencies_hold_no_dev_tools():
 
 def test_install_script_installs_dev_tools_only_when_asked():
     def plan(*args: str) -> str:
-        proc = subprocess.run(["bash", ROOT / "scripts" / "install.sh", "/tmp/v", *args, "--dry-run"],
-                              capture_output=True, text=True, check=True)
+        proc = subprocess.run(
+            ["bash", ROOT / "scripts" / "install.sh", "/tmp/v", *args, "--dry-run"],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         return proc.stdout.splitlines()[-1]
 
     assert plan().endswith("pip install .") and "[dev]" not in plan()

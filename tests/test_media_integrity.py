@@ -32,8 +32,10 @@ def jsonl(records) -> bytes:
 
 def negative_start_ts(src: Path, out: Path, shift_s: float = -3.6) -> Path:
     """Remux ``src`` into MPEG-TS with every timestamp moved by ``shift_s`` (no re-encoding)."""
-    with av.open(str(src)) as inp, av.open(str(out), "w", format="mpegts",
-                                           options={"avoid_negative_ts": "disabled"}) as dst:
+    with (
+        av.open(str(src)) as inp,
+        av.open(str(out), "w", format="mpegts", options={"avoid_negative_ts": "disabled"}) as dst,
+    ):
         streams = {s.index: dst.add_stream_from_template(s) for s in inp.streams}
         for packet in inp.demux():
             if packet.dts is None:
@@ -174,7 +176,9 @@ def test_an_in_place_edit_with_size_and_mtime_restored_is_noticed(tmp_path, vide
         fh.write(data)
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert (path.stat().st_size, path.stat().st_mtime_ns, path.stat().st_ino) == (
-        st.st_size, st.st_mtime_ns, st.st_ino
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ino,
     )
     with pytest.raises(InputError, match="not the video these records were made from"):
         media.source_path(recs[0].video, cache)
@@ -194,8 +198,11 @@ def test_an_in_place_edit_with_size_and_mtime_restored_is_noticed(tmp_path, vide
     ],
 )
 def test_validate_refuses_clip_bounds_outside_the_video(clip, reason):
-    rec = {"schema": "m3.clip/1", "video": {"id": "0b5ff4c55a4cd69f", "path": str(HAMILTON),
-                                            "duration": 10.02}, "clip": clip}
+    rec = {
+        "schema": "m3.clip/1",
+        "video": {"id": "0b5ff4c55a4cd69f", "path": str(HAMILTON), "duration": 10.02},
+        "clip": clip,
+    }
     proc = run_m3("validate", input=jsonl([rec]))
     assert proc.returncode == 1 and proc.stdout == b""
     [line] = proc.stderr.decode().strip().splitlines()

@@ -44,8 +44,9 @@ def _namespace_prefix() -> list[str] | None:
     target = tempfile.mkdtemp(prefix="m3-tmpfs-probe-")
     try:
         for prefix in (["unshare", "--user", "--map-root-user", "--mount"], ["unshare", "--mount"]):
-            probe = subprocess.run([*prefix, "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", target],
-                                   capture_output=True)
+            probe = subprocess.run(
+                [*prefix, "mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", target], capture_output=True
+            )
             if probe.returncode == 0:
                 return prefix
     finally:
@@ -66,8 +67,13 @@ def in_small_fs(mount: Path, size: str, script: str, tmp_path: Path) -> str:
     body += textwrap.dedent(script)
     (tmp_path / "script.sh").write_text(body)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONSAFEPATH": "1"}
-    proc = subprocess.run([*NAMESPACE, "sh", str(tmp_path / "script.sh")], capture_output=True, env=env,
-                          cwd=tmp_path, timeout=600)
+    proc = subprocess.run(
+        [*NAMESPACE, "sh", str(tmp_path / "script.sh")],
+        capture_output=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr.decode()
     return proc.stdout.decode()
 
@@ -79,11 +85,14 @@ def fill(mount: Path) -> str:
 @needs_small_fs
 def test_disk_full_under_the_cache_is_one_error_line(tmp_path):
     mnt = tmp_path / "mnt"
-    script = fill(mnt) + f"""
+    script = (
+        fill(mnt)
+        + f"""
         M3_CACHE={mnt}/cache $M3 segment {shlex.quote(str(HAMILTON))} > out.jsonl 2> err.txt
         echo "rc=$?"
         find {mnt}/cache -name '.tmp-*' | wc -l
     """
+    )
     printed = in_small_fs(mnt, "1m", script, tmp_path).split()
     assert printed == ["rc=1", "0"]  # failed, no half-written entries left
     [line] = (tmp_path / "err.txt").read_text().strip().splitlines()
@@ -104,10 +113,10 @@ def test_disk_full_under_index_keeps_the_previous_memory(tmp_path, embedder, ctx
     )
     script_full = f"""
         $M3 index -o {mnt}/mem.lance small.jsonl 2> /dev/null; echo "small rc=$?"
-        {sys.executable} -c "{count.format(f'{mnt}/mem.lance')}"
+        {sys.executable} -c "{count.format(f"{mnt}/mem.lance")}"
         {fill(mnt)}
         $M3 index -o {mnt}/mem.lance more.jsonl 2> err_more.txt; echo "more rc=$?"
-        {sys.executable} -c "{count.format(f'{mnt}/mem.lance')}"
+        {sys.executable} -c "{count.format(f"{mnt}/mem.lance")}"
         $M3 index -o {mnt}/new.lance more.jsonl 2> err_new.txt; echo "new rc=$?"
         test -e {mnt}/new.lance && echo "new left behind" || echo "new gone"
     """
@@ -152,8 +161,13 @@ def test_two_indexers_on_a_new_dataset_both_land(tmp_path, embedder, ctx, cache_
     out = tmp_path / "new.lance"
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     procs = [
-        subprocess.Popen([sys.executable, "-m", "m3cli", "index", "-o", str(out), str(tmp_path / f)],
-                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
+        subprocess.Popen(
+            [sys.executable, "-m", "m3cli", "index", "-o", str(out), str(tmp_path / f)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+        )
         for f in ("a.jsonl", "b.jsonl")
     ]
     results = [(p.wait(timeout=600), p.stderr.read().decode()) for p in procs]

@@ -148,8 +148,10 @@ def test_clips_with_a_few_seconds_of_speech_still_split_two_speakers():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("uri, rttm, uem, least", [("trn09", "debug.train.rttm", "debug.train.uem", 5.0),
-                                                   ("sample", "sample.rttm", None, 1.0)])
+@pytest.mark.parametrize(
+    "uri, rttm, uem, least",
+    [("trn09", "debug.train.rttm", "debug.train.uem", 5.0), ("sample", "sample.rttm", None, 1.0)],
+)
 def test_an_overlaps_second_speaker_is_the_chunks_other_local_speaker(uri, rttm, uem, least):
     """Overlapped speech gets as its second speaker the cluster that the chunk's other local speaker
     maps to, else the one heard nearby, else the clip's most heard other: trn09 (13.2 s of reference

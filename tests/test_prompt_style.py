@@ -85,8 +85,9 @@ def test_memorize_m3_agent_style_repairs_foreign_ids_echoes_and_unseen_pairs(ser
     }
     prose_only = {"episodic": ["Someone talks about coffee"], "semantic": []}  # names no one
     server.script(json.dumps(bad), json.dumps(prose_only), json.dumps(AGENT_MEMORY))
-    [out] = memorize_records([talk()], MemorizeConfig(frames=0, jobs=1, prompt_style="m3-agent"),
-                             client_for(server))
+    [out] = memorize_records(
+        [talk()], MemorizeConfig(frames=0, jobs=1, prompt_style="m3-agent"), client_for(server)
+    )
     assert out.memory.source == "llm" and not out.errors
     first, second = (b["messages"][-1]["content"] for b in server.chat_requests[1:])
     assert "placeholder 'sentences'" in first and "<face_7>, not in this clip" in first
@@ -100,13 +101,20 @@ def test_memorize_styles_do_not_share_cache_entries(server, tmp_path):
     from m3cli.stages.core.common import RunContext
 
     cache = Cache(tmp_path / "cache")
-    m3_reply = {"episodic": [{"text": "<face_1> waves", "start": 1.0, "end": 2.0}], "semantic": [],
-                "equivalences": []}
+    m3_reply = {
+        "episodic": [{"text": "<face_1> waves", "start": 1.0, "end": 2.0}],
+        "semantic": [],
+        "equivalences": [],
+    }
     server.script(json.dumps(m3_reply), json.dumps(AGENT_MEMORY))
     run = RunContext(cache=cache)
     [a] = memorize_records([talk(cache=cache)], MemorizeConfig(frames=0, jobs=1), client_for(server), run)
-    [b] = memorize_records([talk(cache=cache)], MemorizeConfig(frames=0, jobs=1, prompt_style="m3-agent"),
-                           client_for(server), run)
+    [b] = memorize_records(
+        [talk(cache=cache)],
+        MemorizeConfig(frames=0, jobs=1, prompt_style="m3-agent"),
+        client_for(server),
+        run,
+    )
     assert len(server.chat_requests) == 2
     assert (a.memory.prompt_version, b.memory.prompt_version) == (MP.PROMPT_VERSION, MP.AGENT_PROMPT_VERSION)
     with pytest.raises(InputError, match="--prompt-style must be one of m3, m3-agent"):
@@ -131,7 +139,9 @@ def test_ask_m3_agent_style_uses_the_paper_instruction_and_action_content_replie
     assert rec["prompt_version"] == P.AGENT_PROMPT_VERSION and rec["config"]["prompt_style"] == "m3-agent"
     steps = rec["trajectory"]
     assert [(s["tool"], s["error"] is None) for s in steps] == [
-        ("search", True), (None, False), ("answer", True)
+        ("search", True),
+        (None, False),
+        ("answer", True),
     ]
     assert steps[0]["query"] == "Who likes coffee" and steps[0]["results"]
     assert steps[0]["reasoning"] == "I need to know who drinks coffee."

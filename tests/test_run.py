@@ -38,8 +38,15 @@ def _sh(command: str, cache) -> bytes:
 
 def test_set_options_build_each_stage_config():
     config = pipeline_config(
-        assignments(["faces.fps=2", "diarize.cluster.threshold=0.4", "segment.clip_seconds=4",
-                     "diarize.model=/models/whisper small", "abstract.check=true"]),
+        assignments(
+            [
+                "faces.fps=2",
+                "diarize.cluster.threshold=0.4",
+                "segment.clip_seconds=4",
+                "diarize.model=/models/whisper small",
+                "abstract.check=true",
+            ]
+        ),
         until="faces",
     )
     assert config.faces.fps == 2.0 and config.diarize.cluster.threshold == 0.4

@@ -42,9 +42,15 @@ def embed_server():
 
 def m3_env(s3_env: dict, embed_server: FakeOpenAI, cache) -> dict:
     return {
-        **os.environ, **s3_env, "M3_CACHE": str(cache), "HF_HUB_OFFLINE": "1",
-        "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": "",
-        "M3_EMBED_BACKEND": "openai", "M3_EMBED_BASE_URL": embed_server.url, "M3_EMBED_MODEL": "fake-embed",
+        **os.environ,
+        **s3_env,
+        "M3_CACHE": str(cache),
+        "HF_HUB_OFFLINE": "1",
+        "M3_LLM_BASE_URL": "",
+        "M3_LLM_MODEL": "",
+        "M3_EMBED_BACKEND": "openai",
+        "M3_EMBED_BASE_URL": embed_server.url,
+        "M3_EMBED_MODEL": "fake-embed",
     }
 
 
@@ -58,8 +64,11 @@ def run(env: dict, *args) -> subprocess.CompletedProcess:
 
 def _records(path) -> None:
     recs = [
-        clip(i, {"<face_1>": [(30.0 * i, 30.0 * i + 10)]},
-             [("<voice_1>", 30.0 * i + 0.5, 30.0 * i + 9.5, "Hello, my name is Anna. I grow tomatoes.")])
+        clip(
+            i,
+            {"<face_1>": [(30.0 * i, 30.0 * i + 10)]},
+            [("<voice_1>", 30.0 * i + 0.5, 30.0 * i + 9.5, "Hello, my name is Anna. I grow tomatoes.")],
+        )
         for i in range(3)
     ]
     recs = memorize_records(recs, MemorizeConfig())

@@ -22,13 +22,7 @@ SIGHT = DATA / "sight"
 COFFEE = SIGHT / "video" / "sam2_04_coffee.mp4"
 # Big Buck Bunny (CC BY 3.0) is not committed: it is read from the shared media folder where present.
 BBB = next(
-    (
-        p
-        for p in (
-            SHARED_MEDIA / "sight" / "video" / "big_buck_bunny_0_30.webm",
-        )
-        if p.is_file()
-    ),
+    (p for p in (SHARED_MEDIA / "sight" / "video" / "big_buck_bunny_0_30.webm",) if p.is_file()),
     None,
 )
 

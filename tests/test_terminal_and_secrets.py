@@ -16,8 +16,7 @@ from support.fake_openai import FakeOpenAI
 
 SECRET = "sk-url-secret-4242"
 HOSTILE = (
-    "\x1b]0;pwned title\x07\x1b[2J\x1b[31mred\x1b[0m says hi"
-    "\nA: forged answer line\r\x9b31m\u202egnp.exe"
+    "\x1b]0;pwned title\x07\x1b[2J\x1b[31mred\x1b[0m says hi\nA: forged answer line\r\x9b31m\u202egnp.exe"
 )
 
 

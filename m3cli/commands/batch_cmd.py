@@ -39,8 +39,10 @@ def _clock(seconds: float | None) -> str:
 def batch(
     ctx: typer.Context,
     inputs: list[str] = typer.Argument(
-        ..., help="Videos, folders (searched recursively) and manifests (.txt/.list: a path per line; "
-        ".jsonl: {\"path\": ...} per line).", show_default=False
+        ...,
+        help="Videos, folders (searched recursively) and manifests (.txt/.list: a path per line; "
+        '.jsonl: {"path": ...} per line).',
+        show_default=False,
     ),
     output: str = typer.Option(..., "--output", "-o", help="The memory: a directory or s3:// URI."),
     jobs: int = typer.Option(1, "--jobs", "-j", help="Worker processes (local engine) or concurrent tasks."),
@@ -105,8 +107,14 @@ def batch(
         from m3cli.stages.batch_ray import RayEngine
 
         runner = RayEngine(
-            config, settings, address=address, jobs=jobs, cpus_per_task=cpus_per_task,
-            gpus_per_task=gpus_per_task, retries=retries, log_level=worker_log,
+            config,
+            settings,
+            address=address,
+            jobs=jobs,
+            cpus_per_task=cpus_per_task,
+            gpus_per_task=gpus_per_task,
+            retries=retries,
+            log_level=worker_log,
         )
     else:
         raise InputError(f"--engine must be local or ray, got {engine!r}")

@@ -19,6 +19,7 @@ Examples:
   m3 eval faces photos/ --threshold 0.5
 """
 
+
 def faces(
     ctx: typer.Context,
     source: Path = typer.Argument(
@@ -27,8 +28,7 @@ def faces(
         show_default=False,
     ),
     truth: Path | None = typer.Option(
-        None, "--truth",
-        help="Truth JSON for a video: turns [{person, start, end}]."
+        None, "--truth", help="Truth JSON for a video: turns [{person, start, end}]."
     ),
     backend: str = options.stage_option(FacesConfig, "backend", help="Face backend: dlib or insightface."),
     threshold: float | None = options.stage_option(
@@ -56,8 +56,10 @@ def faces(
     for mode in ("online", "batch"):
         if mode in report:
             s = report[mode]
-            echo(f"{mode:6s} items={s['items']} identities={s['identities']} clusters={s['clusters']} "
-                       f"purity={s['purity']:.3f} false_merges={s['false_merges']} splits={s['splits']}")
+            echo(
+                f"{mode:6s} items={s['items']} identities={s['identities']} clusters={s['clusters']} "
+                f"purity={s['purity']:.3f} false_merges={s['false_merges']} splits={s['splits']}"
+            )
     for name, why in sorted(report.get("skipped", {}).items()):
         echo(f"skipped {safe(name)}: {safe(why)}")
 

@@ -28,6 +28,7 @@ Stage options: --set STAGE.OPTION=VALUE (repeatable), or [pipeline.STAGE] tables
 e.g. [pipeline.faces] fps = 2. Records and caches are the same as the shell pipe's.
 """
 
+
 def run(
     ctx: typer.Context,
     videos: list[str] = typer.Argument(None, help="Video files.", show_default=False),
@@ -38,8 +39,10 @@ def run(
         help="The memory (directory or s3:// URI); with --until before index, a JSONL file (default stdout).",
     ),
     until: str = typer.Option(
-        "index", "--until", "-u", help="Last stage to run: segment, diarize, voices, faces, memorize, "
-        "link, abstract or index."
+        "index",
+        "--until",
+        "-u",
+        help="Last stage to run: segment, diarize, voices, faces, memorize, link, abstract or index.",
     ),
     sets: list[str] = typer.Option(None, "--set", "-s", help=SET_HELP),
     clip_seconds: float | None = typer.Option(None, "--clip-seconds", "-l", help="segment.clip_seconds"),

@@ -116,9 +116,17 @@ class DlibFaceModel:
     threshold = 0.6
     min_score = 0.0  # HOG SVM margin / MMOD confidence; dlib's own default cut-off
 
-    def __init__(self, detector: str = "hog", upsample: int = 0, detect_side: int | None = 960,
-                 model_dir: str | Path | None = None, device: str = "cpu", jitters: int = 0,
-                 detect_every: int = 1, embed_every: int = 1) -> None:
+    def __init__(
+        self,
+        detector: str = "hog",
+        upsample: int = 0,
+        detect_side: int | None = 960,
+        model_dir: str | Path | None = None,
+        device: str = "cpu",
+        jitters: int = 0,
+        detect_every: int = 1,
+        embed_every: int = 1,
+    ) -> None:
         if detector not in DETECTORS:
             raise M3Error(f"unknown dlib detector {detector!r}; valid: {', '.join(DETECTORS)}")
         if upsample < 0 or upsample > 3:
@@ -173,9 +181,15 @@ class DlibFaceModel:
         return f"dlib-{dlib.__version__}/{files_fingerprint(self._files)}"
 
     def config(self) -> dict[str, Any]:
-        return {"detector": self.detector, "upsample": self.upsample, "detect_side": self.detect_side,
-                "jitters": self.jitters, "mouth": self.has_mouth, "detect_every": self.detect_every,
-                "embed_every": self.embed_every}
+        return {
+            "detector": self.detector,
+            "upsample": self.upsample,
+            "detect_side": self.detect_side,
+            "jitters": self.jitters,
+            "mouth": self.has_mouth,
+            "detect_every": self.detect_every,
+            "embed_every": self.embed_every,
+        }
 
     def score_quality(self, score: float) -> float:
         # HOG margins of clear frontal faces sit around 1..3, MMOD confidences around 1..1.2.
@@ -197,8 +211,9 @@ class DlibFaceModel:
                 self._nets = (det, shape, rec)
                 if self.has_mouth:
                     self._mouth_net = dlib.shape_predictor(str(self.model_dir / SHAPE_68))
-                log.info("loaded dlib %s detector + ResNet in %.2fs", self.detector,
-                         time.monotonic() - started)
+                log.info(
+                    "loaded dlib %s detector + ResNet in %.2fs", self.detector, time.monotonic() - started
+                )
             return self._nets
 
     def _detect_rects(self, det: Any, image: np.ndarray) -> list[tuple[Box, float]]:
@@ -225,8 +240,12 @@ class DlibFaceModel:
                 found.append(((r.left(), r.top(), r.right() + 1, r.bottom() + 1), float(s)))
         out = []
         for (x0, y0, x1, y1), s in found:
-            box = (max(0.0, x0 / scale), max(0.0, y0 / scale),
-                   min(float(w), x1 / scale), min(float(h), y1 / scale))
+            box = (
+                max(0.0, x0 / scale),
+                max(0.0, y0 / scale),
+                min(float(w), x1 / scale),
+                min(float(h), y1 / scale),
+            )
             if box[2] - box[0] >= 2 and box[3] - box[1] >= 2:
                 out.append((box, s))
         return out
@@ -261,10 +280,17 @@ class DlibFaceModel:
                     self._embed_window(ended)
                 tracks = []
             due = since_search + 1
-            search = cut or due >= max(SEARCH_AT_LEAST, self.detect_every) or (
-                due >= self.detect_every
-                and (searched is None or self.detect_every == 1
-                     or _changed_elsewhere(thumb, searched, tracks, image.shape))
+            search = (
+                cut
+                or due >= max(SEARCH_AT_LEAST, self.detect_every)
+                or (
+                    due >= self.detect_every
+                    and (
+                        searched is None
+                        or self.detect_every == 1
+                        or _changed_elsewhere(thumb, searched, tracks, image.shape)
+                    )
+                )
             )
             since_search = 0 if search else since_search + 1
             found: list[tuple[Box, float, _Track | None]]
@@ -274,8 +300,11 @@ class DlibFaceModel:
                 search, since_search = True, 0
             if search:
                 followed = {id(track) for _, _, track in found}
-                fresh = [(box, score) for box, score in self._detect_rects(det, seen)
-                         if all(_iou(box, f[0]) < TRACK_MIN_IOU for f in found)]
+                fresh = [
+                    (box, score)
+                    for box, score in self._detect_rects(det, seen)
+                    if all(_iou(box, f[0]) < TRACK_MIN_IOU for f in found)
+                ]
                 found += _link(fresh, [track for track in tracks if id(track) not in followed])
                 searched = thumb
             continued = {id(track) for _, _, track in found if track is not None}
@@ -301,13 +330,24 @@ class DlibFaceModel:
         for track in tracks:
             self._embed_window(track)
         return [
-            sort_detections([Detection(box=r["box"], score=r["score"], embedding=r["embedding"],
-                                       landmarks=r["landmarks"], mouth=r["mouth"]) for r in frame_rows])
+            sort_detections(
+                [
+                    Detection(
+                        box=r["box"],
+                        score=r["score"],
+                        embedding=r["embedding"],
+                        landmarks=r["landmarks"],
+                        mouth=r["mouth"],
+                    )
+                    for r in frame_rows
+                ]
+            )
             for frame_rows in rows
         ]
 
-    def _measure(self, image: np.ndarray, seen: np.ndarray, box: Box, score: float,
-                 to_beat: float | None) -> dict[str, Any]:
+    def _measure(
+        self, image: np.ndarray, seen: np.ndarray, box: Box, score: float, to_beat: float | None
+    ) -> dict[str, Any]:
         """Landmarks, mouth opening and quality of one face box (its descriptor comes per window).
 
         With the 68-point model one landmark fit serves both: the eye corners and the nose bottom it
@@ -329,12 +369,19 @@ class DlibFaceModel:
             pts = np.array([(p.x, p.y) for p in self._load()[1](image, rect).parts()], dtype=np.float32)
         eyes = sorted([pts[0:2].mean(axis=0), pts[2:4].mean(axis=0)], key=lambda p: float(p[0]))
         landmarks = np.stack([eyes[0], eyes[1], pts[4]]).astype(np.float32)
-        return {"box": tuple(float(v) for v in box), "score": score, "embedding": None,
-                "landmarks": landmarks, "mouth": mouth,
-                "quality": self._quality(seen, box, score, landmarks, to_beat), "face": (image, rect)}
+        return {
+            "box": tuple(float(v) for v in box),
+            "score": score,
+            "embedding": None,
+            "landmarks": landmarks,
+            "mouth": mouth,
+            "quality": self._quality(seen, box, score, landmarks, to_beat),
+            "face": (image, rect),
+        }
 
-    def _quality(self, seen: np.ndarray, box: Box, score: float, landmarks: np.ndarray,
-                 to_beat: float | None = None) -> float:
+    def _quality(
+        self, seen: np.ndarray, box: Box, score: float, landmarks: np.ndarray, to_beat: float | None = None
+    ) -> float:
         """The stage's quality factors multiplied: detector score, size, frontality (nose offset from the
         eye midpoint, over the eye distance) and sharpness (Laplacian variance of the grey 64x64 box).
 
@@ -365,8 +412,9 @@ class DlibFaceModel:
         if self.jitters:
             vec = rec.compute_face_descriptor(image, shape, self.jitters, CHIP_PADDING)
         else:
-            vec = rec.compute_face_descriptor(np.asarray(dlib.get_face_chip(image, shape, CHIP_SIZE,
-                                                                            CHIP_PADDING)), 0)
+            vec = rec.compute_face_descriptor(
+                np.asarray(dlib.get_face_chip(image, shape, CHIP_SIZE, CHIP_PADDING)), 0
+            )
         emb = np.asarray(vec, dtype=np.float32)
         self.embedded += 1
         for row in track.window:
@@ -396,22 +444,34 @@ class DlibFaceModel:
                 self.still += 1
                 continue
             if self.detector == "cnn":
-                hits = [((m_.rect.left(), m_.rect.top(), m_.rect.right() + 1, m_.rect.bottom() + 1),
-                         float(m_.confidence)) for m_ in det(small, 0)]
+                hits = [
+                    (
+                        (m_.rect.left(), m_.rect.top(), m_.rect.right() + 1, m_.rect.bottom() + 1),
+                        float(m_.confidence),
+                    )
+                    for m_ in det(small, 0)
+                ]
             else:
                 rects, scores, _ = det.run(small, 0, 0.0)
-                hits = [((r.left(), r.top(), r.right() + 1, r.bottom() + 1), float(s))
-                        for r, s in zip(rects, scores, strict=True)]
+                hits = [
+                    ((r.left(), r.top(), r.right() + 1, r.bottom() + 1), float(s))
+                    for r, s in zip(rects, scores, strict=True)
+                ]
             best: tuple[float, Box, float] | None = None
             for (x0, y0, x1, y1), score in hits:
-                found = (max(0.0, a + x0 / scale), max(0.0, b + y0 / scale),
-                         min(float(w), a + x1 / scale), min(float(h), b + y1 / scale))
+                found = (
+                    max(0.0, a + x0 / scale),
+                    max(0.0, b + y0 / scale),
+                    min(float(w), a + x1 / scale),
+                    min(float(h), b + y1 / scale),
+                )
                 overlap = _iou(found, box)
                 if overlap >= TRACK_MIN_IOU and (best is None or overlap > best[0]):
                     best = (overlap, found, score)
             if best is not None and all(_iou(best[1], o[0]) < 0.5 for o in out):
                 out.append((best[1], best[2], track))
         return out
+
 
 def _iou(a: Box, b: Box) -> float:
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
@@ -436,8 +496,9 @@ def _still(before: np.ndarray, now: np.ndarray) -> bool:
     return float(np.abs(before.astype(np.int16) - now.astype(np.int16)).mean()) <= STILL_CHANGE
 
 
-def _changed_elsewhere(thumb: np.ndarray, searched: np.ndarray, tracks: list[_Track],
-                       shape: tuple[int, ...]) -> bool:
+def _changed_elsewhere(
+    thumb: np.ndarray, searched: np.ndarray, tracks: list[_Track], shape: tuple[int, ...]
+) -> bool:
     """Whether the picture changed since the last whole-frame search anywhere but around the tracked
     faces (each box widened by ``GATE_AROUND``: what a talking person's head, shoulders and hands move).
 

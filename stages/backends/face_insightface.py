@@ -44,11 +44,19 @@ class InsightFaceModel:
     threshold = 0.3
     min_score = 0.5
 
-    def __init__(self, model_dir: str | Path | None = None, pack: str = DEFAULT_PACK, det_size: int = 640,
-                 device: str = "cpu", root: str | Path = DEFAULT_ROOT) -> None:
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        pack: str = DEFAULT_PACK,
+        det_size: int = 640,
+        device: str = "cpu",
+        root: str | Path = DEFAULT_ROOT,
+    ) -> None:
         if importlib.util.find_spec("insightface") is None:
-            raise M3Error("the insightface backend needs the insightface package: "
-                          "pip install 'm3[insightface]' (or 'm3[insightface-gpu]' for CUDA)")
+            raise M3Error(
+                "the insightface backend needs the insightface package: "
+                "pip install 'm3[insightface]' (or 'm3[insightface-gpu]' for CUDA)"
+            )
         folder = Path(model_dir).expanduser() if model_dir else Path(root).expanduser() / "models" / pack
         onnx_files = sorted(folder.glob("*.onnx")) if folder.is_dir() else []
         if not onnx_files:
@@ -88,8 +96,11 @@ class InsightFaceModel:
         if self.device.startswith("cuda"):
             if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
                 return ["CUDAExecutionProvider", "CPUExecutionProvider"]
-            log.warning("--device %s: onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu); "
-                        "running insightface on the CPU", self.device)
+            log.warning(
+                "--device %s: onnxruntime has no CUDAExecutionProvider (install onnxruntime-gpu); "
+                "running insightface on the CPU",
+                self.device,
+            )
         return ["CPUExecutionProvider"]
 
     def _load(self) -> Any:
@@ -100,19 +111,31 @@ class InsightFaceModel:
                 started = time.monotonic()
                 providers = self.providers()
                 try:
-                    app = FaceAnalysis(name=str(self.model_dir), root=self.root, providers=providers,
-                                       allowed_modules=["detection", "recognition", "landmark_2d_106"])
+                    app = FaceAnalysis(
+                        name=str(self.model_dir),
+                        root=self.root,
+                        providers=providers,
+                        allowed_modules=["detection", "recognition", "landmark_2d_106"],
+                    )
                 except AssertionError:
-                    raise M3Error(f"{self.model_dir}: no face detection model among its .onnx files; "
-                                  "a pack needs a detection and a recognition model") from None
+                    raise M3Error(
+                        f"{self.model_dir}: no face detection model among its .onnx files; "
+                        "a pack needs a detection and a recognition model"
+                    ) from None
                 if "recognition" not in app.models:
-                    raise M3Error(f"{self.model_dir}: no face recognition (embedding) model among its "
-                                  ".onnx files; a pack needs a detection and a recognition model")
+                    raise M3Error(
+                        f"{self.model_dir}: no face recognition (embedding) model among its "
+                        ".onnx files; a pack needs a detection and a recognition model"
+                    )
                 ctx_id = 0 if providers[0] == "CUDAExecutionProvider" else -1
                 app.prepare(ctx_id=ctx_id, det_size=(self.det_size, self.det_size))
                 self._app = app
-                log.info("loaded insightface %s on %s in %.2fs", self.model, providers[0],
-                         time.monotonic() - started)
+                log.info(
+                    "loaded insightface %s on %s in %.2fs",
+                    self.model,
+                    providers[0],
+                    time.monotonic() - started,
+                )
             return self._app
 
     def detect(self, image: np.ndarray) -> list[Detection]:
@@ -144,9 +167,15 @@ class InsightFaceModel:
             box = (max(0.0, x0), max(0.0, y0), min(float(w), x1), min(float(h), y1))
             if box[2] - box[0] < 2 or box[3] - box[1] < 2:
                 continue
-            dets.append(Detection(box=box, score=float(face.det_score),
-                                  embedding=np.asarray(emb, dtype=np.float32), landmarks=landmarks,
-                                  mouth=mouth))
+            dets.append(
+                Detection(
+                    box=box,
+                    score=float(face.det_score),
+                    embedding=np.asarray(emb, dtype=np.float32),
+                    landmarks=landmarks,
+                    mouth=mouth,
+                )
+            )
         return sort_detections(dets)
 
     def detect_frames(self, images: list[np.ndarray]) -> list[list[Detection]]:

@@ -187,6 +187,7 @@ def _build_net(torch, cfg: dict):  # noqa: ANN001,ANN202 - torch is imported laz
     """PyanNet (pyannote.audio, MIT) with the layer names of its state dict."""
     from asteroid_filterbanks import Encoder, ParamSincFB
     from torch import nn  # the caller imported torch: no import cost here
+
     F = torch.nn.functional
     lstm_cfg = cfg["lstm"]
     hidden = lstm_cfg["hidden_size"]

@@ -104,9 +104,7 @@ class SileroOnnx:
         c = np.zeros_like(h)
         probs = np.empty(len(frames), dtype=np.float32)
         for start in range(0, len(frames), SEQUENCE_BLOCK):
-            out, h, c = sequence.run(
-                None, {"input": rows[start : start + SEQUENCE_BLOCK], "h": h, "c": c}
-            )
+            out, h, c = sequence.run(None, {"input": rows[start : start + SEQUENCE_BLOCK], "h": h, "c": c})
             probs[start : start + len(out)] = out
         return probs
 

@@ -37,8 +37,18 @@ PLACEHOLDER_TEXT = "<one event or detail, people named by their ids>"
 PLACEHOLDER_SEMANTIC = "<one conclusion, people named by their ids>"
 PLACEHOLDER_TIME = "<seconds>"
 PLACEHOLDERS = frozenset(
-    {PLACEHOLDER_TEXT, PLACEHOLDER_SEMANTIC, PLACEHOLDER_TIME, "<face id>", "<voice id>", "...", "…", "text",
-     "sentences", "[sentences]"}
+    {
+        PLACEHOLDER_TEXT,
+        PLACEHOLDER_SEMANTIC,
+        PLACEHOLDER_TIME,
+        "<face id>",
+        "<voice id>",
+        "...",
+        "…",
+        "text",
+        "sentences",
+        "[sentences]",
+    }
 )
 
 EPISODIC_RULES = """\
@@ -150,7 +160,7 @@ dialogue, appearances and environmental details observed in the clip. Requiremen
 3. Each sentence expresses exactly one event or detail."""
 
 AGENT_SEMANTIC = {
-    "equivalence": 'Equivalence identification: when a face and a voice belong to the same person, write '
+    "equivalence": "Equivalence identification: when a face and a voice belong to the same person, write "
     '"Equivalence: <face_x>, <voice_y>".',
     "attribute": "Character-level attributes: name (only if explicitly stated), personality (e.g. confident, "
     "nervous), role or profession, interests, distinctive behaviours.",
@@ -176,10 +186,15 @@ def agent_memorize_instructions(semantic: bool = True, equivalence: bool = True)
     parts.append(
         "Answer with one JSON object only (no prose, no code fences) holding the list"
         + ("s" if semantic else "")
-        + " of sentences as strings: {" + lists + "}. Use only the ids listed above; an id that is not "
+        + " of sentences as strings: {"
+        + lists
+        + "}. Use only the ids listed above; an id that is not "
         "listed makes the answer invalid."
-        + (" Write an equivalence only for a face seen speaking with that voice in this clip."
-           if semantic and equivalence else "")
+        + (
+            " Write an equivalence only for a face seen speaking with that voice in this clip."
+            if semantic and equivalence
+            else ""
+        )
     )
     return "\n\n".join(parts)
 
@@ -256,6 +271,7 @@ def _evidence(kind: str, items: Iterable[tuple[str, str]]) -> str:
 
 def _inline(text: str | None, empty: str) -> str:
     return prompt_data.neutralise(text) if text else empty
+
 
 SUMMARY_SCHEMA = {
     "type": "object",

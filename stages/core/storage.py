@@ -146,19 +146,32 @@ def remove_dir(location: str | Path, name: str) -> None:
 
 #: What object-store failures say deep inside LanceDB/Lance/pyarrow messages, and what m3 says instead.
 _STORE_FAILURES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("NoSuchBucket", "NO_SUCH_BUCKET", "bucket does not exist"),
-     "the bucket does not exist (create it, or check the name)"),
     (
-        ("Failed to get AWS credentials", "InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied",
-         "Missing credentials", "NoCredentialProviders", "403 Forbidden"),
+        ("NoSuchBucket", "NO_SUCH_BUCKET", "bucket does not exist"),
+        "the bucket does not exist (create it, or check the name)",
+    ),
+    (
+        (
+            "Failed to get AWS credentials",
+            "InvalidAccessKeyId",
+            "SignatureDoesNotMatch",
+            "AccessDenied",
+            "Missing credentials",
+            "NoCredentialProviders",
+            "403 Forbidden",
+        ),
         "the object store refused the credentials or found none: set AWS_ACCESS_KEY_ID and "
         "AWS_SECRET_ACCESS_KEY (and AWS_ENDPOINT_URL, AWS_ALLOW_HTTP=true for a local S3 server)",
     ),
-    (("Connection refused", "dns error", "error sending request", "tcp connect error"),
-     "cannot reach the object store (check AWS_ENDPOINT_URL and the network)"),
-    (("Cannot parse URI", "due to syntax error"),
-     "not a valid object-store URI (a '/' or '@' in a password must be percent-encoded; better, give "
-     "credentials in the AWS_* variables, never in the URI)"),
+    (
+        ("Connection refused", "dns error", "error sending request", "tcp connect error"),
+        "cannot reach the object store (check AWS_ENDPOINT_URL and the network)",
+    ),
+    (
+        ("Cannot parse URI", "due to syntax error"),
+        "not a valid object-store URI (a '/' or '@' in a password must be percent-encoded; better, give "
+        "credentials in the AWS_* variables, never in the URI)",
+    ),
 )
 
 

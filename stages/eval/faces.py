@@ -119,8 +119,9 @@ def eval_video(video: Path, truth_file: Path, model: Any, config: Any, cache: An
     except FileNotFoundError:
         raise InputError(f"{truth_file}: no such file") from None
     except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise InputError(f"{truth_file}: expected JSON with turns: [{{person, start, end}}, ...] "
-                         f"({exc})") from None
+        raise InputError(
+            f"{truth_file}: expected JSON with turns: [{{person, start, end}}, ...] ({exc})"
+        ) from None
     records = run_faces(segment_video(video, SegmentConfig(), cache), model, config, RunContext(cache=cache))
     truth, predicted, outside = [], [], 0
     for record in records:

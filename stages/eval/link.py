@@ -82,8 +82,7 @@ def read_truth(path: Path) -> dict[str, Person]:
         if isinstance(data, dict) and "people" not in data and isinstance(data.get("turns"), list):
             return _turns_truth(data)
         people = {
-            str(name): Person(name=str(name), face=_face_spans(spec))
-            for name, spec in data["people"].items()
+            str(name): Person(name=str(name), face=_face_spans(spec)) for name, spec in data["people"].items()
         }
         rttm = path.parent / data["rttm"] if data.get("rttm") else None
     except FileNotFoundError:
@@ -245,8 +244,9 @@ def oracle_voices(records: list[ClipRecord], people: dict[str, Person]) -> list[
         turns.sort(key=lambda t: (t["start"], t["speaker"]))
         new = record.model_copy(deep=True)
         new.turns = turns  # type: ignore[assignment]  # no speaker_local to give; link reads dicts too (_field)
-        new.utterances = [Utterance(start=t["start"], end=t["end"], text="", speaker=t["speaker"])
-                          for t in turns]
+        new.utterances = [
+            Utterance(start=t["start"], end=t["end"], text="", speaker=t["speaker"]) for t in turns
+        ]
         new.characters = None
         new.link = None
         out.append(new)

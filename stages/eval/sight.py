@@ -69,6 +69,7 @@ def score_ocr(folder: Path, reader: Any, config: Any) -> dict[str, Any]:
     per_image: list[dict[str, Any]] = []
     started = time.perf_counter()
     for name in sorted(truth):
+
         def keep(text: str, score: float) -> bool:
             return keep_line(text, score, config)
 

@@ -57,8 +57,16 @@ def build(out: Path = HERE / "fixture.mp4") -> dict:
         n_frames = int(round(dur * FPS))
         dur = n_frames / FPS  # keep audio and video turns the same length
         speech = np.pad(speech, (0, max(0, int(dur * RATE) - len(speech))))[: int(dur * RATE)]
-        truth.append({"person": person, "voice": voice, "photo": photo, "utterance": utt,
-                      "start": round(t, 3), "end": round(t + dur, 3)})
+        truth.append(
+            {
+                "person": person,
+                "voice": voice,
+                "photo": photo,
+                "utterance": utt,
+                "start": round(t, 3),
+                "end": round(t + dur, 3),
+            }
+        )
         frames += [letterbox(SRC / photo)] * n_frames
         audio_parts.append(speech)
         t += dur
@@ -81,7 +89,7 @@ def build(out: Path = HERE / "fixture.mp4") -> dict:
         container.mux(vs.encode())
         step = 1024
         for i in range(0, len(audio), step):
-            chunk = audio[i:i + step].reshape(1, -1)
+            chunk = audio[i : i + step].reshape(1, -1)
             frame = av.AudioFrame.from_ndarray(chunk, format="flt", layout="mono")
             frame.sample_rate = RATE
             frame.pts = i
@@ -89,13 +97,19 @@ def build(out: Path = HERE / "fixture.mp4") -> dict:
             container.mux(aud.encode(frame))
         container.mux(aud.encode())
 
-    meta = {"video": out.name, "duration": round(t, 3), "people": {"obama": "1688", "biden": "2033"},
-            "turns": truth}
+    meta = {
+        "video": out.name,
+        "duration": round(t, 3),
+        "people": {"obama": "1688", "biden": "2033"},
+        "turns": truth,
+    }
     (HERE / "fixture.truth.json").write_text(json.dumps(meta, indent=2) + "\n")
     with (HERE / "fixture.rttm").open("w") as fh:
         for turn in truth:
-            fh.write(f"SPEAKER fixture 1 {turn['start']:.3f} {turn['end'] - turn['start']:.3f} <NA> <NA> "
-                     f"{turn['voice']} <NA> <NA>\n")
+            fh.write(
+                f"SPEAKER fixture 1 {turn['start']:.3f} {turn['end'] - turn['start']:.3f} <NA> <NA> "
+                f"{turn['voice']} <NA> <NA>\n"
+            )
     return meta
 
 
