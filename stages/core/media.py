@@ -24,6 +24,7 @@ import logging
 import math
 import os
 import stat
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -471,8 +472,30 @@ def to_grey(frame: av.VideoFrame, width: int, height: int) -> np.ndarray:
     """A decoded frame as a small grey thumbnail (0..1 float32), scaled straight from the decoder's
     planes: a fraction of the cost of an RGB conversion at full size. Not turned by the display
     matrix (thumbnails are only compared with each other)."""
-    grey = frame.reformat(width=width, height=height, format="gray", interpolation="AREA").to_ndarray()
-    return np.asarray(grey, dtype=np.float32) / 255.0
+    small = _reformatter("grey").reformat(
+        frame, width=width, height=height, format="gray", interpolation="AREA"
+    )
+    return np.asarray(small.to_ndarray(), dtype=np.float32) / 255.0
+
+
+_REFORMATTERS = threading.local()
+
+
+def _reformatter(use: str) -> Any:
+    """This thread's scaler for one use (``"grey"`` thumbnails, ``"rgb"`` frames), kept between frames.
+
+    Why: ``VideoFrame.reformat`` builds a new scaler for every frame, and setting one up (its filter
+    taps, its threads) costs several times the scaling itself when a 480p frame becomes a 64 x 36
+    thumbnail. A kept scaler is set up again only when the frame size or format changes; its output
+    is the same. One per use, so thumbnails and RGB frames do not rebuild each other's; one per
+    thread, as a scaler is not safe to share between threads."""
+    found = getattr(_REFORMATTERS, use, None)
+    if found is None:
+        from av.video.reformatter import VideoReformatter
+
+        found = VideoReformatter()
+        setattr(_REFORMATTERS, use, found)
+    return found
 
 
 def _to_rgb(frame: av.VideoFrame, max_side: int | None) -> np.ndarray:
@@ -482,9 +505,9 @@ def _to_rgb(frame: av.VideoFrame, max_side: int | None) -> np.ndarray:
         scale = max_side / max(frame.width, frame.height)
         w = max(2, int(round(frame.width * scale / 2)) * 2)
         h = max(2, int(round(frame.height * scale / 2)) * 2)
-        image = frame.reformat(width=w, height=h, format="rgb24").to_ndarray()
+        image = _reformatter("rgb").reformat(frame, width=w, height=h, format="rgb24").to_ndarray()
     else:
-        image = frame.to_ndarray(format="rgb24")
+        image = _reformatter("rgb").reformat(frame, format="rgb24").to_ndarray()
     # av_display_rotation_get() is counter-clockwise and says how the stored picture is turned, so
     # the picture is shown turned back by the same angle: np.rot90 with k = angle / 90.
     return np.ascontiguousarray(np.rot90(image, k=turns)) if turns else image
