@@ -104,15 +104,22 @@ def abstract_records(
     client: Any = None,
     embedder: Any = None,
     ctx: RunContext | None = None,
+    folds: dict[str, tuple[Abstractor, VideoState]] | None = None,
 ) -> list[ClipRecord]:
-    """Every video folded in clip order; each record gets ``abstractions`` (``errors`` on LLM fallback)."""
+    """Every video folded in clip order; each record gets ``abstractions`` (``errors`` on LLM fallback).
+
+    ``folds`` (video id -> its abstractor and state) lets a caller that feeds one video's clips in
+    several calls (`m3 watch`) continue each call from the last; without it every video starts anew."""
     ctx = ctx or RunContext()
     if client is not None:
         client.use_cache(ctx.cache)
+    folds = {} if folds is None else folds
     out: list[ClipRecord] = []
     for clips in by_video(records):
-        runner = Abstractor(config, client, embedder, ctx.cache)
-        state = VideoState(video=clips[0].video.id)
+        vid = clips[0].video.id
+        if vid not in folds:
+            folds[vid] = (Abstractor(config, client, embedder, ctx.cache), VideoState(video=vid))
+        runner, state = folds[vid]
         for record in ctx.progress(clips, desc="abstract", total=len(clips)):
             if record.memory is None:
                 raise InputError(

@@ -616,24 +616,38 @@ def recluster_video(
     }
 
 
+@dataclass
+class FacesFold:
+    """One video's face bank and, with ``recluster``, every clip's kept detections: the state the
+    stage folds over the video's clips, kept by a caller that feeds the clips in several calls."""
+
+    bank: FaceBank
+    per_clip: list[tuple[ClipFaces, ClipAssignment]] = field(default_factory=list)
+
+
 def faces_video(
     clips: list[ClipRecord],
     model: FaceModel,
     config: FacesConfig,
     ctx: RunContext,
     counters: Counters | None = None,
+    fold: FacesFold | None = None,
 ) -> list[ClipRecord]:
-    """Add ``faces`` to every clip of one video (clips in index order), with one face bank per video."""
+    """Add ``faces`` to every clip of one video (clips in index order), with one face bank per video.
+
+    ``fold`` continues from the clips an earlier call was given (their bank and, with ``recluster``,
+    their detections); without it the clips are the video's first."""
     threshold = model.threshold if config.threshold is None else config.threshold
     cut = euclid_threshold(model.metric, threshold)
-    bank = FaceBank(model.metric, threshold, config.max_snapshots)
+    fold = fold or FacesFold(FaceBank(model.metric, threshold, config.max_snapshots))
+    bank = fold.bank
     out: list[ClipRecord] = []
-    per_clip: list[tuple[ClipFaces, ClipAssignment]] = []
     for record in ctx.progress(clips, desc="faces", total=len(clips)):
         faces = detect_clip(record, model, config, ctx.cache, counters)
         keep, q = quality(faces, model, config)
         result = assign_clip(faces, keep, q, bank, model.metric, cut, config.min_cluster_size)
-        per_clip.append((faces, result))
+        if config.recluster:  # only the whole-video clustering reads them: kept for it alone
+            fold.per_clip.append((faces, result))
         new = record.model_copy(deep=True)
         new.faces = build_section(record, faces, result, model, config, ctx.cache)
         if len(faces.times) == 0 and (record.clip.frames or 0) > 0:
@@ -649,7 +663,7 @@ def faces_video(
             ]
         out.append(new)
     if config.recluster:
-        mapping = recluster_video(per_clip, model.metric, cut, config.min_cluster_size)
+        mapping = recluster_video(fold.per_clip, model.metric, cut, config.min_cluster_size)
         for record in out:
             assert record.faces is not None
             record.faces.recluster = {t.face_id: mapping[t.face_id] for t in record.faces.tracks}
@@ -662,11 +676,20 @@ def run_faces(
     config: FacesConfig,
     ctx: RunContext,
     counters: Counters | None = None,
+    folds: dict[str, FacesFold] | None = None,
 ) -> list[ClipRecord]:
-    """The stage over a stream: every video folded separately, records returned in input order."""
+    """The stage over a stream: every video folded separately, records returned in input order.
+
+    ``folds`` (video id -> its fold) lets a caller that feeds one video's clips in several calls
+    (`m3 watch`) continue each call from the last; without it every video starts a new fold."""
     done: dict[tuple[str, int], ClipRecord] = {}
     for clips in by_video(records):
-        for record in faces_video(clips, model, config, ctx, counters):
+        fold = None
+        if folds is not None:
+            vid = clips[0].video.id
+            threshold = model.threshold if config.threshold is None else config.threshold
+            fold = folds.setdefault(vid, FacesFold(FaceBank(model.metric, threshold, config.max_snapshots)))
+        for record in faces_video(clips, model, config, ctx, counters, fold):
             done[record.key] = record
     return [done[r.key] for r in records]
 

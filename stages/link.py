@@ -360,10 +360,26 @@ def _votes_for(record: ClipRecord, config: LinkConfig, reuse: bool) -> list[Vote
     return clip_votes(record, config)
 
 
-def link_video(records: list[ClipRecord], config: LinkConfig, reuse: bool = True) -> list[ClipRecord]:
-    """One video's clips (in clip order) with ``characters`` and ``link`` set after each clip."""
-    state = LinkState(config)
-    seen = SeenSpeaking(SplitConfig(moving=config.moving, smooth=config.smooth))
+@dataclass
+class LinkFold:
+    """One video's votes so far and its seen-speaking evidence: what the stage folds over the clips."""
+
+    state: LinkState
+    seen: SeenSpeaking
+
+    @classmethod
+    def start(cls, config: LinkConfig) -> LinkFold:
+        return cls(LinkState(config), SeenSpeaking(SplitConfig(moving=config.moving, smooth=config.smooth)))
+
+
+def link_video(
+    records: list[ClipRecord], config: LinkConfig, reuse: bool = True, fold: LinkFold | None = None
+) -> list[ClipRecord]:
+    """One video's clips (in clip order) with ``characters`` and ``link`` set after each clip.
+
+    ``fold`` continues from the clips an earlier call was given; without it they are the video's first."""
+    fold = fold or LinkFold.start(config)
+    state, seen = fold.state, fold.seen
     out = []
     for record in records:
         moved: dict[str, float] = {}
@@ -381,11 +397,20 @@ def link_video(records: list[ClipRecord], config: LinkConfig, reuse: bool = True
     return out
 
 
-def link_records(records: list[ClipRecord], config: LinkConfig, reuse: bool = True) -> list[ClipRecord]:
-    """Every video folded separately; records come out grouped per video, in clip order."""
+def link_records(
+    records: list[ClipRecord],
+    config: LinkConfig,
+    reuse: bool = True,
+    folds: dict[str, LinkFold] | None = None,
+) -> list[ClipRecord]:
+    """Every video folded separately; records come out grouped per video, in clip order.
+
+    ``folds`` (video id -> its fold) lets a caller that feeds one video's clips in several calls
+    (`m3 watch`) continue each call from the last; without it every video starts a new fold."""
     out: list[ClipRecord] = []
     for clips in by_video(records):
-        out.extend(link_video(clips, config, reuse))
+        fold = None if folds is None else folds.setdefault(clips[0].video.id, LinkFold.start(config))
+        out.extend(link_video(clips, config, reuse, fold))
     return out
 
 

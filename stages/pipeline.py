@@ -176,32 +176,60 @@ def roundtrip(records: Iterable[ClipRecord]) -> list[ClipRecord]:
     ]
 
 
-def _diarize(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+@dataclass
+class Folds:
+    """The per-video state each folding stage keeps between clips (voice and face banks, link votes,
+    abstraction state), by stage and then by video id.
+
+    A caller that feeds one video's clips in several calls of :func:`process_records` passes the same
+    ``Folds`` to each, so a call folds only its own clips and continues from the last one (`m3 watch`:
+    round time and memory stay flat as the recording grows). The stages that do not fold (diarize,
+    sight, memorize) need nothing here."""
+
+    voices: dict[str, Any] = field(default_factory=dict)
+    faces: dict[str, Any] = field(default_factory=dict)
+    link: dict[str, Any] = field(default_factory=dict)
+    abstract: dict[str, Any] = field(default_factory=dict)
+
+
+def _diarize(
+    records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
+) -> list[ClipRecord]:
     from m3cli.stages.diarize import diarize_records
 
     return diarize_records(records, models.config.diarize, ctx, pipe=models.diarize)
 
 
-def _voices(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+def _voices(
+    records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
+) -> list[ClipRecord]:
     from m3cli.stages.voices import voices_records
 
-    return voices_records(records, models.config.voices, ctx, embedder=models.voices)
+    banks = None if folds is None else folds.voices
+    return voices_records(records, models.config.voices, ctx, embedder=models.voices, banks=banks)
 
 
-def _faces(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+def _faces(
+    records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
+) -> list[ClipRecord]:
     from m3cli.stages.faces import run_faces
 
-    return run_faces(records, models.faces, models.config.faces, ctx)
+    by_video = None if folds is None else folds.faces
+    return run_faces(records, models.faces, models.config.faces, ctx, folds=by_video)
 
 
-def _sight(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+def _sight(
+    records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
+) -> list[ClipRecord]:
     from m3cli.stages.sight import SightModels, run_sight
 
     config = models.config.sight
     return run_sight(records, models._get("sight", lambda: SightModels(config)), config, ctx)
 
 
-def _memorize(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+def _memorize(
+    records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
+) -> list[ClipRecord]:
     from m3cli.stages.memorize import memorize_records
 
     out = memorize_records(records, models.config.memorize, models.llm, ctx)
@@ -216,21 +244,26 @@ def _memorize(records: list[ClipRecord], models: Models, ctx: RunContext) -> lis
     return out
 
 
-def _link(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+def _link(
+    records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
+) -> list[ClipRecord]:
     from m3cli.stages.link import link_records
 
-    return link_records(records, models.config.link)
+    return link_records(records, models.config.link, folds=None if folds is None else folds.link)
 
 
-def _abstract(records: list[ClipRecord], models: Models, ctx: RunContext) -> list[ClipRecord]:
+def _abstract(
+    records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
+) -> list[ClipRecord]:
     from m3cli.stages.abstract import abstract_records
 
     config = models.config.abstract
     embedder = models.text if config.embed else None
-    return abstract_records(records, config, models.llm, embedder, ctx)
+    by_video = None if folds is None else folds.abstract
+    return abstract_records(records, config, models.llm, embedder, ctx, folds=by_video)
 
 
-_STEPS: dict[str, Callable[[list[ClipRecord], Models, RunContext], list[ClipRecord]]] = {
+_STEPS: dict[str, Callable[[list[ClipRecord], Models, RunContext, Folds | None], list[ClipRecord]]] = {
     "diarize": _diarize,
     "voices": _voices,
     "faces": _faces,
@@ -279,6 +312,7 @@ def perceive_side_by_side(
     models: Models,
     ctx: RunContext,
     on_stage: Callable[[str, int], None] | None = None,
+    folds: Folds | None = None,
 ) -> list[ClipRecord]:
     """diarize -> voices in this thread while faces runs in a second one; the records `... | m3 voices |
     m3 faces` would give.
@@ -294,7 +328,7 @@ def perceive_side_by_side(
 
     def faces_branch() -> list[ClipRecord]:
         try:
-            seen = roundtrip(_STEPS["faces"](records, models, branch_ctx))
+            seen = roundtrip(_STEPS["faces"](records, models, branch_ctx, folds))
         except BaseException:
             stop.set()
             raise
@@ -306,7 +340,7 @@ def perceive_side_by_side(
         try:
             heard = records
             for stage in ("diarize", "voices"):
-                heard = roundtrip(_STEPS[stage](heard, models, branch_ctx))
+                heard = roundtrip(_STEPS[stage](heard, models, branch_ctx, folds))
                 if on_stage:
                     on_stage(stage, len(heard))
         except _Stopped:
@@ -350,20 +384,21 @@ def process_records(
     models: Models,
     ctx: RunContext,
     on_stage: Callable[[str, int], None] | None = None,
+    folds: Folds | None = None,
 ) -> list[ClipRecord]:
     """Segmented records of one video through every stage after ``segment`` up to ``index`` (not run).
 
-    `m3 watch` calls it with the clips of a live recording cut so far: per-clip work already done is
-    read from the cache and the per-video folds are replayed, so clip k comes out as it would from the
-    finished recording."""
+    ``folds``: the stages' per-video state left by an earlier call, which these records (the clips
+    that follow that call's, in order) continue; `m3 watch` keeps one while it runs, so clip k comes
+    out as it would from the finished recording while each round works only on its new clips."""
     stages = list(models.config.stages[1:])
     if models.config.parallel and "faces" in stages and records:
-        records = perceive_side_by_side(records, models, ctx, on_stage)
+        records = perceive_side_by_side(records, models, ctx, on_stage, folds)
         stages = stages[stages.index("faces") + 1 :]
     for stage in stages:
         if stage == "index" or not records:
             break
-        records = roundtrip(_STEPS[stage](records, models, ctx))
+        records = roundtrip(_STEPS[stage](records, models, ctx, folds))
         if on_stage:
             on_stage(stage, len(records))
     return records

@@ -294,10 +294,14 @@ def voices_records(
     config: VoicesConfig,
     ctx: RunContext | None = None,
     embedder: Embedder | None = None,
+    banks: dict[str, VoiceBank] | None = None,
 ) -> list[ClipRecord]:
     """Set ``speaker``/``voice_score`` on every utterance and add the ``voices`` section.
 
-    ``embedder`` lets a caller that runs many videos in one process load the model once."""
+    ``embedder`` lets a caller that runs many videos in one process load the model once. ``banks``
+    (video id -> its voice bank) lets a caller that feeds one video's clips in several calls (`m3 watch`)
+    keep the bank between them, so each call folds only its own clips; without it every video starts
+    a new bank."""
     ctx = ctx or RunContext()
     for r in records:
         if r.utterances is None:
@@ -311,11 +315,15 @@ def voices_records(
     videos = list(by_video(records))
     total = sum(len(v) for v in videos)
     clips = (clip for video in videos for clip in video)
+    banks = {} if banks is None else banks
     bank: VoiceBank | None = None
     current: str | None = None
     for record in ctx.progress(clips, desc="voices", total=total):
         if record.video.id != current:
-            bank, current = VoiceBank(config.cosine, config.max_snapshots), record.video.id
+            current = record.video.id
+            if current not in banks:
+                banks[current] = VoiceBank(config.cosine, config.max_snapshots)
+            bank = banks[current]
         assert bank is not None
         utts = list(record.utterances or [])
         labels, groups = speaker_pieces(record)

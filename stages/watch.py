@@ -14,18 +14,20 @@ Design, for streams and growing files:
   id as ``recorded_id`` once the stream has ended).
 * **Clips.** :func:`m3cli.stages.segment.plan_clips` over the timestamps that have arrived; a clip is
   complete once both streams have arrived ``settle`` seconds past its end (B-frames can still reorder
-  before that), and the last clip when the source ends. Each round runs the pipeline over every clip so
-  far (:func:`m3cli.stages.pipeline.process_records`): per-clip work of earlier clips comes from the
-  cache and the per-video folds (face and voice banks, link votes, abstraction triggers) are replayed,
-  so clip k is what ``m3 run`` makes of clip k of the finished file. Only the new clips are indexed.
+  before that), and the last clip when the source ends. Each round runs the pipeline
+  (:func:`m3cli.stages.pipeline.process_records`) over its new clips only, continuing the per-video
+  folds (face and voice banks, link votes, abstraction state) the previous round left in memory, so
+  clip k is what ``m3 run`` makes of clip k of the finished file while a round's time and the memory
+  held stay flat as the recording grows. The first round of a process (a restart) replays the clips
+  committed before from the cache to rebuild the folds. Only the new clips are indexed.
 * **State.** ``state.json`` (stream id, source, spool, skipped clips, gaps) in the watch folder (in the
   cache, or ``--state``); which clips are committed is read from the memory itself, whose commits are
   atomic, so ``kill -9`` at any moment loses no committed clip and a restart duplicates none.
 * **Stopping.** SIGINT/SIGTERM: a commit in progress is let finish (≤ 1 s wait), the clip being
   processed and the partial clip are discarded (nothing of them is in the memory; the spool keeps their
   media and a restart does them), and the process exits within a second.
-* **Lag.** Each round takes every complete clip waiting (at most ``max_batch``), so the replay is paid
-  once per round. When the oldest waiting clip ends more than ``max_lag`` seconds behind the live edge,
+* **Lag.** Each round takes every complete clip waiting (at most ``max_batch``), so a restart's replay
+  is paid once. When the oldest waiting clip ends more than ``max_lag`` seconds behind the live edge,
   clips are skipped (oldest first, recorded in the state and the status) until the backlog is back
   under the bound: the memory misses those clips instead of falling ever further behind.
 """
@@ -236,6 +238,9 @@ class Watcher:
         self.say = say or (lambda line: None)
         self.stopping = threading.Event()
         self._final: tuple[list[dict], Any, dict[int, float]] | None = None
+        #: the stages' per-video folds after the clips fed so far (None: none yet in this process)
+        self._folds: Any = None
+        self._fed = -1  # the last clip index fed through the folds
         self.commit_lock = threading.Lock()
         #: set while a commit is being written (an Event another process can read: see m3 watch)
         self.commit_flag = commit_flag
@@ -315,13 +320,21 @@ class Watcher:
     def _commit_round(
         self, plan: list[dict], probe: Any, todo: list[dict], arrived: dict[int, float]
     ) -> None:
-        from m3cli.stages.pipeline import index_video, process_records
+        from m3cli.stages.pipeline import Folds, index_video, process_records
 
-        records = self._records([c for c in plan if c["index"] <= todo[-1]["index"]], probe)
-        out = process_records(records, self.models, self.ctx)
+        if self._folds is None:  # the first round of this process replays the clips before its own
+            self._folds, self._fed = Folds(), -1
+        records = self._records([c for c in plan if self._fed < c["index"] <= todo[-1]["index"]], probe)
+        try:
+            out = process_records(records, self.models, self.ctx, folds=self._folds)
+        except BaseException:
+            self._folds = None  # folded part of the round: a later round starts again from the cache
+            raise
+        self._fed = todo[-1]["index"]
         wanted = {c["index"] for c in todo}
         new = [r for r in out if r.clip.index in wanted]
         if self.stopping.is_set():
+            self._folds = None  # they hold the discarded clips: a later round replays from the cache
             return  # discarded: a restart does these clips from the spool
         with self.commit_lock:
             if self.models.config.until == "index" and new:
