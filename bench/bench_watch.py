@@ -4,9 +4,9 @@ time, and whether the memory built live equals `m3 run` on the recording.
 `ffmpeg -re` sends real footage (bench/footage.py, from ../shared/media/video) as MPEG-TS over
 127.0.0.1 UDP; `m3 watch` records it, cuts 30-s clips (the default) and commits each with the offline
 defaults. Reported in one run, side by side: latency p50/p95 (from the moment a clip's last second
-arrived to its commit; target p95 <= 10 s) and its first and last clips (the per-round replay grows
-with the clips so far), the watcher's CPU per video second (models, every stage, recording and
-indexing), plain faster-whisper tiny.en's CPU per video second on the footage streamed (on one
+arrived to its commit; target p95 <= 10 s) and its first and last clips (a round that grew with
+the clips so far would show there), the watcher's CPU per video second (models, every stage,
+recording and indexing), plain faster-whisper tiny.en's CPU per video second on the footage streamed (on one
 thread, as m3 runs CTranslate2), `m3 run`'s on the recording, the watcher's RSS after its first and last
 clips, the machine's load average while it ran (the machine is shared: latency is wall time), and
 whether the live memory equals `m3 run`'s (same clips, lines, face/voice/character ids).
