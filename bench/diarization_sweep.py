@@ -91,8 +91,6 @@ def sweep_tallies(m: Memo, changes: dict) -> tuple[dict[str, Tally], list[tuple]
         o = overlap_agreement(it.ref, hyp, it.uem)
         for g in (it.group, "ALL"):
             tallies.setdefault(g, Tally()).add(d, o)
-            t = tallies[g]
-            t.overlap_hyp = getattr(t, "overlap_hyp", 0.0) + o["hypothesis"]  # type: ignore[attr-defined]
         rows.append(
             (
                 it.uri,
@@ -115,7 +113,7 @@ def logo(m: Memo, name: str, values: list) -> None:
     groups = list(dict.fromkeys(it.group for it in m.items))
 
     def cell(t: Tally) -> str:
-        prec = t.overlap_flagged / t.overlap_hyp if getattr(t, "overlap_hyp", 0) else float("nan")
+        prec = t.overlap_flagged / t.overlap_hyp if t.overlap_hyp else float("nan")
         rec = t.overlap_flagged / t.overlap_ref if t.overlap_ref else float("nan")
         flagged = f"{t.overlap_flagged:5.1f}/{t.overlap_ref:5.1f} s"
         return f"DER {100 * t.der:5.1f}% ovl {flagged} (rec {rec:.2f} prec {prec:.2f})"
@@ -148,18 +146,10 @@ def logo(m: Memo, name: str, values: list) -> None:
 
 
 def sweep(m: Memo, changes: dict) -> list[tuple]:
-    m.diarizer.config = replace(OverlapConfig(), **changes)
-    tallies: dict[str, Tally] = {}
-    rows = []
-    for it in m.items:
-        a, speech = m.audio[it.uri]
-        turns = relabel_turns(m.diarizer.turns(a, None, None, speech=speech))
-        hyp = [(t.start, t.end, t.speaker) for t in turns]
-        d = diarization_error(it.ref, hyp, it.uem, collar=0.25)
-        o = overlap_agreement(it.ref, hyp, it.uem)
-        for g in (it.group, "ALL"):
-            tallies.setdefault(g, Tally()).add(d, o)
-        rows.append((it.uri, round(100 * d.der, 1), speakers_heard(it.ref), len({h[2] for h in hyp})))
+    """Print the per-group DER and overlap of the diarizer with ``changes``; the per-file rows
+    (uri, DER %, reference speakers of >= 3 s, speakers found)."""
+    tallies, full = sweep_tallies(m, changes)
+    rows = [(r[0], r[2], r[3], r[4]) for r in full]
     groups = " ".join(
         f"{g}={100 * t.der:.1f}% ({t.overlap_flagged:.1f}/{t.overlap_ref:.1f} s)" for g, t in tallies.items()
     )

@@ -411,6 +411,7 @@ class Tally:
     total: float = 0.0
     overlap_ref: float = 0.0
     overlap_flagged: float = 0.0
+    overlap_hyp: float = 0.0  # overlap the hypothesis claims, flagged right or not (overlap precision)
     files: int = 0
 
     def add(self, d: DerResult, overlap: dict) -> None:
@@ -420,6 +421,7 @@ class Tally:
         self.total += d.total
         self.overlap_ref += overlap["reference"]
         self.overlap_flagged += overlap["both"]
+        self.overlap_hyp += overlap["hypothesis"]
         self.files += 1
 
     @property
