@@ -34,9 +34,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
+sys.path.insert(0, str(ROOT / "tests"))  # support.*: the memory view the live tests compare
 
 from bench.bench_footage import WHISPER_1T, measure  # noqa: E402
 from bench.common import OUT, m3, machine, table  # noqa: E402
+from support.memory_rows import memory_view  # noqa: E402
 
 SECONDS = float(os.environ.get("M3_BENCH_WATCH_SECONDS", "600"))
 COMPARE = os.environ.get("M3_BENCH_WATCH_COMPARE", "1") != "0"
@@ -123,28 +125,6 @@ def watch_stream(video: Path, tmp: Path, rate: float | None = None, extra: tuple
     got.final = orjson.loads(status.read_bytes())
     got.spool, got.memory = tmp / "state" / "spool.ts", memory
     return got
-
-
-def memory_view(path: Path) -> dict[str, list]:
-    """Nodes, entities and clips of a memory with the video id taken out (a live stream's id is the
-    stream's, `m3 run`'s the recording's content hash); the tests compare the same view."""
-    import lancedb
-
-    db = lancedb.connect(str(path))
-    nodes = db.open_table("nodes").to_arrow()
-    vid = nodes["video"][0].as_py()
-    cols = ["id", "clip", "kind", "subkind", "text", "raw_text", "entities", "weight", "t_start", "t_end"]
-    ents = db.open_table("entities").to_arrow().select(["entity", "kind", "character", "members", "clips"])
-    clips = db.open_table("clips").to_arrow().select(["clip", "start", "end"])
-
-    def norm(rows: list[dict]) -> list[str]:
-        return sorted(repr(sorted(r.items())).replace(vid, "V") for r in rows)
-
-    return {
-        "nodes": norm(nodes.select(cols).to_pylist()),
-        "entities": norm(ents.to_pylist()),
-        "clips": norm(clips.to_pylist()),
-    }
 
 
 def _load(values: list[float]) -> str:

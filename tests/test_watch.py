@@ -19,6 +19,7 @@ import orjson
 import pytest
 
 from conftest import FIXTURE, HAMILTON, run_m3
+from support.memory_rows import memory_view
 
 pytestmark = pytest.mark.skipif(
     shutil.which("ffmpeg") is None, reason="needs the ffmpeg command (apt-get install ffmpeg)"
@@ -64,28 +65,6 @@ def wait_for(path: Path, test, timeout: float = 240.0) -> dict:
             return status
         time.sleep(0.2)
     raise AssertionError(f"status never reached the condition; last: {read_status(path)}")
-
-
-def memory_view(path: Path) -> dict[str, list]:
-    """The memory's nodes, entities and clips with the video id taken out (a live stream's id is the
-    stream's, `m3 run`'s the recording's content hash)."""
-    import lancedb
-
-    db = lancedb.connect(str(path))
-    nodes = db.open_table("nodes").to_arrow()
-    vid = nodes["video"][0].as_py()
-    cols = ["id", "clip", "kind", "subkind", "text", "raw_text", "entities", "weight", "t_start", "t_end"]
-    ents = db.open_table("entities").to_arrow().select(["entity", "kind", "character", "members", "clips"])
-    clips = db.open_table("clips").to_arrow().select(["clip", "start", "end"])
-
-    def norm(rows: list[dict]) -> list[str]:
-        return sorted(repr(sorted(r.items())).replace(vid, "V") for r in rows)
-
-    return {
-        "nodes": norm(nodes.select(cols).to_pylist()),
-        "entities": norm(ents.to_pylist()),
-        "clips": norm(clips.to_pylist()),
-    }
 
 
 def test_udp_stream_with_a_drop_equals_m3_run_on_the_recording(tmp_path, cache_dir):
