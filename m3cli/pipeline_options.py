@@ -32,7 +32,8 @@ def pipeline_from_flags(
 
 
 def print_options() -> None:
-    from m3cli.stages.configs import STAGE_CONFIGS  # the declarations alone: no stage module loads
+    # the declarations alone: no stage module loads
+    from m3cli.stages.configs.stage_table import STAGE_CONFIGS
     from m3cli.stages.core.options import option_paths
 
     for stage, config in STAGE_CONFIGS.items():

@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 
 from m3cli.schemas.records import ClipRecord
-from m3cli.stages.configs import (
+from m3cli.stages.configs.stage_table import (
     STAGE_CONFIGS,
     AbstractConfig,
     DiarizeConfig,

@@ -14,8 +14,8 @@ import pytest
 from conftest import HAMILTON
 from m3cli.commands import COMMANDS
 from m3cli.lazy import load_command
-from m3cli.stages.configs import STAGE_CONFIGS
 from m3cli.stages.configs.ask import AskConfig
+from m3cli.stages.configs.stage_table import STAGE_CONFIGS
 from m3cli.stages.configs.watch import WatchConfig
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.options import assignments
