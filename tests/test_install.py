@@ -36,4 +36,6 @@ def test_install_script_installs_dev_tools_only_when_asked():
     assert plan().endswith("pip install .") and "[dev]" not in plan()
     assert plan("--dev").endswith("pip install .[dev]")
     assert plan("--editable", "--dev").endswith("pip install -e .[dev]")
+    assert plan("--asr-base").endswith("pip install .[asr-base]")  # --asr-model base
+    assert plan("--dev", "--asr-base").endswith("pip install .[dev,asr-base]")
     assert "--dev" in (ROOT / ".ci" / "run").read_text()  # CI runs the tests with the tools installed

