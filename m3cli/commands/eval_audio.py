@@ -21,6 +21,7 @@ Examples:
   m3 eval diarization tests/data/fixture.mp4 --rttm tests/data/fixture.rttm --json
   m3 eval diarization meeting.wav --rttm meeting.rttm --speakers 4 --collar 0
   m3 eval diarization dev00.wav --rttm debug.development.rttm --diarizer cluster --speaker-backend resemblyzer
+  m3 eval diarization dev00.wav dev01.wav --rttm debug.development.rttm --asr-model base
   m3 eval diarization --manifest tests/data/diarization_dev.manifest --media-root ../shared/media --turns-only
 """
 
@@ -96,6 +97,12 @@ def diarization(
         DiarizeConfig, "diarizer", help="overlap (default), cluster or pyannote, as in `m3 diarize`."
     ),
     speaker_backend: str = options.stage_option(DiarizeConfig, "speaker_backend"),
+    model: str | None = options.stage_option(
+        DiarizeConfig,
+        "model",
+        help="ASR model of the utterances: a CTranslate2 Whisper directory, base (the asr-base extra) or "
+        "a cached name (default: bundled tiny.en).",
+    ),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
