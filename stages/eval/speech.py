@@ -116,6 +116,19 @@ class AsrReport:
         return {"file": self.file, **self.wer.as_dict(), "untranscribed": self.untranscribed}
 
 
+def reference_text(path: Path, text: str) -> str:
+    """The words of a reference transcript: plain text as it is, or an STM file's (``.stm``: ``file
+    channel speaker start end words`` per line, ``;;`` comments) words in time order."""
+    if path.suffix.lower() != ".stm":
+        return text
+    rows = []
+    for line in text.splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and not line.startswith(";;"):
+            rows.append((float(fields[3]), fields[5]))
+    return " ".join(words for _, words in sorted(rows, key=lambda r: r[0]))
+
+
 def score_asr(media_file: Path, reference: str, config: DiarizeConfig, run: RunContext) -> AsrReport:
     """Transcribe ``media_file`` with the diarize stage and score the words against ``reference``."""
     from m3cli.stages.diarize import diarize_file
