@@ -12,6 +12,7 @@ from m3cli.stages.backends.asr_models import (
     PACKAGED,
     Packaged,
     WhisperSource,
+    _check_parts,
     _join_parts,
     packaged_source,
     resolve,
@@ -37,14 +38,10 @@ def test_parts_are_joined_in_order_and_gaps_refused(tmp_path):
     files = _join_parts((a, b))
     assert files["model.bin"] == b"hello world" and files["config.json"] == b"{}"
     source = WhisperSource("x", "x", (a, b))
-    assert source.fingerprint() == "model.bin.part2:5,config.json:2,model.bin.part1:6"
+    assert source.fingerprint() == "x:model.bin.part2:5,config.json:2,model.bin.part1:6"
     (a / "model.bin.part2").rename(a / "model.bin.part3")
-    spec = Packaged("asr-x", (), "x")
     with pytest.raises(M3Error, match="parts of model.bin are missing"):
-        from m3cli.stages.backends.asr_models import _check_parts
-
         _check_parts(WhisperSource("x", "x", (a, b)))
-    assert spec.extra == "asr-x"
 
 
 def test_names_resolve_offline():
@@ -56,7 +53,9 @@ def test_names_resolve_offline():
         resolve(str(DATA / "no_such_model"), bundled_model_dir)
     base = resolve_model("base")
     assert base.name == "base" and len(base.parts) == len(PACKAGED["base"].packages)
-    sizes = dict(item.split(":") for item in base.fingerprint().split(","))
+    assert base.path == "m3-packaged-whisper-base-1.0.0"
+    listed = base.fingerprint().removeprefix(f"{base.path}:")
+    sizes = dict(item.split(":") for item in listed.split(","))
     assert {"model.bin.part1", "model.bin.part2", "config.json", "tokenizer.json"} <= set(sizes)
 
 

