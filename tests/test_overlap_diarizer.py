@@ -15,9 +15,9 @@ from m3cli.stages.diarize import DiarizeConfig, diarize_file, turn_records
 from m3cli.stages.eval.audio import diarization_error, overlap_agreement, read_rttm, read_uem
 
 LIBRI5 = DATA / "libri5.mp4"  # five LibriSpeech readers; 533 only in 0.9-1.5 s pieces (make_libri5.py)
-# Measured on this machine: libri5 turn DER 12.4 %, 5 of 5 speakers; dev00 4.8 %, dev01 34.8 % (2 of 2).
+# Measured on this machine: libri5 turn DER 12.4 %, 5 of 5 speakers; dev00 4.8 %, dev01 33.3 % (2 of 2).
 LIBRI5_MAX_DER = 0.20
-AMI_MAX_DER = 0.20  # dev00 + dev01 together, turns, no speaker count given (measured 15.1 %)
+AMI_MAX_DER = 0.20  # dev00 + dev01 together, turns, no speaker count given (measured 14.6 %)
 # ... and the utterances (measured 20.0 %; 36.3 % when a word could span a VAD pause and every pause
 # over 1 s cut an utterance even inside one speaker's unbroken turn)
 AMI_MAX_UTTERANCE_DER = 0.30
@@ -150,12 +150,14 @@ def test_clips_with_a_few_seconds_of_speech_still_split_two_speakers():
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "uri, rttm, uem, least",
-    [("trn09", "debug.train.rttm", "debug.train.uem", 5.0), ("sample", "sample.rttm", None, 1.0)],
+    [("trn09", "debug.train.rttm", "debug.train.uem", 7.0), ("sample", "sample.rttm", None, 1.0)],
 )
 def test_an_overlaps_second_speaker_is_the_chunks_other_local_speaker(uri, rttm, uem, least):
     """Overlapped speech gets as its second speaker the cluster that the chunk's other local speaker
     maps to, else the one heard nearby, else the clip's most heard other: trn09 (13.2 s of reference
-    overlap) had none flagged, sample.wav 0.6 of 1.9 s (measured now 6.8 s and 1.3 s)."""
+    overlap) had none flagged, sample.wav 0.6 of 1.9 s. With the argmax alone 6.8 s and 1.3 s; with the
+    pair probability inside windows where the argmax hears two, 7.8 of 7.9 s and 1.5 of 2.5 s flagged
+    are overlapped in the reference."""
     from m3cli.stages.backends.asr import make_vad
     from m3cli.stages.backends.diarizer_overlap import OverlapDiarizer
     from m3cli.stages.core.audio_file import read_audio_file
@@ -169,7 +171,7 @@ def test_an_overlaps_second_speaker_is_the_chunks_other_local_speaker(uri, rttm,
     regions = read_uem(folder / uem)[uri] if uem else None
     overlap = overlap_agreement(read_rttm(folder / rttm)[uri], hyp, regions)
     assert overlap["both"] >= least, overlap
-    assert overlap["both"] >= 0.6 * overlap["hypothesis"], overlap  # mostly where people do overlap
+    assert overlap["both"] >= 0.55 * overlap["hypothesis"], overlap  # mostly where people do overlap
 
 
 def test_turns_are_cut_where_overlap_starts_and_ends():
