@@ -104,6 +104,7 @@ def diarization(
         help="ASR model of the utterances: a CTranslate2 Whisper directory, base (the asr-base extra) or "
         "a cached name (default: bundled tiny.en).",
     ),
+    language: str | None = options.stage_option(DiarizeConfig, "language", help="Spoken language code."),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
