@@ -69,7 +69,7 @@ class PipelineConfig:
     index: IndexConfig = field(default_factory=IndexConfig)
     until: str = "index"
     offline: bool = False
-    #: faces runs in a second thread beside diarize and voices (see :func:`perceive_side_by_side`)
+    #: faces and sight run in a second thread beside diarize and voices (see :func:`perceive_side_by_side`)
     parallel: bool = True
 
     def __post_init__(self) -> None:
@@ -307,6 +307,25 @@ def merge_faces(
     return merged
 
 
+def merge_sight(
+    merged: list[ClipRecord], sighted: list[ClipRecord], seen: list[ClipRecord]
+) -> list[ClipRecord]:
+    """:func:`merge_faces`'s records with the sight section and problems the video branch found after
+    faces (``seen``), as if sight had run after faces: sight too reads only the video stream and the
+    clip bounds."""
+    out = []
+    for record, sight, faces in zip(merged, sighted, seen, strict=True):
+        if record.key != sight.key:
+            raise AssertionError(f"sight and voices disagree on clip order: {record.key} vs {sight.key}")
+        record = record.model_copy()
+        record.sight = sight.sight
+        added = (sight.errors or [])[len(faces.errors or []) :]
+        if added:
+            record.errors = [*(record.errors or []), *added]
+        out.append(record)
+    return out
+
+
 def perceive_side_by_side(
     records: list[ClipRecord],
     models: Models,
@@ -314,29 +333,34 @@ def perceive_side_by_side(
     on_stage: Callable[[str, int], None] | None = None,
     folds: Folds | None = None,
 ) -> list[ClipRecord]:
-    """diarize -> voices in this thread while faces runs in a second one; the records `... | m3 voices |
-    m3 faces` would give.
+    """diarize -> voices in this thread while faces -> sight (when the config runs sight) run in a
+    second one; the records `... | m3 voices | m3 faces | m3 sight` would give.
 
     Why: the two branches read different streams of the video and share nothing but the cache (whose
     entries are written atomically), and their heavy work (CTranslate2, onnxruntime, torch, dlib, the
     video decoder) runs outside the GIL, so on two cores they overlap almost fully where the shell
-    pipe's processes overlap only as far as each stage streams. If either branch fails, the other
-    stops at its next clip and the first failure is raised.
+    pipe's processes overlap only as far as each stage streams. Sight goes with faces because the audio
+    branch is the longer one (diarize runs on one thread, and faces usually finishes well before it),
+    so sight's time leaves the clip's critical path instead of following voices (`m3 watch`'s
+    per-clip latency, `m3 run`'s wall time). If either branch fails, the other stops at its next clip
+    and the first failure is raised.
     """
     stop = threading.Event()
     branch_ctx = dataclasses.replace(ctx, progress=_stoppable(ctx.progress, stop))  # both branches
+    with_sight = "sight" in models.config.stages
 
-    def faces_branch() -> list[ClipRecord]:
+    def video_branch() -> tuple[list[ClipRecord], list[ClipRecord] | None]:
         try:
             seen = roundtrip(_STEPS["faces"](records, models, branch_ctx, folds))
+            sighted = roundtrip(_STEPS["sight"](seen, models, branch_ctx, folds)) if with_sight else None
         except BaseException:
             stop.set()
             raise
         models.warm_memory_models()
-        return seen
+        return seen, sighted
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="m3-faces") as pool:
-        pending = pool.submit(faces_branch)
+        pending = pool.submit(video_branch)
         try:
             heard = records
             for stage in ("diarize", "voices"):
@@ -344,15 +368,20 @@ def perceive_side_by_side(
                 if on_stage:
                     on_stage(stage, len(heard))
         except _Stopped:
-            pending.result()  # faces failed first: raise its error, not the stop
+            pending.result()  # the video branch failed first: raise its error, not the stop
             raise
         except BaseException:
             stop.set()
             raise
-        seen = pending.result()
+        seen, sighted = pending.result()
     if on_stage:
         on_stage("faces", len(seen))
-    return roundtrip(merge_faces(heard, seen, records))
+    merged = merge_faces(heard, seen, records)
+    if sighted is not None:
+        merged = merge_sight(merged, sighted, seen)
+        if on_stage:
+            on_stage("sight", len(sighted))
+    return roundtrip(merged)
 
 
 def content_id(path: Path, ctx: RunContext) -> str:
@@ -394,7 +423,7 @@ def process_records(
     stages = list(models.config.stages[1:])
     if models.config.parallel and "faces" in stages and records:
         records = perceive_side_by_side(records, models, ctx, on_stage, folds)
-        stages = stages[stages.index("faces") + 1 :]
+        stages = stages[stages.index("sight" if "sight" in stages else "faces") + 1 :]
     for stage in stages:
         if stage == "index" or not records:
             break
