@@ -69,7 +69,7 @@ class PipelineConfig:
     index: IndexConfig = field(default_factory=IndexConfig)
     until: str = "index"
     offline: bool = False
-    #: faces and sight run in a second thread beside diarize and voices (see :func:`perceive_side_by_side`)
+    #: faces (and sight) run in a second thread beside diarize and voices (:func:`perceive_side_by_side`)
     parallel: bool = True
 
     def __post_init__(self) -> None:
@@ -308,18 +308,18 @@ def merge_faces(
 
 
 def merge_sight(
-    merged: list[ClipRecord], sighted: list[ClipRecord], seen: list[ClipRecord]
+    merged: list[ClipRecord], sighted: list[ClipRecord], before: list[ClipRecord]
 ) -> list[ClipRecord]:
-    """:func:`merge_faces`'s records with the sight section and problems the video branch found after
-    faces (``seen``), as if sight had run after faces: sight too reads only the video stream and the
-    clip bounds."""
+    """:func:`merge_faces`'s records with the sight section and problems that sight found on
+    ``before``, as if sight had run after faces: sight too reads only the video stream and the clip
+    bounds, and its problems come after every earlier stage's."""
     out = []
-    for record, sight, faces in zip(merged, sighted, seen, strict=True):
+    for record, sight, base in zip(merged, sighted, before, strict=True):
         if record.key != sight.key:
             raise AssertionError(f"sight and voices disagree on clip order: {record.key} vs {sight.key}")
         record = record.model_copy()
         record.sight = sight.sight
-        added = (sight.errors or [])[len(faces.errors or []) :]
+        added = (sight.errors or [])[len(base.errors or []) :]
         if added:
             record.errors = [*(record.errors or []), *added]
         out.append(record)
@@ -333,26 +333,33 @@ def perceive_side_by_side(
     on_stage: Callable[[str, int], None] | None = None,
     folds: Folds | None = None,
 ) -> list[ClipRecord]:
-    """diarize -> voices in this thread while faces -> sight (when the config runs sight) run in a
-    second one; the records `... | m3 voices | m3 faces | m3 sight` would give.
+    """diarize -> voices in this thread while faces runs in a second one, and sight (when the config
+    runs it) in whichever of the two is free first; the records `... | m3 voices | m3 faces | m3 sight`
+    would give.
 
-    Why: the two branches read different streams of the video and share nothing but the cache (whose
+    Why: the branches read different streams of the video and share nothing but the cache (whose
     entries are written atomically), and their heavy work (CTranslate2, onnxruntime, torch, dlib, the
     video decoder) runs outside the GIL, so on two cores they overlap almost fully where the shell
-    pipe's processes overlap only as far as each stage streams. Sight goes with faces because the audio
-    branch is the longer one (diarize runs on one thread, and faces usually finishes well before it),
-    so sight's time leaves the clip's critical path instead of following voices (`m3 watch`'s
-    per-clip latency, `m3 run`'s wall time). If either branch fails, the other stops at its next clip
-    and the first failure is raised.
+    pipe's processes overlap only as far as each stage streams. Sight needs only the clips, so it
+    takes the first free thread: on long clips with speech faces finishes well before diarize (which
+    runs on one thread) and sight leaves the critical path (`m3 watch`'s per-clip latency, `m3 run`'s
+    wall time); on short clips where faces is the longer branch it follows voices as before. If one
+    branch fails, the other stops at its next clip and the first failure is raised.
     """
     stop = threading.Event()
     branch_ctx = dataclasses.replace(ctx, progress=_stoppable(ctx.progress, stop))  # both branches
-    with_sight = "sight" in models.config.stages
+    sight_free = threading.Lock() if "sight" in models.config.stages else None
+
+    def sight_if_free() -> list[ClipRecord] | None:
+        """Sight's records, computed here unless the other thread took it (or the config skips it)."""
+        if sight_free is None or not sight_free.acquire(blocking=False):
+            return None
+        return roundtrip(_STEPS["sight"](records, models, branch_ctx, folds))
 
     def video_branch() -> tuple[list[ClipRecord], list[ClipRecord] | None]:
         try:
             seen = roundtrip(_STEPS["faces"](records, models, branch_ctx, folds))
-            sighted = roundtrip(_STEPS["sight"](seen, models, branch_ctx, folds)) if with_sight else None
+            sighted = sight_if_free()
         except BaseException:
             stop.set()
             raise
@@ -367,20 +374,25 @@ def perceive_side_by_side(
                 heard = roundtrip(_STEPS[stage](heard, models, branch_ctx, folds))
                 if on_stage:
                     on_stage(stage, len(heard))
+            sighted = sight_if_free()
+            if on_stage and sighted is not None:
+                on_stage("sight", len(sighted))
         except _Stopped:
-            pending.result()  # the video branch failed first: raise its error, not the stop
+            pending.result()  # the other branch failed first: raise its error, not the stop
             raise
         except BaseException:
             stop.set()
             raise
-        seen, sighted = pending.result()
+        seen, sighted_there = pending.result()
     if on_stage:
         on_stage("faces", len(seen))
     merged = merge_faces(heard, seen, records)
-    if sighted is not None:
-        merged = merge_sight(merged, sighted, seen)
+    if sighted_there is not None:
+        sighted = sighted_there
         if on_stage:
             on_stage("sight", len(sighted))
+    if sighted is not None:
+        merged = merge_sight(merged, sighted, records)
     return roundtrip(merged)
 
 

@@ -115,8 +115,10 @@ class WatchStatus:
 class RoundClock:
     """Where a round's time went: seconds from the previous mark to each stage's end, in order.
 
-    The pipeline reports a stage when it has finished; faces runs beside diarize and voices, so its
-    span is what the round waited for it after voices (0.0 when it was done first)."""
+    The pipeline reports a stage when it has finished. Faces runs beside diarize and voices and sight
+    in whichever thread is free first (:func:`m3cli.stages.pipeline.perceive_side_by_side`), so the
+    critical path reads: diarize, voices, then sight when it followed voices, then "faces", the wait
+    for the faces thread (with sight in it when it ran there, and then "sight" is ~0)."""
 
     def __init__(self, began: float) -> None:
         self.last = began
