@@ -238,6 +238,7 @@ def main(argv: list[str] | None = None) -> str:
         n = len(lat)
         k = min(3, n)
         rss = [live.rss[c] for c in sorted(live.rss) if c > 0 and live.rss[c] is not None]
+        in_rounds = sum(r["cpu_s"] for r in live.rounds.values())
         row = [
             f"{seconds:.0f} s, {final['clips_committed']} clips",
             _load(live.load),
@@ -247,6 +248,7 @@ def main(argv: list[str] | None = None) -> str:
             f"{statistics.mean(lat[:k]):.1f} / {statistics.mean(lat[-k:]):.1f}" if lat else "-",
             f"{final['lag_s']:.1f}",
             f"{live.cpu / seconds:.3f}",
+            f"{in_rounds:.0f} / {live.cpu - in_rounds:.0f}",
             f"{peer.cpu / seconds:.3f}",
             f"{run_cost.cpu / seconds:.3f}" if run_cost else "-",
             f"{statistics.mean(rss[:k]):.0f} / {statistics.mean(rss[-k:]):.0f}" if rss else "-",
@@ -267,6 +269,7 @@ def main(argv: list[str] | None = None) -> str:
                     f"mean of first / last {k} clips (s)",
                     "lag at end (s)",
                     "watch CPU-s / video s",
+                    "watch CPU-s in rounds / outside (start-up, recording, waiting)",
                     "faster-whisper CPU-s / video s",
                     "m3 run CPU-s / video s",
                     f"RSS after first / last {k} clips (MB)",
