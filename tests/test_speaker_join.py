@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from m3cli.stages.backends.speaker import windows_over
-from m3cli.stages.backends.speaker_join import JOIN_COSINE, join_clusters, pooled_spans
+from m3cli.stages.backends.speaker_join import JOIN_COSINE, join_clusters, pooled_spans, split_within
 from m3cli.stages.eval.audio import read_rttm
 
 DATA = Path(__file__).parent / "data"
@@ -52,3 +52,58 @@ def test_pooled_spans_take_the_most_typical_windows_up_to_the_limit():
     # the mean is (0.7, 0.4): window 3 is most like it (0.80), then window 0 (0.70): 4 s, enough
     assert pooled_spans(wins, labels, 0, emb, seconds=4.0) == [(0.0, 2.0), (20.0, 22.0)]
     assert pooled_spans(wins, labels, 0, emb, seconds=5.0) == [(0.0, 3.0), (20.0, 22.0)]
+
+
+def _speakers3_windows():
+    from m3cli.stages.core.audio_file import read_audio_file
+
+    _, audio = read_audio_file(DATA / "speakers3.mp4")
+    ref = read_rttm(DATA / "speakers3.rttm")["speakers3"]
+    wins, truth = [], []
+    for k, spk in enumerate(sorted({t[2] for t in ref})):
+        w = windows_over([(s, e) for s, e, who in ref if who == spk], 2.0, 1.0)
+        wins += w
+        truth += [k] * len(w)
+    return audio, wins, np.asarray(truth)
+
+
+def _linkage(emb: np.ndarray, apart: np.ndarray | None) -> np.ndarray:
+    from m3cli.stages.backends.diarizer_overlap import _few_windows
+
+    return _few_windows(emb, 0.5, None, apart)
+
+
+def test_split_within_finds_the_people_one_cluster_holds():
+    """Three voices given as one cluster (what an eigengap over too few windows per person returns) come
+    out as three, one per voice."""
+    from m3cli.stages.backends.speaker_campplus import CamppModel
+
+    audio, wins, truth = _speakers3_windows()
+    model = CamppModel()
+    emb = model.embed(audio, wins)
+    weights = np.ones(len(wins))
+    one = np.zeros(len(wins), dtype=np.int64)
+    out = split_within(audio, wins, one, model, emb, weights, _linkage, None, 2.0)
+    assert len(np.unique(out)) == 3
+    assert all(len(np.unique(out[truth == k])) == 1 for k in range(3))
+
+
+def test_split_within_never_joins_pieces_of_two_clusters():
+    """One voice cut across two clusters stays in two: only pieces of one cluster are joined again,
+    whatever their pooled cosine (the clustering kept the two apart with the whole clip's evidence)."""
+    from m3cli.stages.backends.speaker_campplus import CamppModel
+
+    audio, wins, truth = _speakers3_windows()
+    model = CamppModel()
+    emb = model.embed(audio, wins)
+    weights = np.ones(len(wins))
+    labels = truth.copy()
+    first = np.flatnonzero(truth == 0)
+    labels[first[: len(first) // 2]] = 3  # voice 0's first half is a cluster of its own
+    out = split_within(audio, wins, labels, model, emb, weights, _linkage, None, 2.0)
+    assert len(np.unique(out)) == 4
+    assert out[first[0]] != out[first[-1]]
+    # a cut above every same-voice cosine: nothing is joined back, so pieces stay split
+    assert (
+        len(np.unique(split_within(audio, wins, labels, model, emb, weights, _linkage, None, 2.0, 0.99))) >= 4
+    )

@@ -191,3 +191,43 @@ def test_resemblyzer_backend_matches_the_resemblyzer_package(monkeypatch):
     )
     ours = ResemblyzerModel().embed(wav, [(0.0, len(wav) / 16000)])[0]
     assert float(ours @ theirs) > 0.999
+
+
+def _voices_of_readers(video, rttm, env) -> dict[str, set[str]]:
+    """Each reference reader's voice ids through `m3 segment`'s 30-s clips: the voices of the turns it
+    fills at least half of."""
+    from m3cli.stages.eval.audio import read_rttm
+
+    seg = run_m3("segment", video, env=env, check=True)
+    dia = run_m3("diarize", input=seg.stdout, env=env, check=True)
+    out = run_m3("voices", input=dia.stdout, env=env, check=True)
+    ref = next(iter(read_rttm(rttm).values()))
+    people: dict[str, set[str]] = {spk: set() for _, _, spk in ref}
+    for record in _records(out.stdout):
+        for t in record["turns"]:
+            cover = {w: 0.0 for w in people}
+            for s, e, who in ref:
+                cover[who] += max(0.0, min(e, t["end"]) - max(s, t["start"]))
+            who = max(cover, key=cover.__getitem__)
+            if t.get("speaker") and cover[who] >= 0.5 * (t["end"] - t["start"]):
+                people[who].add(t["speaker"])
+    return people
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "name, order",
+    [
+        ("speakers6", ["1688", "1998", "ls_man", "2033", "367", "533"]),
+        ("speakers8", ["1688", "ls_woman", "1998", "2033", "ls_man", "367", "ls_young_man", "533"]),
+    ],
+)
+def test_every_reader_keeps_one_voice_of_their_own_through_clips(name, order, tmp_path):
+    """speakers6/8 run through two clips; in the second (5 and 17 s) each person speaks once for 2.5 s,
+    which the eigengap read as one or two people (speakers8: 5 of 8 readers with one voice, 3 voice ids
+    shared). Each clip's clusters are now split within and joined back by pooled speech, and the voice
+    bank joins the clips: one voice per reader, numbered in the order they first speak."""
+    people = _voices_of_readers(DATA / f"{name}.mp4", DATA / f"{name}.rttm", {"M3_CACHE": str(tmp_path)})
+    assert {who: sorted(ids) for who, ids in people.items()} == {
+        who: [f"<voice_{k}>"] for k, who in enumerate(order, start=1)
+    }

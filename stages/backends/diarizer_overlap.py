@@ -12,6 +12,10 @@ once; CAM++ embeddings of short windows say who.
    distance ``few_threshold`` decides instead, with one more witness: two windows that the segmentation
    model hears as two different local speakers of one 10-s chunk are never joined (see
    :func:`cannot_link`). Each speech frame takes the label of the nearest window centre.
+   Each cluster the eigengap found is then split again by that linkage, and its pieces whose pooled
+   speech reaches the calibrated same-speaker cosine are joined back; pieces of two clusters never are
+   (``split_within``, see :func:`~m3cli.stages.backends.speaker_join.split_within`): people who speak
+   once for 2-3 s in a clip get a cluster of their own (speakers8's second clip: six people, once two).
    A clip found as one speaker is split in two when some 10-s chunk hears a second local speaker for
    ``two_local_seconds`` (see :func:`second_local_seconds`), or hears one alone for a shorter time
    whose pooled voice differs from the first's (see :func:`local_voices`).
@@ -44,7 +48,7 @@ from m3cli.stages.backends.asr import RATE, SpeakerTurn, merge_spans
 from m3cli.stages.backends.segmentation import CHUNK, ChunkActivity, SegmentationModel
 from m3cli.stages.backends.speaker import fold_small_clusters, windows_over
 from m3cli.stages.backends.speaker_campplus import CamppModel
-from m3cli.stages.backends.speaker_join import JOIN_COSINE, join_clusters
+from m3cli.stages.backends.speaker_join import JOIN_COSINE, join_clusters, split_within
 from m3cli.stages.core.imports import heavy_import
 
 #: Changes with any change of what this diarizer computes (2: few windows by linkage below 14;
@@ -52,8 +56,9 @@ from m3cli.stages.core.imports import heavy_import
 #: speaker where a chunk hears two for 3 s each, an overlap's second speaker from the chunk's local one;
 #: 5: where neither the chunk nor the 3 s around tell the second speaker, the clip's most heard other;
 #: 6: pair probability 0.3 flags overlap inside windows whose argmax hears two; a short second local
-#: speaker whose pooled voice differs splits a one-speaker clip).
-VERSION = "overlap/6"
+#: speaker whose pooled voice differs splits a one-speaker clip;
+#: 7: each eigengap cluster split by linkage, its pieces joined back by pooled cosine, split_within).
+VERSION = "overlap/7"
 
 
 @dataclass(frozen=True)
@@ -97,11 +102,17 @@ class OverlapConfig:
     # dev table, 1.5 s no longer finds trn06's second person
     two_local_voice: float | None = 0.5
     join_cosine: float | None = None  # None: eigengap / few-window linkage; else average linkage cut here
-    # Split locally, join by the calibrated rule (off by default; README "speaker stack"): with
-    # few_windows=30, pooled_join=JOIN_COSINE, apart_share=0.0 every reader of speakers3/6/8 gets one
-    # voice through 30-s clips (now 5/6 and 6/8), but dev01 is split into 4 and libri5 into 6.
+    # Split the whole clip by linkage, then join by the calibrated rule (off; README "speaker stack"):
+    # with few_windows=30, pooled_join=JOIN_COSINE, apart_share=0.0 every reader of speakers3/6/8 gets
+    # one voice through 30-s clips, but dev01 is split into 4 and libri5 into 6 (split_within does it)
     pooled_join: float | None = None  # join clusters whose pooled speech reaches this CAM++ cosine
     apart_share: float | None = None  # ... unless more of their window pairs than this are heard apart
+    # Split within (speaker_join.split_within): each cluster the eigengap found is split again by the
+    # few-window linkage (few_threshold, cannot-links), pieces with under split_min_seconds of windows go
+    # back to their nearest sibling, and siblings whose pooled speech reaches this cosine are joined
+    # again; pieces of different clusters never are. None: off
+    split_within: float | None = JOIN_COSINE
+    split_min_seconds: float = 2.0  # two windows: one 2-s window is one vote, not a person
 
 
 class OverlapDiarizer:
@@ -148,6 +159,26 @@ class OverlapDiarizer:
         if _few(len(wins), cfg, num_speakers) or (cfg.join_cosine is not None and num_speakers is None):
             apart = cannot_link(act, wins, cfg.local_share, cfg.local_other)
         labels = cluster(emb, weights, cfg, max_speakers, num_speakers, apart)
+        if (
+            cfg.split_within is not None
+            and num_speakers is None
+            and cfg.join_cosine is None
+            and len(wins) >= cfg.few_windows  # fewer: linkage has already split the clip
+        ):
+            if apart is None:
+                apart = cannot_link(act, wins, cfg.local_share, cfg.local_other)
+            labels = split_within(
+                audio,
+                wins,
+                labels,
+                self.embedding,
+                emb,
+                weights,
+                lambda e, a: _few_windows(e, cfg.few_threshold, None, a),
+                apart,
+                cfg.split_min_seconds,
+                cfg.split_within,
+            )
         one = num_speakers is None and len(labels) >= 2 and labels.max() == 0
         floor = cfg.two_local_seconds
         if one and floor is not None and second_local_seconds(act, duration) >= floor:

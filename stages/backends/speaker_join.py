@@ -16,11 +16,12 @@ two speakers were joined, so the overlap diarizer keeps it off by default (``Ove
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from m3cli.stages.backends.asr import Span, merge_spans
+from m3cli.stages.backends.speaker import fold_small_clusters
 
 #: pooled CAM++ cosine at which two groups of speech are one speaker (see the module docstring)
 JOIN_COSINE = 0.6
@@ -85,3 +86,46 @@ def join_clusters(
         vecs[a] = model.embed_pooled(audio, [pooled_spans(wins, labels, a, emb)])[0]
     _, labels = np.unique(labels, return_inverse=True)
     return labels.astype(np.int64)
+
+
+def split_within(
+    audio: np.ndarray,
+    wins: Sequence[Span],
+    labels: np.ndarray,
+    model,  # noqa: ANN001 - any embedder with ``embed_pooled(audio, groups)`` (CAM++)
+    emb: np.ndarray,
+    weights: np.ndarray,
+    split: Callable[[np.ndarray, np.ndarray | None], np.ndarray],
+    apart: np.ndarray | None,
+    min_seconds: float,
+    threshold: float = JOIN_COSINE,
+) -> np.ndarray:
+    """Split locally, join by the calibrated rule, never across clusters: each cluster's windows are
+    split again by ``split`` (average linkage, with the cannot-links ``apart``), pieces with under
+    ``min_seconds`` of window weight go back to their nearest sibling, and siblings whose pooled speech
+    reaches ``threshold`` are joined again (:func:`join_clusters`); pieces of two different clusters
+    are never joined.
+
+    Why: the eigengap over a clip's windows is right where each person holds several windows (sample.wav's
+    two speakers, which no threshold on pooled speech keeps apart: they score up to 0.66), but it folds
+    people who speak once for 2-3 s into one cluster (speakers8's second clip: six people, two clusters).
+    Linkage inside each cluster finds those people; the eigengap's own split is kept as a cannot-link,
+    so a join decided by one cosine can only undo what this step split."""
+    labels = np.asarray(labels, dtype=np.int64)
+    out = labels.copy()
+    fresh = int(labels.max()) + 1 if len(labels) else 0
+    for k in np.unique(labels).tolist():
+        members = np.flatnonzero(labels == k)
+        if len(members) < 2:
+            continue
+        sub = split(emb[members], None if apart is None else apart[np.ix_(members, members)])
+        sub = fold_small_clusters(emb[members], sub, weights[members], min_seconds)
+        _, sub = np.unique(sub, return_inverse=True)
+        if sub.max() == 0:
+            continue
+        sub = join_clusters(audio, [wins[i] for i in members.tolist()], sub, model, threshold, emb[members])
+        for j in range(1, int(sub.max()) + 1):
+            out[members[sub == j]] = fresh
+            fresh += 1
+    _, out = np.unique(out, return_inverse=True)
+    return out.astype(np.int64)
