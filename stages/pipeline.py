@@ -69,7 +69,7 @@ class PipelineConfig:
     index: IndexConfig = field(default_factory=IndexConfig)
     until: str = "index"
     offline: bool = False
-    #: faces runs in a second thread beside diarize and voices (see :func:`perceive_side_by_side`)
+    #: faces (and sight) run in a second thread beside diarize and voices (:func:`perceive_side_by_side`)
     parallel: bool = True
 
     def __post_init__(self) -> None:
@@ -307,6 +307,25 @@ def merge_faces(
     return merged
 
 
+def merge_sight(
+    merged: list[ClipRecord], sighted: list[ClipRecord], before: list[ClipRecord]
+) -> list[ClipRecord]:
+    """:func:`merge_faces`'s records with the sight section and problems that sight found on
+    ``before``, as if sight had run after faces: sight too reads only the video stream and the clip
+    bounds, and its problems come after every earlier stage's."""
+    out = []
+    for record, sight, base in zip(merged, sighted, before, strict=True):
+        if record.key != sight.key:
+            raise AssertionError(f"sight and voices disagree on clip order: {record.key} vs {sight.key}")
+        record = record.model_copy()
+        record.sight = sight.sight
+        added = (sight.errors or [])[len(base.errors or []) :]
+        if added:
+            record.errors = [*(record.errors or []), *added]
+        out.append(record)
+    return out
+
+
 def perceive_side_by_side(
     records: list[ClipRecord],
     models: Models,
@@ -314,45 +333,67 @@ def perceive_side_by_side(
     on_stage: Callable[[str, int], None] | None = None,
     folds: Folds | None = None,
 ) -> list[ClipRecord]:
-    """diarize -> voices in this thread while faces runs in a second one; the records `... | m3 voices |
-    m3 faces` would give.
+    """diarize -> voices in this thread while faces runs in a second one, and sight (when the config
+    runs it) in whichever of the two is free first; the records `... | m3 voices | m3 faces | m3 sight`
+    would give.
 
-    Why: the two branches read different streams of the video and share nothing but the cache (whose
+    Why: the branches read different streams of the video and share nothing but the cache (whose
     entries are written atomically), and their heavy work (CTranslate2, onnxruntime, torch, dlib, the
     video decoder) runs outside the GIL, so on two cores they overlap almost fully where the shell
-    pipe's processes overlap only as far as each stage streams. If either branch fails, the other
-    stops at its next clip and the first failure is raised.
+    pipe's processes overlap only as far as each stage streams. Sight needs only the clips, so it
+    takes the first free thread: on long clips with speech faces finishes well before diarize (which
+    runs on one thread) and sight leaves the critical path (`m3 watch`'s per-clip latency, `m3 run`'s
+    wall time); on short clips where faces is the longer branch it follows voices as before. If one
+    branch fails, the other stops at its next clip and the first failure is raised.
     """
     stop = threading.Event()
     branch_ctx = dataclasses.replace(ctx, progress=_stoppable(ctx.progress, stop))  # both branches
+    sight_free = threading.Lock() if "sight" in models.config.stages else None
 
-    def faces_branch() -> list[ClipRecord]:
+    def sight_if_free() -> list[ClipRecord] | None:
+        """Sight's records, computed here unless the other thread took it (or the config skips it)."""
+        if sight_free is None or not sight_free.acquire(blocking=False):
+            return None
+        return roundtrip(_STEPS["sight"](records, models, branch_ctx, folds))
+
+    def video_branch() -> tuple[list[ClipRecord], list[ClipRecord] | None]:
         try:
             seen = roundtrip(_STEPS["faces"](records, models, branch_ctx, folds))
+            sighted = sight_if_free()
         except BaseException:
             stop.set()
             raise
         models.warm_memory_models()
-        return seen
+        return seen, sighted
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="m3-faces") as pool:
-        pending = pool.submit(faces_branch)
+        pending = pool.submit(video_branch)
         try:
             heard = records
             for stage in ("diarize", "voices"):
                 heard = roundtrip(_STEPS[stage](heard, models, branch_ctx, folds))
                 if on_stage:
                     on_stage(stage, len(heard))
+            sighted = sight_if_free()
+            if on_stage and sighted is not None:
+                on_stage("sight", len(sighted))
         except _Stopped:
-            pending.result()  # faces failed first: raise its error, not the stop
+            pending.result()  # the other branch failed first: raise its error, not the stop
             raise
         except BaseException:
             stop.set()
             raise
-        seen = pending.result()
+        seen, sighted_there = pending.result()
     if on_stage:
         on_stage("faces", len(seen))
-    return roundtrip(merge_faces(heard, seen, records))
+    merged = merge_faces(heard, seen, records)
+    if sighted_there is not None:
+        sighted = sighted_there
+        if on_stage:
+            on_stage("sight", len(sighted))
+    if sighted is not None:
+        merged = merge_sight(merged, sighted, records)
+    return roundtrip(merged)
 
 
 def content_id(path: Path, ctx: RunContext) -> str:
@@ -394,7 +435,7 @@ def process_records(
     stages = list(models.config.stages[1:])
     if models.config.parallel and "faces" in stages and records:
         records = perceive_side_by_side(records, models, ctx, on_stage, folds)
-        stages = stages[stages.index("faces") + 1 :]
+        stages = stages[stages.index("sight" if "sight" in stages else "faces") + 1 :]
     for stage in stages:
         if stage == "index" or not records:
             break

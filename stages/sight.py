@@ -53,7 +53,7 @@ from m3cli.stages.core.common import RunContext, by_video
 log = logging.getLogger(__name__)
 
 STAGE = "sight"
-STAGE_VERSION = "sight/2"
+STAGE_VERSION = "sight/3"
 THUMB = (64, 36)
 #: largest mean change (0..1) of any sixteenth of a keyframe's thumbnail for "the same picture" as the
 #: keyframe before: a static shot's noise and a speaker's lips stay below it, a caption does not
@@ -137,7 +137,8 @@ def sample_keyframes(path: Any, start: float, end: float, config: SightConfig) -
         t, frame, thumb = segment[(len(segment) - 1) // 2]
         picked.append(Picked(segment[0][0], t, why, media.to_rgb(frame, config.frame_side), thumb))
 
-    for t, frame in media.iter_sampled(path, start, end, config.fps):
+    # one decoding thread: every frame is decoded to sample a few, and that is counted in CPU seconds
+    for t, frame in media.iter_sampled(path, start, end, config.fps, threaded=False):
         count += 1
         thumb = media.to_grey(frame, *THUMB)
         if first is None or previous is None:

@@ -77,6 +77,8 @@ class WatchStatus:
     gaps: list[dict] = field(default_factory=list)
     reconnects: int = 0
     error: str | None = None
+    #: the last round's clips and where its time went (see :class:`RoundClock`)
+    last_round: dict | None = None
 
     @property
     def lag(self) -> float:
@@ -105,8 +107,66 @@ class WatchStatus:
             "gaps": self.gaps,
             "reconnects": self.reconnects,
             "rss_mb": _rss_mb(),
+            "last_round": self.last_round,
             "error": self.error,
         }
+
+
+class RoundClock:
+    """Where a round's time went: seconds from the previous mark to each stage's end, in order.
+
+    The pipeline reports a stage when it has finished. Faces runs beside diarize and voices and sight
+    in whichever thread is free first (:func:`m3cli.stages.pipeline.perceive_side_by_side`), so the
+    critical path reads: diarize, voices, then sight when it followed voices, then "faces", the wait
+    for the faces thread (with sight in it when it ran there, and then "sight" is ~0)."""
+
+    def __init__(self, began: float) -> None:
+        self.last = began
+        self.spans: dict[str, float] = {}
+
+    def stage(self, name: str, _clips: int = 0) -> None:
+        now = time.monotonic()
+        self.spans[name] = round(now - self.last, 3)
+        self.last = now
+
+
+#: mallopt's parameter for the number of malloc arenas (glibc's malloc.h: M_ARENA_MAX)
+_M_ARENA_MAX = -8
+
+
+def _libc() -> Any:
+    import ctypes
+
+    try:
+        return ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc (musl, macOS): nothing to bound or trim
+        return None
+
+
+def bound_heap(arenas: int = 2) -> bool:
+    """Cap glibc's malloc arenas for the long-running watcher; call it before the model threads start.
+
+    Why: glibc gives a thread that meets a locked arena an arena of its own (up to 8 per core), and the
+    threads of onnxruntime, CTranslate2 and the video decoder allocate and free large buffers each clip;
+    what they free stays mapped in their arenas, fragmented, so on a cold cache the watcher's RSS grew
+    about 190 MB per 30-s clip for the whole stream. With two arenas and :func:`trim_heap` after each
+    commit it stays flat after the first clips, for about 3% more CPU (both measured with
+    bench/bench_watch.py; the figures are in the README). True when the cap was set."""
+    libc = _libc()
+    try:
+        return bool(libc is not None and libc.mallopt(_M_ARENA_MAX, arenas))
+    except AttributeError:
+        return False
+
+
+def trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``); a few tens of ms."""
+    libc = _libc()
+    try:
+        if libc is not None:
+            libc.malloc_trim(0)
+    except AttributeError:
+        pass
 
 
 def _rss_mb() -> float | None:
@@ -325,8 +385,10 @@ class Watcher:
         if self._folds is None:  # the first round of this process replays the clips before its own
             self._folds, self._fed = Folds(), -1
         records = self._records([c for c in plan if self._fed < c["index"] <= todo[-1]["index"]], probe)
+        began, cpu = time.monotonic(), time.process_time()
+        clock = RoundClock(began)
         try:
-            out = process_records(records, self.models, self.ctx, folds=self._folds)
+            out = process_records(records, self.models, self.ctx, clock.stage, folds=self._folds)
         except BaseException:
             self._folds = None  # folded part of the round: a later round starts again from the cache
             raise
@@ -346,12 +408,21 @@ class Watcher:
                     if self.commit_flag is not None:
                         self.commit_flag.clear()
             now = time.monotonic()
+            clock.stage("commit")
+            self.status.last_round = {
+                "clips": [c["index"] for c in todo],
+                "replayed": len(records) - len(todo),
+                "waited_s": round(began - arrived[todo[0]["index"]], 3),
+                "stages_s": clock.spans,
+                "cpu_s": round(time.process_time() - cpu, 3),
+            }
             for c in todo:
                 self.status.latencies.append(round(now - arrived[c["index"]], 3))
             self.status.clips_committed += len(new)
             self.status.last_clip = todo[-1]["index"]
             self.status.last_commit = _now()
             self.status.committed_until = todo[-1]["end"]
+        trim_heap()  # after the commit, not before: the clip's latency does not wait for it
         for c, latency in zip(todo, self.status.latencies[-len(todo) :], strict=True):
             self.say(
                 f"clip {c['index']} [{c['start']:.1f}-{c['end']:.1f} s] committed {latency:.1f} s after it "

@@ -67,7 +67,8 @@ def run(
     sequential: bool = typer.Option(
         False,
         "--sequential",
-        help="Run faces after voices instead of in a second thread beside diarize and voices (same records).",
+        help="Run faces and sight after voices instead of in a second thread beside diarize and voices "
+        "(same records).",
     ),
     list_options: bool = typer.Option(False, "--options", help="List every STAGE.OPTION and exit."),
 ) -> None:

@@ -64,7 +64,7 @@ def watch(
 
     from m3cli.stages.core.errors import M3Error
     from m3cli.stages.pipeline import Models
-    from m3cli.stages.watch import Watcher
+    from m3cli.stages.watch import Watcher, bound_heap
     from m3cli.terminal import error_line
 
     settings = context.settings(ctx)
@@ -92,6 +92,7 @@ def watch(
     def child() -> None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when the child stops
         _die_with_parent(parent)
+        bound_heap()  # this process runs for hours: before any model thread starts (see bound_heap)
         code = 0
         try:
             watcher = Watcher(
