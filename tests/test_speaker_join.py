@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from m3cli.stages.backends.speaker import windows_over
 from m3cli.stages.backends.speaker_join import JOIN_COSINE, join_clusters, pooled_spans, split_within
@@ -107,3 +108,30 @@ def test_split_within_never_joins_pieces_of_two_clusters():
     assert (
         len(np.unique(split_within(audio, wins, labels, model, emb, weights, _linkage, None, 2.0, 0.99))) >= 4
     )
+
+
+def test_split_within_keeps_sample_wavs_two_speakers_apart_and_whole():
+    """pyannote's sample.wav: two speakers whose pooled voices score up to 0.66 (over the 0.60 join), so
+    a join across clusters merged them. Split within, the eigengap's two clusters stay two, and the
+    pieces one speaker's cluster is split into are joined back (without the rejoin: three speakers)."""
+    from dataclasses import replace
+
+    from conftest import SHARED_MEDIA
+    from m3cli.stages.backends.asr import make_vad
+    from m3cli.stages.backends.diarizer_overlap import OverlapConfig, OverlapDiarizer
+    from m3cli.stages.core.audio_file import read_audio_file
+    from m3cli.stages.eval.audio import diarization_error
+
+    media = SHARED_MEDIA / "diarization" / "sample.wav"
+    if not media.is_file():
+        pytest.skip(f"{media} is not here (shared media)")
+    audio = read_audio_file(media)[1]
+    speech = make_vad("silero").speech(audio)
+    ref = read_rttm(media.with_suffix(".rttm"))["sample"]
+    diarizer = OverlapDiarizer()
+    assert diarizer.config.split_within == JOIN_COSINE
+    turns = diarizer.turns(audio, None, None, speech=speech)
+    assert len({t.speaker for t in turns}) == 2
+    assert diarization_error(ref, [(t.start, t.end, t.speaker) for t in turns]).der <= 0.05
+    diarizer.config = replace(OverlapConfig(), split_within=1.01)  # split, never joined back
+    assert len({t.speaker for t in diarizer.turns(audio, None, None, speech=speech)}) == 3
