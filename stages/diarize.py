@@ -24,18 +24,23 @@ Per clip (all cached under the clip's content id, index, span and every setting 
    words say what. Local labels are ``S0``, ``S1``, ... in order of first appearance, the same in
    ``utterances`` and ``turns`` (the record's ``turns`` are cut where overlap starts or ends and flag
    ``overlap``). Times are clamped to the clip, so an utterance never crosses a clip boundary.
+5. **Second reading** (:mod:`m3cli.stages.diarize_second`, ``--second-reading auto`` where the
+   ``asr-base`` extra is installed): turns the ASR left without words are read again by multilingual
+   Whisper base in the language it detects, keeping only text that passes Whisper's own guards; those
+   utterances carry ``language`` and ``second_reading``, and the turns read record their ``language``.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from m3cli.schemas.records import AsrSection, ClipRecord, Turn, Utterance
+from m3cli.stages import diarize_second
 from m3cli.stages.backends.asr import (
     ASR_BACKENDS,
     DIARIZERS,
@@ -67,14 +72,15 @@ from m3cli.stages.core.common import RunContext, by_video
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/9"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/10"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
 # hears the turns too, no word from Whisper's zero padding, nor unsure words after every turn, nor a
 # squeezed repeat of the segment before; T 0-0.4; 9: the ASR's log-mel features on one BLAS thread
 # (the default path's results are unchanged; results `m3 batch` stored before were computed on every
-# core, with other words, and must not be served under the same key)
+# core, with other words, and must not be served under the same key); 10: turns left without words are read
+# again by multilingual base where it is installed (stages/diarize_second.py)
 MIN_AUDIO_SECONDS = 0.5
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
 UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped
@@ -93,6 +99,8 @@ class ClipResult:
     turns: list[SpeakerTurn]
     language: str | None
     speech_seconds: float
+    #: stretches the second reading heard: [start, end, speaker, language, probability]
+    languages: list[list] = field(default_factory=list)
 
     @property
     def speakers(self) -> int:
@@ -104,6 +112,7 @@ class ClipResult:
             "turns": [[t.start, t.end, t.speaker] for t in self.turns],
             "language": self.language,
             "speech_seconds": self.speech_seconds,
+            "languages": self.languages,
         }
 
     @classmethod
@@ -113,6 +122,7 @@ class ClipResult:
             [SpeakerTurn(s, e, spk) for s, e, spk in data["turns"]],
             data["language"],
             data["speech_seconds"],
+            data.get("languages", []),
         )
 
 
@@ -126,6 +136,7 @@ class Pipeline:
         self._asr: AsrModel | None = None
         self._vad: Vad | None | bool = False
         self._diarizer: Diarizer | None = None
+        self._second: AsrModel | None = None
         # unknown names fail now, with the list of valid ones, before any clip is decoded
         checks = (
             (config.backend, ASR_BACKENDS, make_asr),
@@ -145,6 +156,31 @@ class Pipeline:
                 c.backend, c.model, device=self.device, compute_type=c.compute_type, align_model=c.align_model
             )
         return self._asr
+
+    @property
+    def second_reading(self) -> bool:
+        """Whether turns left without words are read again (:mod:`m3cli.stages.diarize_second`): asked
+        for (auto), not pinned to a language, the first model not already the multilingual one, and the
+        multilingual model installed."""
+        c = self.config
+        return (
+            c.second_reading == "auto"
+            and c.language is None
+            and c.backend == "faster-whisper"
+            and c.model != diarize_second.MODEL
+            and diarize_second.installed()
+        )
+
+    def second_reader(self) -> AsrModel:
+        """The multilingual model of the second reading, loaded the first time a clip needs it."""
+        if self._second is None:
+            self._second = make_asr(
+                "faster-whisper",
+                diarize_second.MODEL,
+                device=self.device,
+                compute_type=self.config.compute_type,
+            )
+        return self._second
 
     @property
     def vad(self) -> Vad | None:
@@ -174,6 +210,8 @@ class Pipeline:
     def identity(self) -> str:
         """Model identity for cache keys, computed without loading any model."""
         parts = [STAGE_VERSION, _identity_asr(self.config)]
+        if self.second_reading:
+            parts.append(f"second reading: {diarize_second.identity()}")
         for dist in (
             "silero-vad",
             "faster-whisper",
@@ -214,10 +252,16 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])
     transcript = transcribe_speech(audio, heard, asr, pipe.config.language)
     utterances = fit_to_turns(split_by_speaker(transcript.segments, turns, relabel=False), turns)
-    turns = _same_labels(utterances, turns)
+    languages: list[list] = []
+    if pipe.second_reading and turns:
+        # turns the first reading left without words: read again by the multilingual model
+        more, languages = diarize_second.second_reading(audio, turns, utterances, pipe.second_reader)
+        if more:
+            utterances = sorted(utterances + more, key=lambda u: (u["start"], u["end"]))
+    turns = _same_labels(utterances, turns, languages)
     if not utterances:
         log.info("%.1f s of speech found but the recogniser produced no words", speech_seconds)
-    return ClipResult(utterances, turns, transcript.language, speech_seconds)
+    return ClipResult(utterances, turns, transcript.language, speech_seconds, languages)
 
 
 def speaker_turns(audio: np.ndarray, speech: Sequence[Span], pipe: Pipeline) -> list[SpeakerTurn]:
@@ -267,7 +311,9 @@ def transcribe_speech(
         if segments and _echo(segments[-1], seg.text, words):
             continue
         start = back(seg.start, piece(seg.start, False))  # a segment may span pieces: map each end alone
-        segments.append(AsrSegment(start, max(start, back(seg.end, piece(seg.end, True))), seg.text, words))
+        segments.append(
+            replace(seg, start=start, end=max(start, back(seg.end, piece(seg.end, True))), words=words)
+        )
     return Transcript(tuple(segments), raw.language)
 
 
@@ -444,12 +490,17 @@ def _within_turn(speaker: str | None, start: float, end: float, turns: Sequence[
     return any(t.speaker == speaker and t.start <= start + 1e-3 and t.end >= end - 1e-3 for t in turns)
 
 
-def _same_labels(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> list[SpeakerTurn]:
+def _same_labels(
+    utterances: list[dict], turns: Sequence[SpeakerTurn], languages: list[list] | None = None
+) -> list[SpeakerTurn]:
     """Rename speakers S0, S1, ... by first appearance in the utterances, then in the turns (a speaker
-    with no transcribed word), in both lists alike (utterances in place); returns the renamed turns."""
+    with no transcribed word), in the utterances, the turns and ``languages`` alike (utterances and
+    languages in place); returns the renamed turns."""
     names = local_names([u["speaker_local"] for u in utterances] + [t.speaker for t in turns])
     for u in utterances:
         u["speaker_local"] = names.get(u["speaker_local"])
+    for heard in languages or ():
+        heard[2] = names[heard[2]]
     return [SpeakerTurn(t.start, t.end, names[t.speaker]) for t in turns]
 
 
@@ -531,9 +582,13 @@ def _shift(utterances: list[dict], offset: float, limit: float | None = None) ->
     return out
 
 
-def turn_records(turns: Sequence[SpeakerTurn], offset: float, limit: float | None = None) -> list[Turn]:
+def turn_records(
+    turns: Sequence[SpeakerTurn], offset: float, limit: float | None = None, languages: Sequence[list] = ()
+) -> list[Turn]:
     """Turns on the video's clock, each cut where another speaker starts or stops talking over it, so
-    ``overlap`` is true or false for the whole piece."""
+    ``overlap`` is true or false for the whole piece. A piece inside a stretch the second reading heard
+    in a language it was sure of (``languages``) records that ``language``."""
+    sure = [(a, b, spk, lang) for a, b, spk, lang, p in languages if p >= diarize_second.LANGUAGE_P]
     out: list[Turn] = []
     for t in turns:
         others = [o for o in turns if o.speaker != t.speaker and o.end > t.start and o.start < t.end]
@@ -545,12 +600,14 @@ def turn_records(turns: Sequence[SpeakerTurn], offset: float, limit: float | Non
                 continue
             mid = (a + b) / 2
             overlapped = any(o.start <= mid < o.end for o in others)
+            spoken = [lang for s, e, spk, lang in sure if spk == t.speaker and s <= mid <= e]
             out.append(
                 Turn(
                     start=round(a + offset, 3),
                     end=round(b + offset, 3),
                     speaker_local=t.speaker,
                     overlap=overlapped,
+                    **({"language": spoken[0]} if spoken else {}),
                 )
             )
     return sorted(out, key=lambda x: (x.start, x.end, x.speaker_local))
@@ -579,7 +636,7 @@ def diarize_records(
         else:
             length = record.clip.end - record.clip.start
             utterances = _shift(result.utterances, record.clip.start, length)
-            turns = turn_records(result.turns, record.clip.start, length)
+            turns = turn_records(result.turns, record.clip.start, length, result.languages)
             language = result.language
             speakers = len({t.speaker_local for t in turns} | {u.speaker_local for u in utterances} - {None})
         section = AsrSection(

@@ -25,6 +25,7 @@ def diarize(
     backend: str = options.stage_option(DiarizeConfig, "backend"),
     model: str | None = options.stage_option(DiarizeConfig, "model"),
     language: str | None = options.stage_option(DiarizeConfig, "language"),
+    second_reading: str = options.stage_option(DiarizeConfig, "second_reading"),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: the global --device)."),
     compute_type: str | None = options.stage_option(DiarizeConfig, "compute_type"),
     vad: str = options.stage_option(DiarizeConfig, "vad"),

@@ -105,6 +105,7 @@ def diarization(
         "a cached name (default: bundled tiny.en).",
     ),
     language: str | None = options.stage_option(DiarizeConfig, "language", help="Spoken language code."),
+    second_reading: str = options.stage_option(DiarizeConfig, "second_reading"),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
@@ -196,6 +197,7 @@ def asr(
         "(default: bundled tiny.en).",
     ),
     language: str | None = options.stage_option(DiarizeConfig, "language", help="Spoken language code."),
+    second_reading: str = options.stage_option(DiarizeConfig, "second_reading"),
     vad: str = options.stage_option(DiarizeConfig, "vad", help=VAD_HELP),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),

@@ -36,6 +36,11 @@ class AsrSegment:
     end: float
     text: str
     words: tuple[Word, ...] = field(default_factory=tuple)
+    # Whisper's own measures of the window's text, where the backend gives them: mean token
+    # log-probability, probability that the window holds no speech, gzip compression ratio (loops)
+    avg_logprob: float | None = None
+    no_speech_prob: float | None = None
+    compression_ratio: float | None = None
 
 
 @dataclass(frozen=True)

@@ -148,8 +148,27 @@ class FasterWhisperAsr:
                 words = tuple(
                     Word(float(w.start), float(w.end), w.word, float(w.probability)) for w in seg.words or ()
                 )
-                out.append(AsrSegment(float(seg.start), float(seg.end), seg.text.strip(), words))
+                out.append(
+                    AsrSegment(
+                        float(seg.start),
+                        float(seg.end),
+                        seg.text.strip(),
+                        words,
+                        float(seg.avg_logprob),
+                        float(seg.no_speech_prob),
+                        float(seg.compression_ratio),
+                    )
+                )
         return Transcript(tuple(out), info.language)
+
+    def detect_language(self, audio: np.ndarray) -> tuple[str, float]:
+        """The language Whisper hears in (the first 30 s of) ``audio`` and its probability; an
+        English-only model hears English."""
+        if not self.multilingual:
+            return "en", 1.0
+        with one_blas_thread():
+            language, probability, _ = self._model.detect_language(np.asarray(audio, dtype=np.float32))
+        return language, float(probability)
 
 
 def decode_options(temperatures: tuple[float, ...] = TEMPERATURES) -> dict:

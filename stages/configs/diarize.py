@@ -50,6 +50,13 @@ class DiarizeConfig:
     language: str | None = option(
         None, "--language", help="Spoken language code (default: the model's, or detected)."
     )
+    second_reading: str = option(
+        "auto",
+        "--second-reading",
+        help="Turns the ASR left without words are read again by multilingual Whisper base, in the "
+        "language it detects (not English, probability >= 0.5), keeping only text that passes Whisper's "
+        "guards: auto (when the asr-base extra is installed) or off.",
+    )
     compute_type: str | None = option(
         None, "--compute-type", help="CTranslate2 compute type (default: int8 on CPU, float16 on CUDA)."
     )
@@ -86,6 +93,8 @@ class DiarizeConfig:
             raise InputError(f"--max-speakers must be at least 1, got {self.max_speakers}")
         if self.num_speakers is not None and self.num_speakers < 1:
             raise InputError(f"--speakers must be at least 1, got {self.num_speakers}")
+        if self.second_reading not in ("auto", "off"):
+            raise InputError(f"--second-reading is auto or off, got {self.second_reading!r}")
 
     @property
     def diarizer_name(self) -> str:

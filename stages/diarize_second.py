@@ -1,0 +1,151 @@
+"""The second reading: speech the first ASR left without words, read again by multilingual Whisper base.
+
+The default model, tiny.en, reads English only. A speaker in another language is heard by the diarizer
+and given no words (latentsync_2people_turns: person A speaks Brazilian Portuguese; tiny.en leaves his
+first turn empty), so the memory says he spoke and not what. Where the ``asr-base`` extra is installed
+(``--second-reading auto``, the default; ``off`` never reads twice), the stretches of turns the first
+reading left without words are read again by base, and only text that passes every guard is kept:
+
+* **what is read**: per speaker of a clip, the stretches of its turns (overlapping or touching turns of
+  one speaker) that no utterance of that speaker touches, joined into one piece of audio.
+* **the language**: base's language detection (Whisper's language token) on all of that speaker's
+  turns in the clip (their first 30 s), not on the unread stretches alone: latentsync A's unread
+  stretches came out Portuguese at 0.60 (1.8 s) and Chinese at 0.43 (1.2 s) each, Hebrew at 0.33
+  joined, and Portuguese at 0.97 over all his turns. Only a language other than English detected with
+  probability ``LANGUAGE_P`` or more is read: English was already read by the first model, and base
+  reads English no better (README).
+* **the text**: transcribed in that language (not translated: base's translations of latentsync's
+  Portuguese were wrong, "I got the zoom-mesh" for "Cheguei e faz um mês"); a Whisper segment is kept
+  only where its mean log-probability is at least ``MIN_LOGPROB``, its no-speech probability at most
+  ``MAX_NO_SPEECH`` and its compression ratio at most ``MAX_COMPRESSION`` (Whisper's own fallback
+  thresholds, here a refusal: the ladder's last try is otherwise kept whatever its measures); the
+  first reading's word guards (letters or digits, no unsure tail outside the turns) apply too.
+* **what is recorded**: a kept utterance carries ``language`` and ``second_reading: true``; every
+  stretch read records the language heard and its probability (the turns' ``language`` where
+  ``LANGUAGE_P`` is met), so a turn not transcribed still says in what language it was spoken.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from m3cli.stages.backends.asr import RATE, AsrSegment, Span, SpeakerTurn, merge_spans
+
+log = logging.getLogger(__name__)
+
+VERSION = "second-reading/1"  # the rule below; a change must not reuse results read by another
+MODEL = "base"  # the packaged multilingual model that reads a second time (the asr-base extra)
+MODES = ("auto", "off")
+LANGUAGE_P = 0.5  # a language detected with less probability is not read (faster-whisper's own default)
+MIN_LOGPROB = -1.0  # Whisper's log_prob_threshold
+MAX_NO_SPEECH = 0.6  # Whisper's no_speech_threshold
+MAX_COMPRESSION = 2.4  # Whisper's compression_ratio_threshold
+MAX_PAUSE = 1.0  # unread stretches of one speaker this close are read as one (the utterances' MAX_WORD_GAP)
+MIN_SECONDS = 0.5  # a speaker's unread stretches shorter than this in all are not read (as a clip)
+
+
+def installed() -> bool:
+    """Whether the packaged model that reads a second time is installed (without loading it)."""
+    from m3cli.stages.backends.asr_models import PACKAGED
+
+    return all(importlib.util.find_spec(module) is not None for module, _ in PACKAGED[MODEL].packages)
+
+
+def identity() -> str:
+    """What a result read twice depends on: the model's files and decoding, and this rule."""
+    from m3cli.stages.backends.asr_faster_whisper import FasterWhisperAsr
+
+    rule = (LANGUAGE_P, MIN_LOGPROB, MAX_NO_SPEECH, MAX_COMPRESSION, MAX_PAUSE, MIN_SECONDS)
+    return f"{VERSION} {FasterWhisperAsr.identity(MODEL)} {rule}"
+
+
+def unread(turns: Sequence[SpeakerTurn], utterances: Sequence[dict]) -> dict[str, list[Span]]:
+    """Per speaker, the stretches of its turns that no utterance of that speaker touches."""
+    stretches: dict[str, list[Span]] = {}
+    for t in turns:
+        stretches.setdefault(t.speaker, []).append((t.start, t.end))
+    out: dict[str, list[Span]] = {}
+    for speaker, spans in stretches.items():
+        mine = [(u["start"], u["end"]) for u in utterances if u["speaker_local"] == speaker]
+        left = [(a, b) for a, b in merge_spans(spans) if not any(min(e, b) > max(s, a) for s, e in mine)]
+        if left:
+            out[speaker] = left
+    return out
+
+
+def through_pauses(spans: Sequence[Span], speaker: str, turns: Sequence[SpeakerTurn]) -> list[Span]:
+    """``spans`` of ``speaker`` joined across the pauses between them shorter than ``MAX_PAUSE`` where
+    no other speaker's turn lies, so Whisper hears a pause as it was spoken and not a splice: latentsync
+    A's two stretches, 0.4 s apart, read spliced gave "Cheguei, fai zoom-meix, zoom-meix que cheguei.",
+    read through the pause "Cheguei e faz um mês, um mês que cheguei." (base reading his whole
+    clip: "Cheguei e faz um mês, um mês que eu cheguei.")."""
+    others = [(t.start, t.end) for t in turns if t.speaker != speaker]
+    out: list[Span] = []
+    for a, b in spans:
+        if out and a - out[-1][1] < MAX_PAUSE and not any(min(e, a) > max(s, out[-1][1]) for s, e in others):
+            out[-1] = (out[-1][0], b)
+        else:
+            out.append((a, b))
+    return out
+
+
+def trustworthy(seg: AsrSegment) -> bool:
+    """Whether Whisper's own measures of a segment all pass (a measure the backend does not give
+    fails: text of unknown quality is not kept)."""
+    return (
+        seg.avg_logprob is not None
+        and seg.avg_logprob >= MIN_LOGPROB
+        and seg.no_speech_prob is not None
+        and seg.no_speech_prob <= MAX_NO_SPEECH
+        and seg.compression_ratio is not None
+        and seg.compression_ratio <= MAX_COMPRESSION
+    )
+
+
+def second_reading(
+    audio: np.ndarray, turns: Sequence[SpeakerTurn], utterances: list[dict], reader_of
+) -> tuple[list[dict], list[list]]:
+    """(utterances of the second reading, the stretches read: ``[start, end, speaker, language, p]``).
+
+    ``reader_of()`` gives the multilingual model (loaded on the first clip that needs it)."""
+    from m3cli.stages.diarize import fit_to_turns, split_by_speaker, transcribe_speech
+
+    new: list[dict] = []
+    heard: list[list] = []
+    for speaker, spans in unread(turns, utterances).items():
+        if sum(b - a for a, b in spans) < MIN_SECONDS:
+            continue
+        reader = reader_of()
+        cpu = time.process_time()
+        voice = merge_spans([(t.start, t.end) for t in turns if t.speaker == speaker])
+        language, p = reader.detect_language(
+            np.concatenate([audio[int(round(a * RATE)) : int(round(b * RATE))] for a, b in voice])
+        )
+        heard += [[a, b, speaker, language, round(p, 3)] for a, b in spans]
+        if language == "en" or p < LANGUAGE_P:
+            log.debug("second reading of %s: %s at %.2f, not read", speaker, language, p)
+            continue
+        transcript = transcribe_speech(audio, through_pauses(spans, speaker, turns), reader, language)
+        kept = [seg for seg in transcript.segments if trustworthy(seg)]
+        own = [SpeakerTurn(a, b, speaker) for a, b in spans]
+        found = split_by_speaker(kept, own, relabel=False)
+        for u in found:
+            u["speaker_local"] = speaker
+            u["language"] = language
+            u["second_reading"] = True
+        new += fit_to_turns(found, turns)
+        log.debug(
+            "second reading of %s (%s at %.2f): %d of %d segments kept, %.2f CPU s",
+            speaker,
+            language,
+            p,
+            len(kept),
+            len(transcript.segments),
+            time.process_time() - cpu,
+        )
+    return new, heard

@@ -1,0 +1,72 @@
+"""The second reading: turns the default tiny.en leaves without words are read again by multilingual
+Whisper base (the asr-base extra) in the language it detects, and only text that passes Whisper's own
+guards is kept; every stretch read records its language."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import DATA, run_m3
+from m3cli.stages.backends.asr import AsrSegment, SpeakerTurn
+from m3cli.stages.diarize_second import trustworthy, unread
+
+LATENTSYNC = DATA / "link" / "latentsync_2people_turns.mp4"
+
+
+def _diarize(*flags: str) -> list[dict]:
+    clips = run_m3("segment", LATENTSYNC, check=True).stdout
+    out = run_m3("diarize", *flags, input=clips, check=True).stdout
+    return [json.loads(line) for line in out.splitlines()]
+
+
+@pytest.mark.slow
+def test_the_portuguese_speaker_gets_his_language_and_words(cache_dir):
+    """latentsync_2people_turns: person A (left, 0-5 s and 10-15 s) speaks Brazilian Portuguese; tiny.en
+    leaves his first turn (0.3-3.7 s) without words. Read a second time, that turn is Portuguese and
+    holds his first word, "Cheguei" ("I arrived"); every other utterance is the first reading's, and
+    with --second-reading off the turn has neither words nor language."""
+    records = _diarize()
+    utterances = [u for r in records for u in r["utterances"]]
+    second = [u for u in utterances if u.get("second_reading")]
+    assert second and all(u["language"] == "pt" for u in second)
+    assert second[0]["start"] < 1.0 and second[-1]["end"] <= 5.0
+    assert "cheguei" in second[0]["text"].lower()
+    a = second[0]["speaker_local"]
+    first_turns = [t for r in records for t in r["turns"] if t["speaker_local"] == a and t["end"] <= 5.0]
+    assert first_turns and all(t.get("language") == "pt" for t in first_turns)
+    assert all("language" not in u for u in utterances if not u.get("second_reading"))
+    assert records[0]["asr"]["model"] == "tiny.en"
+
+    off = [u for r in _diarize("--second-reading", "off") for u in r["utterances"]]
+    assert not any(u["start"] < 3.0 for u in off)  # tiny.en: nothing in A's first turn
+    assert not any("language" in u or u.get("second_reading") for u in off)
+
+
+@pytest.mark.slow
+def test_english_is_not_read_twice(cache_dir):
+    """jfk.wav is English read whole by tiny.en: nothing is left for a second reading, and the WER
+    stays 0."""
+    jfk = (DATA / "jfk.wav", "--ref", DATA / "jfk.ref.txt")
+    out = json.loads(run_m3("eval", "asr", *jfk, "--json", check=True).stdout)
+    assert out["wer"] == 0.0 and out["untranscribed"] == 0.0
+
+
+def test_only_stretches_no_utterance_of_their_speaker_touches_are_unread():
+    turns = [SpeakerTurn(0.0, 2.0, "S0"), SpeakerTurn(2.0, 3.0, "S0"), SpeakerTurn(4.0, 6.0, "S0")]
+    turns += [SpeakerTurn(1.0, 5.0, "S1")]
+    utterances = [{"start": 4.5, "end": 5.5, "speaker_local": "S0"}]
+    assert unread(turns, utterances) == {"S0": [(0.0, 3.0)], "S1": [(1.0, 5.0)]}
+
+
+def test_text_is_kept_only_where_every_guard_passes():
+    good = AsrSegment(0.0, 1.0, "Cheguei", (), -0.5, 0.1, 1.2)
+    assert trustworthy(good)
+    for bad in (
+        AsrSegment(0.0, 1.0, "x", (), -1.2, 0.1, 1.2),  # unsure
+        AsrSegment(0.0, 1.0, "x", (), -0.5, 0.7, 1.2),  # probably no speech
+        AsrSegment(0.0, 1.0, "x", (), -0.5, 0.1, 2.6),  # loops
+        AsrSegment(0.0, 1.0, "x"),  # measures unknown
+    ):
+        assert not trustworthy(bad)
