@@ -10,7 +10,7 @@ import pytest
 
 from conftest import DATA, run_m3
 from m3cli.stages.backends.asr import AsrSegment, SpeakerTurn
-from m3cli.stages.diarize_second import trustworthy, unread
+from m3cli.stages.diarize_second import through_pauses, trustworthy, unread
 
 LATENTSYNC = DATA / "link" / "latentsync_2people_turns.mp4"
 
@@ -70,3 +70,14 @@ def test_text_is_kept_only_where_every_guard_passes():
         AsrSegment(0.0, 1.0, "x"),  # measures unknown
     ):
         assert not trustworthy(bad)
+
+
+def test_stretches_are_read_through_short_pauses_nobody_else_fills():
+    """Read spliced, latentsync A's two stretches 0.4 s apart came out "zoom-meix" for "um mês": a
+    speaker's unread stretches are read through a pause under a second, unless another speaker's turn
+    lies in it."""
+    turns = [SpeakerTurn(0.3, 2.1, "A"), SpeakerTurn(2.5, 3.7, "A"), SpeakerTurn(5.0, 6.0, "A")]
+    spans = [(0.3, 2.1), (2.5, 3.7), (5.0, 6.0)]
+    assert through_pauses(spans, "A", turns) == [(0.3, 3.7), (5.0, 6.0)]
+    other = [*turns, SpeakerTurn(2.2, 2.4, "B")]
+    assert through_pauses(spans, "A", other) == spans
