@@ -166,6 +166,9 @@ class Utterance(_Open):
     speaker_local: str | None = None
     speaker: str | None = Field(default=None, pattern=r"^<voice_[0-9]+>$")
     voice_score: float | None = None
+    #: Whisper's code of the language it was read in, where a second reading (not the first ASR) read it
+    language: str | None = None
+    second_reading: bool | None = None
 
 
 class Turn(_Open):
@@ -176,6 +179,8 @@ class Turn(_Open):
     speaker_local: str
     speaker: str | None = Field(default=None, pattern=r"^<voice_[0-9]+>$")
     overlap: bool = False
+    #: the language the turn was detected in with confidence, where the first ASR left it without words
+    language: str | None = None
 
 
 class VoicesSection(_Open):

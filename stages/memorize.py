@@ -9,7 +9,9 @@ Two memorizers share one output shape (``memory`` section of the record):
   ``fallback: true`` and an ``errors`` entry, so one bad clip never loses the others.
 * **Offline** (the default when no LLM is configured): states only what perception established — who
   says what and when (quoted, each utterance at its own time), which speaker turns no utterance holds
-  ("<voice_2> speaks, not transcribed, from 0.3 to 3.7 s"), when each voice speaks (its diarization
+  ("<voice_2> speaks, not transcribed, from 0.3 to 3.7 s"; "speaks Portuguese, not transcribed" where
+  the turn's language was detected; an utterance a second reading read in another language says so:
+  ``says (in Portuguese): "..."``), when each voice speaks (its diarization
   turns), where turns of two voices overlap, when each face is visible, who is seen in the clip (one line,
   not one per pair), and names people say out loud (see :data:`SELF_NAME`, :data:`VOCATIVE`,
   :data:`TITLED`) — and labels itself ``source: offline``. One function per line kind.
@@ -55,12 +57,13 @@ from m3cli.stages.core.entity_ids import (
     sorted_ids,
 )
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.languages import language_name
 from m3cli.stages.core.redact import mask_credentials
 
 log = logging.getLogger(__name__)
 
 STAGE = "memorize"
-OFFLINE_VERSION = "offline-v2"
+OFFLINE_VERSION = "offline-v3"
 
 # -- names said out loud (offline memorizer) ---------------------------------------------------------
 #: Self-introductions: "my name is X", "my name's X", "I'm X", "I am X", "call me X".
@@ -180,8 +183,11 @@ def speech_lines(record: ClipRecord) -> list[MemoryItem]:
         if not text:
             continue
         who, ents = _who(u.speaker)
+        said_in = f" (in {language_name(u.language)})" if u.language and u.language != "en" else ""
         out.append(
-            MemoryItem(text=f'{who} says: "{text}"', kind="speech", start=u.start, end=u.end, entities=ents)
+            MemoryItem(
+                text=f'{who} says{said_in}: "{text}"', kind="speech", start=u.start, end=u.end, entities=ents
+            )
         )
         for kind, name in names_said(text):
             if kind == "self":
@@ -242,9 +248,10 @@ def untranscribed_lines(record: ClipRecord) -> list[MemoryItem]:
         for s, e in gaps:
             if untouched or e - s >= UNTRANSCRIBED_MIN_S:
                 who, ents = _who(t.speaker)
+                spoken = f" {language_name(t.language)}" if t.language else ""
                 out.append(
                     MemoryItem(
-                        text=f"{who} speaks, not transcribed, from {_t(s)} to {_t(e)} s",
+                        text=f"{who} speaks{spoken}, not transcribed, from {_t(s)} to {_t(e)} s",
                         kind="untranscribed",
                         start=s,
                         end=e,

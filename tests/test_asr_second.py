@@ -9,8 +9,10 @@ import json
 import pytest
 
 from conftest import DATA, run_m3
+from m3cli.schemas.records import ClipRecord
 from m3cli.stages.backends.asr import AsrSegment, SpeakerTurn
 from m3cli.stages.diarize_second import through_pauses, trustworthy, unread
+from m3cli.stages.memorize import speech_lines, untranscribed_lines
 
 LATENTSYNC = DATA / "link" / "latentsync_2people_turns.mp4"
 
@@ -38,6 +40,17 @@ def test_the_portuguese_speaker_gets_his_language_and_words(cache_dir):
     assert first_turns and all(t.get("language") == "pt" for t in first_turns)
     assert all("language" not in u for u in utterances if not u.get("second_reading"))
     assert records[0]["asr"]["model"] == "tiny.en"
+
+    # the memory says which language was heard: the utterance read in it, and a turn whose text was not kept
+    first = ClipRecord.model_validate(records[0])
+    said = [m.text for m in speech_lines(first) if m.kind == "speech"]
+    assert any('says (in Portuguese): "' in t and "cheguei" in t.lower() for t in said)
+    read_again = [u for u in first.utterances or [] if u.second_reading]
+    assert sum("says (in Portuguese): " in t for t in said) == len(read_again)
+    kept = [u for u in first.utterances or [] if u not in read_again]
+    words_dropped = first.model_copy(update={"utterances": kept})
+    heard = [m.text for m in untranscribed_lines(words_dropped)]
+    assert any(" speaks Portuguese, not transcribed, from 0." in t for t in heard)
 
     off = [u for r in _diarize("--second-reading", "off") for u in r["utterances"]]
     assert not any(u["start"] < 3.0 for u in off)  # tiny.en: nothing in A's first turn

@@ -51,7 +51,7 @@ NODE_COLUMNS = (
 CLIP_COLUMNS = ("video", "clip", "start", "end", "path", "summary", "keyframes")
 ENTITY_COLUMNS = ("video", "entity", "kind", "character", "name", "members", "clips", "first_seen", "crop")
 SPAN_RE = re.compile(r"from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) s")
-SPEECH_RE = re.compile(r'says: "(.*)"\s*$', re.S)
+SPEECH_RE = re.compile(r'says(?: \([^)]*\))?: "(.*)"\s*$', re.S)
 #: Lines that stand in the clip's transcript: what was said, and turns heard but not transcribed.
 TRANSCRIPT_KINDS = ("speech", "untranscribed")
 #: Lines that put two or more people in one place (the offline memorizer's clip line, overlapping
