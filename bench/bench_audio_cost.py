@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
 
 from bench.bench_footage import SECONDS, WHISPER, WHISPER_1T, Cost, measure  # noqa: E402
-from bench.common import OUT, m3, machine, table  # noqa: E402
+from bench.common import DIARIZE_DEFAULT, OUT, m3, machine, table  # noqa: E402
 
 ROUNDS = int(os.environ.get("M3_BENCH_AUDIO_ROUNDS", "1"))
 DATA = ROOT / "tests" / "data"
@@ -71,6 +71,7 @@ def stack(video: Path, tmp: Path) -> dict[str, Cost]:
     for stage in ("segment", "diarize", "voices"):
         out = tmp / f"{stage}.jsonl"
         args = m3("segment", str(video)) if stage == "segment" else m3(stage)
+        args += list(DIARIZE_DEFAULT) if stage == "diarize" else []  # as the default install
         costs[stage] = measure(args, env, stdin=previous, stdout=out)
         previous = out
     return costs

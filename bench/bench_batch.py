@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
 sys.path.insert(0, str(ROOT / "tests"))
 
-from bench.common import m3, run_cmd, table  # noqa: E402
+from bench.common import DIARIZE_DEFAULT, PIPELINE_DEFAULT, m3, run_cmd, table  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 SHARED_VIDEO = ROOT.parent / "shared" / "media" / "video"
@@ -60,18 +60,22 @@ def run_vs_pipe(tmp: Path) -> str:
     times: single runs of a 4-8 s command moved by +-20 % on this shared machine, so the medians (and the
     ratio of medians) are reported with each command's range."""
     m3s = " ".join(m3())
+    diarize = " ".join(DIARIZE_DEFAULT)  # as the default install: no second reading
 
     def pipe(memory: Path) -> list[str]:
         line = (
-            f"{m3s} segment {QUICKSTART} | {m3s} diarize | {m3s} voices | {m3s} faces | {m3s} memorize | "
-            f"{m3s} link | {m3s} abstract > {memory}.jsonl && {m3s} index -o {memory} {memory}.jsonl"
+            f"{m3s} segment {QUICKSTART} | {m3s} diarize {diarize} | {m3s} voices | {m3s} faces | "
+            f"{m3s} memorize | {m3s} link | {m3s} abstract > {memory}.jsonl && "
+            f"{m3s} index -o {memory} {memory}.jsonl"
         )
         return ["bash", "-o", "pipefail", "-c", line]
 
     commands = {
         "pipe": lambda m: pipe(m),
-        "run": lambda m: [*m3("run", str(QUICKSTART), "-o", str(m))],
-        "sequential": lambda m: [*m3("run", "--sequential", str(QUICKSTART), "-o", str(m))],
+        "run": lambda m: [*m3("run", str(QUICKSTART), "-o", str(m), *PIPELINE_DEFAULT)],
+        "sequential": lambda m: [
+            *m3("run", "--sequential", str(QUICKSTART), "-o", str(m), *PIPELINE_DEFAULT)
+        ],
     }
     runs: dict[str, list] = {name: [] for name in commands}
     for r in range(ROUNDS):
@@ -119,7 +123,8 @@ def run_vs_pipe(tmp: Path) -> str:
 
 def _batch(videos: list[Path], memory: Path, cache: Path, *extra: str) -> float:
     start = time.perf_counter()
-    run_cmd([*m3("-q", "batch", *map(str, videos), "-o", str(memory), *extra)], env=_env(cache))
+    args = m3("-q", "batch", *map(str, videos), "-o", str(memory), *PIPELINE_DEFAULT, *extra)
+    run_cmd(args, env=_env(cache))
     return time.perf_counter() - start
 
 
@@ -154,7 +159,7 @@ def kill_resume(tmp: Path, videos: list[Path], whole: float, rounds: int = 3) ->
         while True:
             env = {**os.environ, **_env(cache)}
             proc = subprocess.Popen(
-                [*m3("-q", "batch", *map(str, videos), "-o", str(memory), "--jobs", "2")],
+                [*m3("-q", "batch", *map(str, videos), "-o", str(memory), "--jobs", "2", *PIPELINE_DEFAULT)],
                 env=env,
                 start_new_session=True,
                 stdout=subprocess.DEVNULL,

@@ -47,7 +47,7 @@ sys.path.append(str(ROOT))  # bench.*, behind the installed m3cli
 sys.path.insert(0, str(ROOT / "tests"))  # support.*: the memory view the live tests compare
 
 from bench.bench_footage import WHISPER_1T, measure  # noqa: E402
-from bench.common import OUT, m3, machine, table  # noqa: E402
+from bench.common import OUT, PIPELINE_DEFAULT, m3, machine, table  # noqa: E402
 from support.memory_rows import memory_view  # noqa: E402
 
 SECONDS = float(os.environ.get("M3_BENCH_WATCH_SECONDS", "600"))
@@ -103,7 +103,8 @@ def watch_stream(video: Path, tmp: Path, rate: float | None = None, extra: tuple
     port, status, memory = _port(), tmp / "status.json", tmp / "live.lance"
     env = {**os.environ, **OFFLINE, "M3_CACHE": str(tmp / "cache")}
     args = m3("watch", f"udp://127.0.0.1:{port}", "-o", str(memory), "--offline", "--state",
-              str(tmp / "state"), "--status", str(status), "--give-up", "6", *extra)  # fmt: skip
+              str(tmp / "state"), "--status", str(status), "--give-up", "6",
+              *PIPELINE_DEFAULT, *extra)  # fmt: skip
     start = time.perf_counter()
     log = (tmp / "watch.err").open("wb")
     watch = subprocess.Popen([sys.executable, "-c", _MEASURE, *args], env=env, stderr=log)
@@ -225,7 +226,7 @@ def main(argv: list[str] | None = None) -> str:
         if opts.compare:
             print("== m3 run on the recording", file=sys.stderr, flush=True)
             offline = tmp / "run.lance"
-            run_cost = measure(m3("run", str(live.spool), "-o", str(offline), "--offline"),
+            run_cost = measure(m3("run", str(live.spool), "-o", str(offline), "--offline", *PIPELINE_DEFAULT),
                                {"M3_CACHE": str(tmp / "run-cache")})  # fmt: skip
             a, b = memory_view(live.memory), memory_view(offline)
             differ = [k for k in a if a[k] != b[k]]

@@ -15,6 +15,14 @@ import numpy as np
 
 OUT = Path(__file__).parent / "out"
 
+#: What the default install does: its diarize has no multilingual model, so no second reading. A dev
+#: venv with the ``asr-base`` extra would otherwise read untranscribed turns twice (+39% diarize CPU on
+#: the footage), so every bench that runs diarize pins it off: ``m3 diarize`` takes DIARIZE_DEFAULT,
+#: ``m3 run``/``batch``/``watch`` take PIPELINE_DEFAULT.
+DIARIZE_DEFAULT = ("--second-reading", "off")
+PIPELINE_DEFAULT = ("--set", "diarize.second_reading=off")
+DEFAULT_INSTALL_NOTE = "diarize without the second reading (`--second-reading off`), as the default install"
+
 
 @dataclass
 class Run:
