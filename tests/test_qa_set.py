@@ -16,7 +16,7 @@ import pytest
 from conftest import DATA, run_m3
 from m3cli.stages.ask.choice import letter_in, parse_options
 from m3cli.stages.ask.nodes import Node
-from m3cli.stages.ask.offline import classify, parse_line, speaking_turns
+from m3cli.stages.ask.offline import classify, parse_line, quoted, speaking_turns
 from m3cli.stages.eval import formats
 
 QA = DATA / "qa"
@@ -45,6 +45,9 @@ def _node(text: str, t0: float, t1: float, chars: list[str], kind: str = "episod
 def test_line_formats_old_and_new():
     speech = parse_line(_node('<character_2> says: "So, this was it"', 4.3, 9.9, ["<character_2>"]))
     assert (speech.kind, speech.who, speech.quote) == ("speech", ["<character_2>"], "So, this was it")
+    assert quoted(speech) == '"So, this was it"'
+    second = parse_line(_node('<character_1> says (in Portuguese): "Cheguei"', 0.3, 3.7, ["<character_1>"]))
+    assert (second.kind, second.quote, quoted(second)) == ("speech", "Cheguei", '(in Portuguese) "Cheguei"')
     turn = parse_line(_node("<voice_2> speaks, not transcribed, 0:00–0:04", 0.0, 4.0, ["<voice_2>"]))
     assert (turn.kind, turn.who) == ("turn", ["<voice_2>"])
     both = parse_line(_node("<a> and <b> both speak between 0.8 and 17.3 s", 0.8, 17.3, ["<a>", "<b>"]))
@@ -175,6 +178,7 @@ def test_issue_examples_answer(memory):
     two, grid = "latentsync_2people_turns.mp4", "grid_4people_turns.mp4"
     rec = ask(memory, "What did <character_1> say?", "--video", two)
     assert set(IDS.findall(rec["answer"])) == {"<character_1>"} and "says" in rec["answer"]
+    assert '(in Portuguese) "' in rec["answer"]  # his turn read again by the multilingual model
     assert_cites_own_lines(rec)
     rec = ask(memory, "When did <character_2> speak?", "--video", grid)
     assert set(IDS.findall(rec["answer"])) == {"<character_2>"}  # alone: no pairwise "both speak" line

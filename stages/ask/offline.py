@@ -31,7 +31,10 @@ MAX_NODES = 20_000  # structural answers read the scope's nodes; beyond this onl
 TURN_GAP = 2.0  # seconds: one person's lines closer than this, nobody else between, are one turn
 CITE_MAX = 4
 
-_SPEECH = re.compile(r'^(?P<who>.+?) says(?: \([^)]*\))?:\s*["\u201c](?P<quote>.*)["\u201d]\s*$', re.S)
+# 'says (in Portuguese): "..."': the note is the language the words were read in, kept in the answer
+_SPEECH = re.compile(
+    r'^(?P<who>.+?) says(?: \((?P<note>[^)]*)\))?:\s*["\u201c](?P<quote>.*)["\u201d]\s*$', re.S
+)
 _TURN = re.compile(r"^(?P<who>\S+(?: and \S+)*) speaks?\b(?!.*\bboth\b).*?not transcribed", re.I)
 _BOTH = re.compile(r"\bboth speak\b|\bspeak at the same time\b", re.I)
 _VISIBLE = re.compile(r"\b(?:is|are) visible\b|\bvisible together\b|\bon screen together\b", re.I)
@@ -55,6 +58,7 @@ class Line:
     kind: str  # speech | turn | visible | both | sight | name | other
     who: list[str]
     quote: str | None = None
+    note: str = ""  # a speech line's "(in Portuguese)": the words are not English, and the answer says so
     start: float | None = None
     end: float | None = None
     spans: list[tuple[float, float]] = field(default_factory=list)  # a visible line's own spans
@@ -79,6 +83,7 @@ def parse_line(node: Node, raw: bool = False) -> Line:
     m = _SPEECH.match(text)
     if m:
         line.kind, line.quote = "speech", m.group("quote").strip()
+        line.note = (m.group("note") or "").strip()
         line.who = who[:1]
         return line
     if _BOTH.search(text):
@@ -347,8 +352,14 @@ def cite(facts: Facts, ln: Line) -> str:
     return f"({facts.files.get(ln.node.video, ln.node.video)}, {fmt_s(ln.start)}-{fmt_s(ln.end)} s)"
 
 
+def quoted(ln: Line) -> str:
+    """A speech line's words as the answer quotes them, with the memory's note on their language: a
+    Portuguese sentence quoted bare would read as if the person had said it in English."""
+    return f'({ln.note}) "{ln.quote}"' if ln.note else f'"{ln.quote}"'
+
+
 def _say(facts: Facts, lines: list[Line]) -> str:
-    parts = [f'"{ln.quote}" {cite(facts, ln)}' if ln.quote else cite(facts, ln) for ln in lines[:CITE_MAX]]
+    parts = [f"{quoted(ln)} {cite(facts, ln)}" if ln.quote else cite(facts, ln) for ln in lines[:CITE_MAX]]
     more = f" and {len(lines) - CITE_MAX} more line(s)" if len(lines) > CITE_MAX else ""
     return _join(parts) + more
 
@@ -639,7 +650,7 @@ class OfflineAnswerer:
             return None
         return Answer(
             f"{self.name(said.who[0]) if said.who else 'Someone'} says it from {fmt_s(said.start)} to "
-            f'{fmt_s(said.end)} s: "{said.quote}" {cite(self.facts, said)}.',
+            f"{fmt_s(said.end)} s: {quoted(said)} {cite(self.facts, said)}.",
             [said],
             "",
         )
@@ -701,7 +712,7 @@ class OfflineAnswerer:
             ]
         lines.sort(key=lambda ln: ln.start or 0.0)
         said = _join(
-            [f'{self.name(ln.who[0])} says "{ln.quote}" {cite(self.facts, ln)}' for ln in lines[:CITE_MAX]]
+            [f"{self.name(ln.who[0])} says {quoted(ln)} {cite(self.facts, ln)}" for ln in lines[:CITE_MAX]]
         )
         return Answer(said + ".", lines[:CITE_MAX], "")
 
