@@ -97,6 +97,12 @@ def test_udp_stream_with_a_drop_equals_m3_run_on_the_recording(tmp_path, cache_d
     assert final["latency_s"]["p95"] is not None and final["latency_s"]["p95"] > 0
     assert final["lag_s"] == 0
     assert b"committed" in err
+    # where the last round's time went: every stage it ran, in order, and the commit
+    last = final["last_round"]
+    assert last["clips"] and last["clips"][-1] == n - 1 and last["waited_s"] >= 0 and last["cpu_s"] > 0
+    stages = {"diarize", "voices", "faces", "sight", "memorize", "link", "abstract", "commit"}
+    assert set(last["stages_s"]) == stages
+    assert list(last["stages_s"])[-1] == "commit" and all(v >= 0 for v in last["stages_s"].values())
 
     recorded = tmp_path / "state" / "spool.ts"
     offline = tmp_path / "run.lance"
