@@ -152,6 +152,12 @@ class Models:
         return self._get("faces", lambda: load_model(self.config.faces, self.settings.device))
 
     @property
+    def sight(self) -> Any:
+        from m3cli.stages.sight import SightModels
+
+        return self._get("sight", lambda: SightModels(self.config.sight))
+
+    @property
     def llm(self) -> Any:
         from m3cli.stages.backends.llm import client_from_settings
 
@@ -221,10 +227,9 @@ def _faces(
 def _sight(
     records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
 ) -> list[ClipRecord]:
-    from m3cli.stages.sight import SightModels, run_sight
+    from m3cli.stages.sight import run_sight
 
-    config = models.config.sight
-    return run_sight(records, models._get("sight", lambda: SightModels(config)), config, ctx)
+    return run_sight(records, models.sight, models.config.sight, ctx)
 
 
 def _memorize(
