@@ -30,6 +30,8 @@ Design, for streams and growing files:
   is paid once. When the oldest waiting clip ends more than ``max_lag`` seconds behind the live edge,
   clips are skipped (oldest first, recorded in the state and the status) until the backlog is back
   under the bound: the memory misses those clips instead of falling ever further behind.
+* **Memory.** The process runs for hours: the command caps glibc's malloc arenas (:func:`bound_heap`)
+  and each commit is followed by :func:`trim_heap`, so the RSS stays flat after the first clips.
 """
 
 from __future__ import annotations
