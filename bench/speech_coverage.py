@@ -9,6 +9,12 @@ that the turns cover but no utterance does, attributed to a cause:
   words dropped as punctuation);
 * ``split``: a word covers it but no utterance does (the word-to-turn assignment or the utterance split).
 
+Those seconds are speaker-blind: in talk-over another speaker's utterance covers them. ``over`` counts,
+per speaker, the reference speech inside that speaker's turns that no utterance of theirs covers but
+another speaker's does: Whisper hears the mixture and writes one voice, so the second voice of an
+overlapped stretch has no words to be an utterance (``wordless``: such turns, in seconds, with no word
+of their speaker anywhere in them).
+
 Intermediate results (VAD regions, raw ASR, turns) are kept in a pickle under ``--work`` so the
 attribution can be rerun without the models. Usage::
 
@@ -94,6 +100,18 @@ def measure(name: str, got: dict, ref, uem, fit: bool = True) -> dict:
         causes[cause] = round(sum(e - s for s, e in subtract_regions(rest, inside)), 2)
         rest = inside
     causes["split"] = round(sum(e - s for s, e in rest), 2)
+    over = wordless = 0.0
+    for spk in {k for _, _, k in turns}:
+        own = crop_regions(ref_speech, merge_regions((s, e) for s, e, k in turns if k == spk))
+        mine = [(s, e) for s, e, k in uhyp if k == spk]
+        missing = subtract_regions(own, mine)
+        others = merge_regions((s, e) for s, e, k in uhyp if k != spk)
+        over += sum(e - s for s, e in crop_regions(missing, others)) if others else 0.0
+        for s, e, k in turns:
+            if k == spk and not crop_regions([(s, e)], mine):
+                wordless += sum(b - a for a, b in crop_regions(ref_speech, [(s, e)]))
+    causes["over"] = round(over, 2)
+    causes["wordless"] = round(wordless, 2)
     bad = [u for u in utts if u["end"] - u["start"] < 0.1 - 1e-6 or not any(c.isalnum() for c in u["text"])]
     return {
         "name": name,
@@ -116,7 +134,7 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="recompute the pickled perception")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
-    head = ["turnDER", "uttDER", "lost", "vad", "asr", "words", "split", "bad"]
+    head = ["turnDER", "uttDER", "lost", "vad", "asr", "words", "split", "over", "wordless", "bad"]
     print(f"{'file':26s} " + " ".join(f"{h:>7s}" for h in head))
     for name, path, rttm, uem_path in recordings():
         if args.only and name not in args.only:
@@ -130,7 +148,8 @@ def main() -> None:
         m = measure(name, got, ref, uem, fit=not args.words)
         print(
             f"{name:26s} {100 * m['turn_der']:6.1f}% {100 * m['utt_der']:6.1f}% {m['lost']:7.2f} "
-            f"{m['vad']:7.2f} {m['asr']:7.2f} {m['words']:7.2f} {m['split']:7.2f} {m['bad']:7d}  "
+            f"{m['vad']:7.2f} {m['asr']:7.2f} {m['words']:7.2f} {m['split']:7.2f} {m['over']:7.2f} "
+            f"{m['wordless']:7.2f} {m['bad']:7d}  "
             f"{m['lost_spans'][:4]}"
         )
 

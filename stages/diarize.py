@@ -19,11 +19,13 @@ Per clip (all cached under the clip's content id, index, span and every setting 
 4. **Utterances**: each word takes the speaker whose turns overlap it most (the nearest turn when none
    does), and every ASR segment is split where the speaker changes, so one utterance has one speaker
    (and where the words pause for more than a second, so an utterance never spans a silence).
-   An utterance is also cut where another speaker holds the floor alone between two of its words, then
-   takes its times from its speaker's turns (:func:`fit_to_turns`): who spoke when is the turns', the
-   words say what. Local labels are ``S0``, ``S1``, ... in order of first appearance, the same in
-   ``utterances`` and ``turns`` (the record's ``turns`` are cut where overlap starts or ends and flag
-   ``overlap``). Times are clamped to the clip, so an utterance never crosses a clip boundary.
+   An utterance is also cut where another speaker holds the floor alone between two of its words. In
+   talk-over, an utterance the two speakers' turns cover alike goes to the one with no words there
+   otherwise (:func:`_voice_wordless_turns`). Each utterance then takes its times from its speaker's
+   turns (:func:`fit_to_turns`): who spoke when is the turns', the words say what. Local labels are
+   ``S0``, ``S1``, ... in order of first appearance, the same in ``utterances`` and ``turns`` (the
+   record's ``turns`` are cut where overlap starts or ends and flag ``overlap``). Times are clamped to
+   the clip, so an utterance never crosses a clip boundary.
 5. **Second reading** (:mod:`m3cli.stages.diarize_second`, ``--second-reading auto`` where the
    ``asr-base`` extra is installed): turns the ASR left without words are read again by multilingual
    Whisper base in the language it detects, keeping only text that passes Whisper's own guards; those
@@ -72,7 +74,7 @@ from m3cli.stages.core.common import RunContext, by_video
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/10"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/11"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
@@ -80,7 +82,8 @@ STAGE_VERSION = "diarize/10"  # 3: words stay out of long pauses; one turn, one 
 # squeezed repeat of the segment before; T 0-0.4; 9: the ASR's log-mel features on one BLAS thread
 # (the default path's results are unchanged; results `m3 batch` stored before were computed on every
 # core, with other words, and must not be served under the same key); 10: turns left without words are read
-# again by multilingual base where it is installed (stages/diarize_second.py)
+# again by multilingual base where it is installed (stages/diarize_second.py); 11: an utterance both
+# speakers' turns cover alike goes to a talk-over's second voice that has no words otherwise
 MIN_AUDIO_SECONDS = 0.5
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
 UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped
@@ -384,11 +387,55 @@ def split_by_speaker(
             current = spk
         if group:
             out.append(_from_words(group, current))
+    _voice_wordless_turns(out, turns)
     if relabel:  # S0, S1, ... by first appearance in the utterances themselves
         names = local_names(u["speaker_local"] for u in out)
         for u in out:
             u["speaker_local"] = names.get(u["speaker_local"])
     return out
+
+
+def _voice_wordless_turns(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> None:
+    """Give a talk-over's second voice the utterance it shares with the first, where the turns cannot
+    tell the two apart. Whisper hears the mixture and writes one sequence of words; each word goes to
+    the speaker whose turns cover most of it, a tie to the first-heard label, so the second voice of an
+    overlapped stretch was left with no utterance (AMI trn08: "Great, thank you." and "It's a bit
+    better." lay inside both speakers' turns and went to the first-heard one, 5.2 s of the other's
+    turns without a word). An utterance moves to speaker B when B's stretch (its touching
+    turns) holds no utterance of B, B's turns cover at least half of every word of it (as much as a
+    speaker who already holds a word needs to keep it), and each stretch of its own speaker that it
+    touches holds another utterance of that speaker: no turn is left without words by the move, one is
+    given words. Changed in place, in time order (a stretch, once voiced, takes no more)."""
+    stretches: dict[str, list[Span]] = {}
+    for t in turns:
+        stretches.setdefault(t.speaker, []).append((t.start, t.end))
+    stretches = {k: merge_spans(v) for k, v in stretches.items()}
+
+    def touched(u: dict, speaker: str | None) -> list[Span]:
+        return [(a, b) for a, b in stretches.get(speaker or "", []) if min(u["end"], b) > max(u["start"], a)]
+
+    def voiced(span: Span, speaker: str | None, but: dict | None = None) -> bool:
+        a, b = span
+        return any(
+            v is not but and v["speaker_local"] == speaker and min(v["end"], b) > max(v["start"], a)
+            for v in utterances
+        )
+
+    for u in sorted(utterances, key=lambda x: x["start"]):
+        timed = [w for w in u["words"] if w["end"] > w["start"]]
+        mine = touched(u, u["speaker_local"])
+        if not timed or not mine or not all(voiced(span, u["speaker_local"], but=u) for span in mine):
+            continue
+        for speaker in sorted(stretches):
+            if speaker == u["speaker_local"]:
+                continue
+            theirs = touched(u, speaker)
+            if len(theirs) != 1 or voiced(theirs[0], speaker):
+                continue
+            a, b = theirs[0]
+            if all(min(w["end"], b) - max(w["start"], a) >= 0.5 * (w["end"] - w["start"]) for w in timed):
+                u["speaker_local"] = speaker
+                break
 
 
 def _without_unheard_tail(words: list[Word], turns: Sequence[SpeakerTurn]) -> list[Word]:
