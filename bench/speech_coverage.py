@@ -134,6 +134,12 @@ def main() -> None:
     ap.add_argument("--fresh", action="store_true", help="recompute the pickled perception")
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
+    if not (SHARED / "diarization").is_dir():
+        print(
+            f"note: {SHARED}/diarization not found (set M3_SHARED_MEDIA): AMI trn, sample.wav and katiesteve are "
+            "left out",
+            file=sys.stderr,
+        )
     head = ["turnDER", "uttDER", "lost", "vad", "asr", "words", "split", "over", "wordless", "bad"]
     print(f"{'file':26s} " + " ".join(f"{h:>7s}" for h in head))
     for name, path, rttm, uem_path in recordings():
