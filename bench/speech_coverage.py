@@ -136,8 +136,8 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     if not (SHARED / "diarization").is_dir():
         print(
-            f"note: {SHARED}/diarization not found (set M3_SHARED_MEDIA): AMI trn, sample.wav and katiesteve are "
-            "left out",
+            f"note: {SHARED}/diarization not found (set M3_SHARED_MEDIA): "
+            "AMI trn, sample.wav and katiesteve are left out",
             file=sys.stderr,
         )
     head = ["turnDER", "uttDER", "lost", "vad", "asr", "words", "split", "over", "wordless", "bad"]
