@@ -525,9 +525,10 @@ class Watcher:
         """Load the models now, while the first clip is still being recorded, not when it is due.
 
         Every model down to the ones the stages load the first time a clip misses the cache (the ASR,
-        the VAD, the diarizer's, the voice embedder, the text reader and tagger) and the clustering
-        libraries (scipy, scikit-learn, hdbscan: ~1 CPU-s of imports): left to the first round they
-        cost it ~3.5 CPU-s more than the next rounds and made the first clip's latency the worst."""
+        its second reading's, the VAD, the diarizer's, the voice embedder, the text reader and tagger)
+        and the clustering libraries (scipy, scikit-learn, hdbscan: ~1 CPU-s of imports): left to the
+        first round they cost it ~3.5 CPU-s more than the next rounds and made the first clip's latency
+        the worst."""
         from m3cli.stages.core.imports import heavy_import
 
         stages, models = self.models.config.stages, self.models
@@ -536,6 +537,8 @@ class Watcher:
             pipe.vad  # noqa: B018 - each loads its model
             pipe.asr  # noqa: B018
             pipe.diarizer  # noqa: B018
+            if pipe.second_reading:  # the multilingual model, where it is installed and asked for
+                pipe.second_reader()
         if "voices" in stages:
             models.voices.model  # noqa: B018
         if "faces" in stages:
