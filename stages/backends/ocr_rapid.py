@@ -21,15 +21,26 @@ in full: at 480 px the detector merges close words and loses small lines, but it
 of nearly every frame that has text. On talking-head footage the boxes the gate finds are mostly
 texture or a small logo read below the confidence filter, and the second detection (~0.1 s at 854
 px) was most of sight's cost. 0 turns the gate off.
+
+Start-up: importing ``rapidocr`` parses its model table (``default_models.yaml``, 1,600 lines) twice
+into OmegaConf objects at module level, about half a CPU second per process, which every `m3 sight`
+paid before reading a frame. :func:`_import_engine` keeps the parsed table pickled in the model store
+(:func:`onnx_export.model_store`, beside the exported networks, named by a digest of the file's bytes
+and the rapidocr and omegaconf versions) and hands that to the import instead of parsing it again
+(a few ms); the library reads the table only, as before.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
+import pickle
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -37,6 +48,8 @@ from m3cli.stages.core.errors import M3Error
 
 if TYPE_CHECKING:  # RapidOCR.__call__ returns a union over its modes: this names the full read's
     from rapidocr.utils.output import RapidOCROutput
+
+log = logging.getLogger(__name__)
 
 NAME = "rapidocr"
 CHARSETS = ("ascii", "all")
@@ -73,12 +86,7 @@ class RapidOcr:
     ) -> None:
         if charset not in CHARSETS:
             raise M3Error(f"sight text charset must be one of {', '.join(CHARSETS)}, got {charset!r}")
-        try:
-            from rapidocr import RapidOCR
-        except ImportError:
-            raise M3Error(
-                "sight's text reader needs `pip install rapidocr` (models ship in the wheel)"
-            ) from None
+        RapidOCR = _import_engine()
         from m3cli.stages.core.threads import count
 
         params = {
@@ -135,6 +143,70 @@ class RapidOcr:
             x0, y0, x1, y1 = (round(float(v), 1) for v in corners)
             out.append(TextBox(str(text).strip(), float(score), (x0, y0, x1, y1)))
         return out
+
+
+def _import_engine():
+    """``rapidocr.RapidOCR``, imported with its model table parsed once per installed version (the
+    module docstring says why); any trouble with the stored copy falls back to the library's own
+    parsing, and the copy is written again."""
+    try:
+        import rapidocr
+    except ImportError:
+        raise M3Error("sight's text reader needs `pip install rapidocr` (models ship in the wheel)") from None
+    if "rapidocr.main" in sys.modules:  # imported already in this process
+        from rapidocr import RapidOCR
+
+        return RapidOCR
+    from omegaconf import OmegaConf
+
+    table = Path(rapidocr.__file__).resolve().parent / "default_models.yaml"
+    parsed = _parsed_table(table, OmegaConf)
+    if parsed is None:
+        from rapidocr import RapidOCR
+
+        return RapidOCR
+    original = OmegaConf.__dict__["load"]
+
+    def load(file_, *args, **kwargs):
+        if isinstance(file_, (str, Path)) and Path(file_).resolve() == table:
+            return pickle.loads(parsed)  # a fresh object for each of the library's two readers
+        return original.__func__(file_, *args, **kwargs)
+
+    OmegaConf.load = staticmethod(load)
+    try:
+        from rapidocr import RapidOCR
+    finally:
+        OmegaConf.load = original
+    return RapidOCR
+
+
+def _parsed_table(table: Path, omegaconf: Any) -> bytes | None:
+    """The pickled OmegaConf object of ``table`` from the model store, made and stored the first time
+    (None when the table cannot be read: the library then reports it as it would)."""
+    from importlib.metadata import version
+
+    from m3cli.stages.backends.onnx_export import model_store
+    from m3cli.stages.core.storage import write_atomic
+
+    try:
+        data = table.read_bytes()
+    except OSError:
+        return None
+    identity = f"{_installed_version()}\n{version('omegaconf')}\n{hashlib.sha256(data).hexdigest()}"
+    stored = model_store() / f"rapidocr-models-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.pickle"
+    try:
+        blob = stored.read_bytes()
+        pickle.loads(blob)  # a copy cut short by a full disk is rebuilt, not handed to the library
+        return blob
+    except Exception:  # missing, or unreadable: parsed again below
+        pass
+    blob = pickle.dumps(omegaconf.load(table), protocol=pickle.HIGHEST_PROTOCOL)
+    try:
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(stored, blob)
+    except OSError as exc:
+        log.debug("rapidocr model table not stored in %s: %s", stored.parent, exc.strerror)
+    return blob
 
 
 def _own_decoder(engine, restrict: bool) -> None:
