@@ -9,6 +9,8 @@ Cutting the dev recordings into 10-s clips turns every group of the dev manifest
   python bench/voices_through_clips.py                       # libri5, speakers3/6/8 through 30-s clips
   python bench/voices_through_clips.py --manifest tests/data/diarization_dev.manifest --clip-seconds 10
   python bench/voices_through_clips.py --overlap "{'few_windows': 30}" --threshold 0.55   # compare
+  python bench/voices_through_clips.py --manifest tests/data/diarization_dev.manifest --recluster
+      # also the whole-video pass (`m3 voices --recluster`) on the same diarized clips: off and on tables
 
 Audio-only recordings are wrapped into a video with black frames (ffmpeg, FLAC audio: the samples are
 unchanged) under the cache folder, since `m3 segment` takes videos.
@@ -17,6 +19,7 @@ unchanged) under the cache folder, since `m3 segment` takes videos.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import shutil
 import subprocess
@@ -110,6 +113,11 @@ def through_clips(
     return score(item, records), records
 
 
+def reclustered(item: EvalItem, ctx: RunContext, clip_seconds: float, voices: VoicesConfig) -> Row:
+    """:func:`through_clips` with the whole-video pass on (the diarized clips and embeddings replay)."""
+    return through_clips(item, ctx, clip_seconds, dataclasses.replace(voices, recluster=True))[0]
+
+
 def score(item: EvalItem, records: Sequence[ClipRecord]) -> Row:
     """Per reference speaker, the voice ids of the turns it fills (>= half of the turn); DER of the turns
     labelled by voice id (a turn without a voice keeps a label of its own clip)."""
@@ -173,6 +181,7 @@ def main() -> None:
     parser.add_argument("--clip-seconds", type=float, default=30.0)
     parser.add_argument("--overlap", default="{}", help="OverlapConfig changes (a Python dict)")
     parser.add_argument("--threshold", type=float, default=None, help="voices' bank threshold")
+    parser.add_argument("--recluster", action="store_true", help="also the whole-video pass: off and on")
     args = parser.parse_args()
     changes = eval(args.overlap)  # noqa: S307 - a developer's own settings
     diarizer_overlap.OverlapConfig = functools.partial(BASE, **changes)  # also in the cache identity
@@ -185,13 +194,19 @@ def main() -> None:
         items = [i for video, rttm in mixes for i in collect_items([video], rttm, group="libri")]
     ctx = RunContext(cache=Cache(CACHE))
     voices = VoicesConfig(threshold=args.threshold)
-    rows = []
+    rows, again = [], []
     for item in items:
         row, _ = through_clips(item, ctx, args.clip_seconds, voices)
         print(row.line(), flush=True)
         rows.append(row)
+        if args.recluster:
+            again.append(reclustered(item, ctx, args.clip_seconds, voices))
+            print(again[-1].line(), "(recluster)", flush=True)
     print(f"\n{changes} clip {args.clip_seconds:g} s, voices threshold {voices.cosine}")
     print(table(rows))
+    if args.recluster:
+        print("\nwith the whole-video pass (voices.recluster)")
+        print(table(again))
 
 
 if __name__ == "__main__":

@@ -29,7 +29,17 @@ embedding of all of it is far steadier than one per utterance, so:
 another voice better moves there), kept for callers that embed utterances one by one.
 
 ``voice_score`` is the local speaker's average cosine similarity to its voice's snapshots once the clip
-is folded in. Everything is deterministic: clips in order, ties broken by id number, and reruns give
+is folded in.
+
+With ``recluster`` (off by default; offline use, like faces' ``--recluster``) the order-bound choices of
+the online fold are made again once every clip of the video is in (:func:`recluster_video`): all local
+speakers of the video are clustered by their pooled embeddings with average linkage, the same cosine
+threshold the bank joins at and the same average-of-snapshots rule without the order, and two local
+speakers of one clip are never joined (the diarizer kept them apart on the clip's own evidence). Voice
+ids are then numbered in order of first appearance and every utterance's and turn's ``speaker`` follows;
+``voice_score`` becomes the local speaker's average cosine similarity to its cluster (itself included).
+
+Everything is deterministic: clips in order, ties broken by id number, and reruns give
 byte-identical records.
 """
 
@@ -315,7 +325,13 @@ def voices_records(
     videos = list(by_video(records))
     total = sum(len(v) for v in videos)
     clips = (clip for video in videos for clip in video)
+    if config.recluster and banks is not None:
+        raise InputError(
+            "voices.recluster clusters all clips of a video at once; it cannot run where clips arrive "
+            "one call at a time (m3 watch): leave it off there"
+        )
     banks = {} if banks is None else banks
+    heard: dict[str, list[Heard]] = {}  # per video, with recluster: every local speaker's embedding
     bank: VoiceBank | None = None
     current: str | None = None
     for record in ctx.progress(clips, desc="voices", total=total):
@@ -336,6 +352,10 @@ def voices_records(
         result = assign_clip(pseudo, list(range(len(keep))), emb, bank)
         voice_of = {labels[i]: vid for i, vid in zip(keep, result.ids, strict=True)}
         score_of = {labels[i]: sc for i, sc in zip(keep, result.scores, strict=True)}
+        if config.recluster:
+            heard.setdefault(current, []).extend(
+                Heard(record.key, labels[i], emb[k]) for k, i in enumerate(keep)
+            )
         new_utts = [
             u.model_copy(
                 update={
@@ -364,7 +384,100 @@ def voices_records(
         if record.turns is not None:
             update["turns"] = new_turns
         out[record.key] = record.model_copy(update=update)
+    for nodes in heard.values():
+        _apply_recluster(out, nodes, config.cosine, ctx.cache)
     return [out[r.key] for r in records]
+
+
+# -- the whole-video pass --------------------------------------------------------------------------
+@dataclass
+class Heard:
+    """One local speaker of one clip that got a voice, and its pooled embedding."""
+
+    key: tuple[str, int]  # the clip record's key
+    label: str  # speaker_local
+    vec: np.ndarray
+
+
+def recluster_video(clips: Sequence[object], vecs: np.ndarray, threshold: float) -> list[int]:
+    """Cluster number per local speaker (rows of ``vecs``, in order of first appearance): average-linkage
+    agglomeration on cosine similarity, stopping when no two clusters average ``threshold``; two local
+    speakers of the same clip (equal ``clips`` entries) never end up in one cluster. Clusters are
+    numbered 0, 1, ... in order of their first member; ties go to the earliest pair.
+
+    Why average linkage: the online bank joins a local speaker to a voice when its average cosine to the
+    voice's snapshots reaches the threshold; this is the same rule, applied to all of the video at once
+    instead of in clip order, so an early voice founded on little speech can still be joined later."""
+    n = len(vecs)
+    if n == 0:
+        return []
+    vecs = np.asarray(vecs, dtype=np.float64)
+    avg = vecs @ vecs.T  # average similarity between clusters (rows/columns of live clusters)
+    index: dict[object, int] = {}
+    owner = np.asarray([index.setdefault(c, len(index)) for c in clips])
+    apart = owner[:, None] == owner[None, :]  # True: never join (same clip, or the cluster itself)
+    alive = np.ones(n, dtype=bool)
+    size = np.ones(n)
+    parent = np.arange(n)
+    while True:
+        usable = ~apart & alive[:, None] & alive[None, :]
+        if not usable.any():
+            break
+        sim = np.where(usable, avg, -np.inf)
+        i, j = np.unravel_index(int(np.argmax(sim)), sim.shape)  # row-major: the earliest pair first
+        if sim[i, j] < threshold:
+            break
+        i, j = min(i, j), max(i, j)
+        avg[i, :] = (size[i] * avg[i, :] + size[j] * avg[j, :]) / (size[i] + size[j])
+        avg[:, i] = avg[i, :]
+        apart[i, :] |= apart[j, :]
+        apart[:, i] = apart[i, :]
+        size[i] += size[j]
+        alive[j] = False
+        parent[parent == j] = i
+    order = {root: k for k, root in enumerate(dict.fromkeys(parent.tolist()))}
+    return [order[p] for p in parent.tolist()]
+
+
+def _apply_recluster(
+    out: dict[tuple[str, int], ClipRecord], nodes: list[Heard], threshold: float, cache: Cache | None
+) -> None:
+    """Rewrite one video's records in ``out`` with the voices of :func:`recluster_video`."""
+    if not nodes:
+        return
+    vecs = np.stack([h.vec for h in nodes]).astype(np.float64)
+    labels = recluster_video([h.key for h in nodes], vecs, threshold)
+    voice_of: dict[tuple[str, int], dict[str, str]] = {}
+    score_of: dict[tuple[str, int], dict[str, float]] = {}
+    means: dict[tuple[str, int], dict[str, np.ndarray]] = {}
+    for n, (h, k) in enumerate(zip(nodes, labels, strict=True)):
+        vid = voice_id(k + 1)
+        members = [m for m, other in enumerate(labels) if other == k]
+        voice_of.setdefault(h.key, {})[h.label] = vid
+        score_of.setdefault(h.key, {})[h.label] = round(float(np.mean(vecs[members] @ vecs[n])), 4)
+        means.setdefault(h.key, {})[vid] = l2_normalize(h.vec)
+    for key, voices in voice_of.items():
+        record = out[key]
+        scores = score_of[key]
+        utts = [
+            u.model_copy(
+                update={"speaker": voices.get(u.speaker_local), "voice_score": scores.get(u.speaker_local)}
+            )
+            for u in record.utterances or []
+        ]
+        assert record.voices is not None
+        section = record.voices.model_copy(
+            update={
+                "ids": sorted(set(voices.values()), key=_num),
+                "embeddings": _store_means(record, means[key], cache),
+                "recluster": True,
+            }
+        )
+        update: dict[str, object] = {"utterances": utts, "voices": section}
+        if record.turns is not None:
+            turns = record.turns
+            update["turns"] = [t.model_copy(update={"speaker": voices.get(t.speaker_local)}) for t in turns]
+        out[key] = record.model_copy(update=update)
 
 
 def _model_name(config: VoicesConfig) -> str:

@@ -231,3 +231,69 @@ def test_every_reader_keeps_one_voice_of_their_own_through_clips(name, order, tm
     assert {who: sorted(ids) for who, ids in people.items()} == {
         who: [f"<voice_{k}>"] for k, who in enumerate(order, start=1)
     }
+
+
+def test_recluster_joins_across_clips_never_within_one_and_numbers_by_first_appearance():
+    """Average linkage over the whole video: a voice the online fold split across clips is joined, two
+    local speakers of one clip stay apart however alike, and ids follow first appearance."""
+    from m3cli.stages.voices import recluster_video
+
+    a, a2, b, c = _unit(1, 0, 0), _unit(0.9, 0.3, 0), _unit(0, 1, 0), _unit(0.8, 0, 0.6)
+    clips = ["c0", "c0", "c1", "c1", "c2"]
+    vecs = np.stack([b, a, a2, c, b])
+    # c0: b then a (never joined, whatever the threshold); c1: a2 joins a; c (0.8 to a) joins them too at
+    # 0.5 but must stay apart from a2 (same clip); c2: b again joins the first b
+    assert recluster_video(clips, vecs, 0.5) == [0, 1, 1, 2, 0]
+    assert recluster_video(clips, vecs, 0.99) == [0, 1, 2, 3, 0]
+    assert recluster_video(["c0", "c0"], np.stack([a, a]), 0.0) == [0, 1]
+    assert recluster_video([], np.zeros((0, 3)), 0.5) == []
+
+
+def test_recluster_has_no_place_where_clips_come_one_call_at_a_time():
+    from m3cli.schemas.records import ClipRecord
+    from m3cli.stages.voices import voices_records
+
+    record = ClipRecord.model_validate(
+        {
+            "schema": "m3.clip/1",
+            "video": {"id": "0123456789abcdef", "path": str(FIXTURE), "duration": 1.0},
+            "clip": {"index": 0, "start": 0.0, "end": 1.0},
+            "utterances": [],
+        }
+    )
+    with pytest.raises(M3Error, match="m3 watch"):
+        voices_records([record], VoicesConfig(recluster=True), banks={})
+
+
+@pytest.mark.slow
+def test_recluster_keeps_each_reader_one_voice_and_run_equals_the_pipe(tmp_path):
+    """speakers8 through 30-s clips with the whole-video pass: each of the eight readers keeps one voice
+    of their own, numbered in the order they first speak, and `m3 run --set voices.recluster=true` writes
+    the same voices as `m3 segment | m3 diarize | m3 voices --recluster`."""
+    from m3cli.stages.eval.audio import read_rttm
+
+    env = {"M3_CACHE": str(tmp_path)}
+    video = DATA / "speakers8.mp4"
+    seg = run_m3("segment", video, env=env, check=True)
+    dia = run_m3("diarize", input=seg.stdout, env=env, check=True)
+    piped = _records(run_m3("voices", "--recluster", input=dia.stdout, env=env, check=True).stdout)
+    run = ("run", video, "--until", "voices", "--set", "voices.recluster=true")
+    ran = _records(run_m3(*run, env=env, check=True).stdout)
+    assert all(r["voices"].get("recluster") is True for r in piped)
+    ref = next(iter(read_rttm(DATA / "speakers8.rttm").values()))
+    people: dict[str, set[str]] = {spk: set() for _, _, spk in ref}
+    for record in piped:
+        for t in record["turns"]:
+            cover = {w: 0.0 for w in people}
+            for s, e, who in ref:
+                cover[who] += max(0.0, min(e, t["end"]) - max(s, t["start"]))
+            who = max(cover, key=cover.__getitem__)
+            if t.get("speaker") and cover[who] >= 0.5 * (t["end"] - t["start"]):
+                people[who].add(t["speaker"])
+    order = ["1688", "ls_woman", "1998", "2033", "ls_man", "367", "ls_young_man", "533"]
+    assert {who: sorted(ids) for who, ids in people.items()} == {
+        who: [f"<voice_{k}>"] for k, who in enumerate(order, start=1)
+    }
+    assert [r["voices"] for r in ran] == [r["voices"] for r in piped]
+    assert [r["utterances"] for r in ran] == [r["utterances"] for r in piped]
+    assert [r["turns"] for r in ran] == [r["turns"] for r in piped]

@@ -12,6 +12,8 @@ Examples:
   m3 segment talk.mp4 | m3 diarize | m3 voices | jq -c '.utterances[] | [.start, .speaker, .text]'
   m3 voices --threshold 0.8 diarized.jsonl -o voiced.jsonl
   m3 voices --min-seconds 1.5 diarized.jsonl | jq -c .voices
+  m3 voices --recluster diarized.jsonl -o voiced.jsonl      # whole video at once, after the online fold
+  m3 run talk.mp4 --set voices.recluster=true               # the same in m3 run and m3 batch
   m3 voices --backend pyannote --model ~/models/wespeaker-voxceleb-resnet34-LM diarized.jsonl
 """
 
@@ -25,6 +27,7 @@ def voices(
     min_seconds: float = options.stage_option(VoicesConfig, "min_seconds"),
     threshold: float | None = options.stage_option(VoicesConfig, "threshold"),
     max_snapshots: int = options.stage_option(VoicesConfig, "max_snapshots"),
+    recluster: bool = options.stage_option(VoicesConfig, "recluster"),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: the global --device)."),
 ) -> None:
     """Give utterances global voice ids <voice_N> by matching speaker embeddings to a per-video voice bank."""

@@ -32,6 +32,13 @@ class VoicesConfig:
         help="Cosine similarity to join a voice (default: 0.5 campplus, 0.75 resemblyzer, 0.5 pyannote).",
     )
     max_snapshots: int = option(20, "--max-snapshots", help="Embeddings kept per voice in the bank.")
+    recluster: bool = option(
+        False,
+        "--recluster",
+        help="Once all clips of a video are in, cluster all its local speakers again by their pooled "
+        "embeddings (average linkage at --threshold; two of one clip never join) and renumber the voices "
+        "in order of first appearance. Needs the whole video: not for `m3 watch`.",
+    )
 
     def __post_init__(self) -> None:
         from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, make_speaker_model
