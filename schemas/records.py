@@ -192,6 +192,7 @@ class VoicesSection(_Open):
     unassigned: int | None = None
     embeddings: str | None = None
     threshold: float | None = None  # the cosine at which a local speaker joined a voice of the bank
+    recluster: bool | None = None  # true: ids from the whole-video pass (`m3 voices --recluster`)
 
 
 class MemoryItem(_Open):

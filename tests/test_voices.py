@@ -271,6 +271,7 @@ def test_recluster_keeps_each_reader_one_voice_and_run_equals_the_pipe(tmp_path)
     of their own, numbered in the order they first speak, and `m3 run --set voices.recluster=true` writes
     the same voices as `m3 segment | m3 diarize | m3 voices --recluster`."""
     from m3cli.stages.eval.audio import read_rttm
+    from support.strict_records import undeclared_fields
 
     env = {"M3_CACHE": str(tmp_path)}
     video = DATA / "speakers8.mp4"
@@ -280,6 +281,7 @@ def test_recluster_keeps_each_reader_one_voice_and_run_equals_the_pipe(tmp_path)
     run = ("run", video, "--until", "voices", "--set", "voices.recluster=true")
     ran = _records(run_m3(*run, env=env, check=True).stdout)
     assert all(r["voices"].get("recluster") is True for r in piped)
+    assert [undeclared_fields(r) for r in piped] == [[] for _ in piped]
     ref = next(iter(read_rttm(DATA / "speakers8.rttm").values()))
     people: dict[str, set[str]] = {spk: set() for _, _, spk in ref}
     for record in piped:
