@@ -297,8 +297,7 @@ def main(argv: list[str] | None = None) -> str:
             fast = watch_stream(lag_video, tmp / "lag", rate, ("--max-lag", f"{MAX_LAG:g}"))
             parts.append(
                 table(
-                    f"lag policy: the stream arrives {rate:g}x faster than real time, "
-                    f"--max-lag {MAX_LAG:g}",
+                    f"lag policy: the stream arrives {rate:g}x faster than real time, --max-lag {MAX_LAG:g}",
                     [
                         "stream",
                         "load avg (1 min)",
