@@ -353,7 +353,7 @@ def voices_records(
         voice_of = {labels[i]: vid for i, vid in zip(keep, result.ids, strict=True)}
         score_of = {labels[i]: sc for i, sc in zip(keep, result.scores, strict=True)}
         if config.recluster:
-            heard.setdefault(current, []).extend(
+            heard.setdefault(record.video.id, []).extend(
                 Heard(record.key, labels[i], emb[k]) for k, i in enumerate(keep)
             )
         new_utts = [
@@ -461,7 +461,10 @@ def _apply_recluster(
         scores = score_of[key]
         utts = [
             u.model_copy(
-                update={"speaker": voices.get(u.speaker_local), "voice_score": scores.get(u.speaker_local)}
+                update={
+                    "speaker": voices.get(u.speaker_local or ""),
+                    "voice_score": scores.get(u.speaker_local or ""),
+                }
             )
             for u in record.utterances or []
         ]
