@@ -196,14 +196,19 @@ def test_resemblyzer_backend_matches_the_resemblyzer_package(monkeypatch):
 def _voices_of_readers(video, rttm, env) -> dict[str, set[str]]:
     """Each reference reader's voice ids through `m3 segment`'s 30-s clips: the voices of the turns it
     fills at least half of."""
-    from m3cli.stages.eval.audio import read_rttm
-
     seg = run_m3("segment", video, env=env, check=True)
     dia = run_m3("diarize", input=seg.stdout, env=env, check=True)
     out = run_m3("voices", input=dia.stdout, env=env, check=True)
+    return _readers_in(_records(out.stdout), rttm)
+
+
+def _readers_in(records: list[dict], rttm) -> dict[str, set[str]]:
+    """Each reader of ``rttm``: the voice ids of the turns in ``records`` it covers half of or more."""
+    from m3cli.stages.eval.audio import read_rttm
+
     ref = next(iter(read_rttm(rttm).values()))
     people: dict[str, set[str]] = {spk: set() for _, _, spk in ref}
-    for record in _records(out.stdout):
+    for record in records:
         for t in record["turns"]:
             cover = {w: 0.0 for w in people}
             for s, e, who in ref:
@@ -270,7 +275,6 @@ def test_recluster_keeps_each_reader_one_voice_and_run_equals_the_pipe(tmp_path)
     """speakers8 through 30-s clips with the whole-video pass: each of the eight readers keeps one voice
     of their own, numbered in the order they first speak, and `m3 run --set voices.recluster=true` writes
     the same voices as `m3 segment | m3 diarize | m3 voices --recluster`."""
-    from m3cli.stages.eval.audio import read_rttm
     from support.strict_records import undeclared_fields
 
     env = {"M3_CACHE": str(tmp_path)}
@@ -282,16 +286,7 @@ def test_recluster_keeps_each_reader_one_voice_and_run_equals_the_pipe(tmp_path)
     ran = _records(run_m3(*run, env=env, check=True).stdout)
     assert all(r["voices"].get("recluster") is True for r in piped)
     assert [undeclared_fields(r) for r in piped] == [[] for _ in piped]
-    ref = next(iter(read_rttm(DATA / "speakers8.rttm").values()))
-    people: dict[str, set[str]] = {spk: set() for _, _, spk in ref}
-    for record in piped:
-        for t in record["turns"]:
-            cover = {w: 0.0 for w in people}
-            for s, e, who in ref:
-                cover[who] += max(0.0, min(e, t["end"]) - max(s, t["start"]))
-            who = max(cover, key=cover.__getitem__)
-            if t.get("speaker") and cover[who] >= 0.5 * (t["end"] - t["start"]):
-                people[who].add(t["speaker"])
+    people = _readers_in(piped, DATA / "speakers8.rttm")
     order = ["1688", "ls_woman", "1998", "2033", "ls_man", "367", "ls_young_man", "533"]
     assert {who: sorted(ids) for who, ids in people.items()} == {
         who: [f"<voice_{k}>"] for k, who in enumerate(order, start=1)
