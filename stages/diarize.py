@@ -74,7 +74,7 @@ from m3cli.stages.core.common import RunContext, by_video
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/11"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/12"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
@@ -83,7 +83,8 @@ STAGE_VERSION = "diarize/11"  # 3: words stay out of long pauses; one turn, one 
 # (the default path's results are unchanged; results `m3 batch` stored before were computed on every
 # core, with other words, and must not be served under the same key); 10: turns left without words are read
 # again by multilingual base where it is installed (stages/diarize_second.py); 11: an utterance both
-# speakers' turns cover alike goes to a talk-over's second voice that has no words otherwise
+# speakers' turns cover alike goes to a talk-over's second voice that has no words otherwise; 12: no
+# language decided (nor read) on a speaker's turns under diarize_second.MIN_LANGUAGE_SECONDS in a clip
 MIN_AUDIO_SECONDS = 0.5
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
 UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped

@@ -11,7 +11,7 @@ import pytest
 from conftest import DATA, run_m3
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.backends.asr import AsrSegment, SpeakerTurn
-from m3cli.stages.diarize_second import through_pauses, trustworthy, unread
+from m3cli.stages.diarize_second import MIN_LANGUAGE_SECONDS, through_pauses, trustworthy, unread
 from m3cli.stages.memorize import speech_lines, untranscribed_lines
 
 LATENTSYNC = DATA / "link" / "latentsync_2people_turns.mp4"
@@ -55,6 +55,25 @@ def test_the_portuguese_speaker_gets_his_language_and_words(cache_dir):
     off = [u for r in _diarize("--second-reading", "off") for u in r["utterances"]]
     assert not any(u["start"] < 3.0 for u in off)  # tiny.en: nothing in A's first turn
     assert not any("language" in u or u.get("second_reading") for u in off)
+
+
+@pytest.mark.slow
+def test_a_speaker_heard_too_briefly_in_a_clip_gets_no_language(cache_dir):
+    """speakers6 through 30-s clips: the kitchen man (Portuguese) speaks 29.2-31.7 s, so the second clip
+    holds only ~1.7 s of him, which base's language detection called German at p >= 0.5. Under
+    MIN_LANGUAGE_SECONDS of a speaker's turns in a clip no language is decided and nothing is read
+    (latentsync's person A, 3.4 s and more in his clip, still is: the test above)."""
+    clips = run_m3("segment", DATA / "speakers6.mp4", check=True).stdout
+    out = run_m3("diarize", input=clips, check=True).stdout
+    records = [json.loads(line) for line in out.splitlines()]
+    assert len(records) == 2
+    second = records[1]
+    man = next(t["speaker_local"] for t in second["turns"] if t["start"] < 30.5)
+    short = [t for t in second["turns"] if t["speaker_local"] == man]
+    assert sum(t["end"] - t["start"] for t in short) < MIN_LANGUAGE_SECONDS
+    assert not any(u["speaker_local"] == man for u in second["utterances"])  # unread: once detected
+    assert not any(t.get("language") for t in second["turns"])
+    assert not any(u.get("second_reading") or u.get("language") for u in second["utterances"])
 
 
 @pytest.mark.slow
