@@ -53,12 +53,12 @@ MIN_LANGUAGE_SECONDS = 2.0
 """A speaker with less than this many seconds of turns in a clip gets no language (and no second
 reading): Whisper's language detection is unreliable on short audio (speakers6 through 30-s clips: the
 kitchen man's 1.5-s piece, Portuguese, came out German at p >= 0.5). Chosen by measurement on real
-speech of known language (README, "which language"): pieces of 0.5, 1, 1.5, 2, 3 and 5 s cut from
-latentsync_2people_turns' Portuguese person A and LibriSpeech readers 1688 and 1998; the shortest length
-from which no piece on that set got a wrong language at p >= LANGUAGE_P (at 0.5 and 1 s A came out
-Spanish, at 1.5 s English). Reported on the others (the kitchen man, readers 2033, 367, 533, jfk):
-wrong decisions fall from 7 of 90 pieces under 2 s to 3 of 68 from 2 s, where they are no longer about
-length alone (a 5-s piece of reader 2033: Latin at 0.85)."""
+speech of known language (README, "too short to tell"; bench/language_by_length.py): pieces of 0.5, 1,
+1.5, 2, 3 and 5 s cut from latentsync_2people_turns' Portuguese person A and LibriSpeech readers 1688
+and 1998; the shortest length from which no piece on that set got a wrong language at p >= LANGUAGE_P
+(at 0.5 and 1 s A came out Spanish, at 1.5 s English). Reported on the others (the kitchen man,
+readers 2033, 367, 533, jfk): wrong decisions fall from 7 of 90 pieces under 2 s to 3 of 68 from 2 s,
+where they are no longer about length alone (a 5-s piece of reader 2033: Latin at 0.85)."""
 
 
 def installed() -> bool:

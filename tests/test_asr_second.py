@@ -60,7 +60,7 @@ def test_the_portuguese_speaker_gets_his_language_and_words(cache_dir):
 @pytest.mark.slow
 def test_a_speaker_heard_too_briefly_in_a_clip_gets_no_language(cache_dir):
     """speakers6 through 30-s clips: the kitchen man (Portuguese) speaks 29.2-31.7 s, so the second clip
-    holds only ~1.7 s of him, which base's language detection called German at p >= 0.5. Under
+    holds 1.5 s of him, which base's language detection called German at p >= 0.5. Under
     MIN_LANGUAGE_SECONDS of a speaker's turns in a clip no language is decided and nothing is read
     (latentsync's person A, 3.4 s and more in his clip, still is: the test above)."""
     clips = run_m3("segment", DATA / "speakers6.mp4", check=True).stdout
