@@ -72,8 +72,15 @@ def identity() -> str:
     """What a result read twice depends on: the model's files and decoding, and this rule."""
     from m3cli.stages.backends.asr_faster_whisper import FasterWhisperAsr
 
-    rule = (LANGUAGE_P, MIN_LOGPROB, MAX_NO_SPEECH, MAX_COMPRESSION, MAX_PAUSE, MIN_SECONDS)
-    rule += (MIN_LANGUAGE_SECONDS,)
+    rule = (
+        LANGUAGE_P,
+        MIN_LOGPROB,
+        MAX_NO_SPEECH,
+        MAX_COMPRESSION,
+        MAX_PAUSE,
+        MIN_SECONDS,
+        MIN_LANGUAGE_SECONDS,
+    )
     return f"{VERSION} {FasterWhisperAsr.identity(MODEL)} {rule}"
 
 
