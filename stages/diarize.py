@@ -62,6 +62,7 @@ from m3cli.stages.backends.asr import (
     make_vad,
     merge_spans,
     relabel_turns,
+    speaker_stretches,
 )
 from m3cli.stages.backends.registry import backend_class, dist_version
 from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, make_speaker_model
@@ -407,10 +408,7 @@ def _voice_wordless_turns(utterances: list[dict], turns: Sequence[SpeakerTurn]) 
     speaker who already holds a word needs to keep it), and each stretch of its own speaker that it
     touches holds another utterance of that speaker: no turn is left without words by the move, one is
     given words. Changed in place, in time order (a stretch, once voiced, takes no more)."""
-    stretches: dict[str, list[Span]] = {}
-    for t in turns:
-        stretches.setdefault(t.speaker, []).append((t.start, t.end))
-    stretches = {k: merge_spans(v) for k, v in stretches.items()}
+    stretches = speaker_stretches(turns)
 
     def touched(u: dict, speaker: str | None) -> list[Span]:
         return [(a, b) for a, b in stretches.get(speaker or "", []) if min(u["end"], b) > max(u["start"], a)]
@@ -495,10 +493,7 @@ def fit_to_turns(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> list[d
     next one of its speaker begins, the last ends where the stretch ends. Word times are kept inside
     their utterance. An utterance whose speaker has no turn where it lies keeps its word times.
     ``utterances`` carry the turns' labels in ``speaker_local``; changed in place and returned."""
-    stretches: dict[str, list[Span]] = {}
-    for t in turns:
-        stretches.setdefault(t.speaker, []).append((t.start, t.end))
-    stretches = {k: merge_spans(v) for k, v in stretches.items()}
+    stretches = speaker_stretches(turns)
     by_speaker: dict[str, list[tuple[dict, list[int]]]] = {}
     for u in utterances:
         spans = stretches.get(u["speaker_local"] or "", [])

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from m3cli.stages.backends.asr import RATE, AsrSegment, Span, SpeakerTurn, merge_spans
+from m3cli.stages.backends.asr import RATE, AsrSegment, Span, SpeakerTurn, speaker_stretches
 
 log = logging.getLogger(__name__)
 
@@ -86,13 +86,10 @@ def identity() -> str:
 
 def unread(turns: Sequence[SpeakerTurn], utterances: Sequence[dict]) -> dict[str, list[Span]]:
     """Per speaker, the stretches of its turns that no utterance of that speaker touches."""
-    stretches: dict[str, list[Span]] = {}
-    for t in turns:
-        stretches.setdefault(t.speaker, []).append((t.start, t.end))
     out: dict[str, list[Span]] = {}
-    for speaker, spans in stretches.items():
+    for speaker, spans in speaker_stretches(turns).items():
         mine = [(u["start"], u["end"]) for u in utterances if u["speaker_local"] == speaker]
-        left = [(a, b) for a, b in merge_spans(spans) if not any(min(e, b) > max(s, a) for s, e in mine)]
+        left = [(a, b) for a, b in spans if not any(min(e, b) > max(s, a) for s, e in mine)]
         if left:
             out[speaker] = left
     return out
@@ -137,10 +134,11 @@ def second_reading(
 
     new: list[dict] = []
     heard: list[list] = []
+    stretches = speaker_stretches(turns)
     for speaker, spans in unread(turns, utterances).items():
         if sum(b - a for a, b in spans) < MIN_SECONDS:
             continue
-        voice = merge_spans([(t.start, t.end) for t in turns if t.speaker == speaker])
+        voice = stretches[speaker]
         if sum(b - a for a, b in voice) < MIN_LANGUAGE_SECONDS:
             log.debug(
                 "second reading of %s: under %.1f s of turns, no language", speaker, MIN_LANGUAGE_SECONDS

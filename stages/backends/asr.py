@@ -223,3 +223,12 @@ def merge_spans(spans: Sequence[Span], gap: float = 0.0) -> list[Span]:
         else:
             out.append([s, e])
     return [(a, b) for a, b in out]
+
+
+def speaker_stretches(turns: Iterable[SpeakerTurn]) -> dict[str, list[Span]]:
+    """Per speaker, its stretches: the sorted union of its turns (overlapping or touching turns of one
+    speaker make one stretch)."""
+    spans: dict[str, list[Span]] = {}
+    for t in turns:
+        spans.setdefault(t.speaker, []).append((t.start, t.end))
+    return {speaker: merge_spans(v) for speaker, v in spans.items()}
