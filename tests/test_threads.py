@@ -47,6 +47,13 @@ def test_configure_sets_the_counts_the_backends_read():
         threads._counts.update(saved)
 
 
+def _printed_in_fresh_process(code: str) -> list[str]:
+    """What ``code`` prints, split, run in a new interpreter whose environment sets no thread counts."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    return out.stdout.split()
+
+
 def test_blas_is_capped_through_the_environment_before_numpy_loads():
     code = (
         "import os, sys\n"
@@ -56,9 +63,7 @@ def test_blas_is_capped_through_the_environment_before_numpy_loads():
         "assert 'numpy' not in sys.modules\n"
         "print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'])\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.split() == ["2", "2"]
+    assert _printed_in_fresh_process(code) == ["2", "2"]
 
 
 def test_config_show_lists_the_thread_counts():
@@ -78,9 +83,7 @@ def test_blas_cap_reaches_spawned_processes_when_numpy_is_already_loaded():
         "assert {i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas'} == {1}\n"
         "print(os.environ['OPENBLAS_NUM_THREADS'], os.environ['OMP_NUM_THREADS'])\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.split() == ["1", "1"]
+    assert _printed_in_fresh_process(code) == ["1", "1"]
 
 
 def test_batch_workers_take_the_thread_settings(tmp_path):
@@ -94,6 +97,4 @@ def test_batch_workers_take_the_thread_settings(tmp_path):
         "worker_setup(PipelineConfig(), load_settings(environ=env))\n"
         "print(threads.count('ctranslate2'), threads.count('onnxruntime'), threads.count('blas'))\n"
     )
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
-    assert out.stdout.split() == ["2", "3", "1"]
+    assert _printed_in_fresh_process(code) == ["2", "3", "1"]
