@@ -36,6 +36,7 @@ Design, for streams and growing files:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -136,7 +137,9 @@ class RoundClock:
 _M_ARENA_MAX = -8
 
 
+@functools.cache
 def _libc() -> Any:
+    """The C library, opened once (each commit trims the heap through it)."""
     import ctypes
 
     try:
