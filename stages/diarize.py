@@ -63,6 +63,7 @@ from m3cli.stages.backends.asr import (
     merge_spans,
     relabel_turns,
     speaker_stretches,
+    subtract_spans,
 )
 from m3cli.stages.backends.registry import backend_class, dist_version
 from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, make_speaker_model
@@ -179,11 +180,13 @@ class Pipeline:
     def second_reader(self) -> AsrModel:
         """The multilingual model of the second reading, loaded the first time a clip needs it."""
         if self._second is None:
-            self._second = make_asr(
-                "faster-whisper",
+            from m3cli.stages.backends.asr_faster_whisper import FasterWhisperAsr
+
+            self._second = FasterWhisperAsr(
                 diarize_second.MODEL,
                 device=self.device,
                 compute_type=self.config.compute_type,
+                temperatures=diarize_second.TEMPERATURES,
             )
         return self._second
 
@@ -462,24 +465,8 @@ def _other_speaks(speaker: str | None, start: float, end: float, turns: Sequence
         return False
     mine = [(t.start, t.end) for t in turns if t.speaker == speaker]
     others = [(max(t.start, start), min(t.end, end)) for t in turns if t.speaker != speaker]
-    alone = _minus([(a, b) for a, b in others if b > a], mine)
+    alone = subtract_spans([(a, b) for a, b in others if b > a], mine)
     return sum(b - a for a, b in alone) >= MIN_UTTERANCE
-
-
-def _minus(spans: Sequence[Span], holes: Sequence[Span]) -> list[Span]:
-    """The parts of ``spans`` outside every hole."""
-    out: list[Span] = []
-    for s, e in merge_spans(spans):
-        cur = s
-        for hs, he in merge_spans(holes):
-            if he <= cur or hs >= e:
-                continue
-            if hs > cur:
-                out.append((cur, hs))
-            cur = max(cur, he)
-        if cur < e:
-            out.append((cur, e))
-    return out
 
 
 def fit_to_turns(utterances: list[dict], turns: Sequence[SpeakerTurn]) -> list[dict]:

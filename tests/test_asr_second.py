@@ -86,10 +86,14 @@ def test_english_is_not_read_twice(cache_dir):
 
 
 def test_only_stretches_no_utterance_of_their_speaker_touches_are_unread():
+    """... less what another speaker's utterance holds: there the first reading heard words already
+    (in talk-over written as one voice's), and a second reading would repeat them."""
     turns = [SpeakerTurn(0.0, 2.0, "S0"), SpeakerTurn(2.0, 3.0, "S0"), SpeakerTurn(4.0, 6.0, "S0")]
     turns += [SpeakerTurn(1.0, 5.0, "S1")]
     utterances = [{"start": 4.5, "end": 5.5, "speaker_local": "S0"}]
-    assert unread(turns, utterances) == {"S0": [(0.0, 3.0)], "S1": [(1.0, 5.0)]}
+    assert unread(turns, utterances) == {"S0": [(0.0, 3.0)], "S1": [(1.0, 4.5)]}
+    utterances.append({"start": 0.5, "end": 4.8, "speaker_local": "S1"})  # S1's words over most of S0's
+    assert unread(turns, utterances) == {"S0": [(0.0, 0.5)]}
 
 
 def test_text_is_kept_only_where_every_guard_passes():

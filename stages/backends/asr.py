@@ -225,6 +225,22 @@ def merge_spans(spans: Sequence[Span], gap: float = 0.0) -> list[Span]:
     return [(a, b) for a, b in out]
 
 
+def subtract_spans(spans: Sequence[Span], holes: Sequence[Span]) -> list[Span]:
+    """The parts of ``spans`` outside every hole."""
+    out: list[Span] = []
+    for s, e in merge_spans(spans):
+        cur = s
+        for hs, he in merge_spans(holes):
+            if he <= cur or hs >= e:
+                continue
+            if hs > cur:
+                out.append((cur, hs))
+            cur = max(cur, he)
+        if cur < e:
+            out.append((cur, e))
+    return out
+
+
 def speaker_stretches(turns: Iterable[SpeakerTurn]) -> dict[str, list[Span]]:
     """Per speaker, its stretches: the sorted union of its turns (overlapping or touching turns of one
     speaker make one stretch)."""

@@ -93,7 +93,12 @@ class FasterWhisperAsr:
         return resolve_model(model).name
 
     def __init__(
-        self, model: str | None = None, device: str = "cpu", compute_type: str | None = None, threads: int = 0
+        self,
+        model: str | None = None,
+        device: str = "cpu",
+        compute_type: str | None = None,
+        threads: int = 0,
+        temperatures: tuple[float, ...] = TEMPERATURES,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         import ctranslate2
@@ -104,6 +109,7 @@ class FasterWhisperAsr:
         if compute_type is None:
             compute_type = "float16" if device.startswith("cuda") else "int8"
         self.compute_type = compute_type
+        self.temperatures = temperatures  # the fallback ladder (one step: no fallback)
         try:
             self._model = faster_whisper.WhisperModel(
                 source.path,
@@ -124,7 +130,8 @@ class FasterWhisperAsr:
         self.multilingual = bool(self._model.model.is_multilingual)
         self.version = (
             f"faster-whisper {faster_whisper.__version__}; ct2 {ctranslate2.__version__}; "
-            f"{self.model}; {source.fingerprint()}; {compute_type}; {sorted(decode_options().items())}"
+            f"{self.model}; {source.fingerprint()}; {compute_type}; "
+            f"{sorted(decode_options(temperatures).items())}"
         )
 
     def transcribe(self, audio: np.ndarray, language: str | None) -> Transcript:
@@ -143,7 +150,9 @@ class FasterWhisperAsr:
         # first time" where the pipe stored "So, this was the first time" under one cache key); the
         # segments are a lazy generator, so they are read inside the block too
         with one_blas_thread():
-            segments, info = self._model.transcribe(audio, language=language, **decode_options())
+            segments, info = self._model.transcribe(
+                audio, language=language, **decode_options(self.temperatures)
+            )
             for seg in segments:
                 words = tuple(
                     Word(float(w.start), float(w.end), w.word, float(w.probability)) for w in seg.words or ()
