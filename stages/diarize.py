@@ -76,7 +76,7 @@ from m3cli.stages.core.common import RunContext, by_video
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/12"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/13"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
@@ -86,7 +86,8 @@ STAGE_VERSION = "diarize/12"  # 3: words stay out of long pauses; one turn, one 
 # core, with other words, and must not be served under the same key); 10: turns left without words are read
 # again by multilingual base where it is installed (stages/diarize_second.py); 11: an utterance both
 # speakers' turns cover alike goes to a talk-over's second voice that has no words otherwise; 12: no
-# language decided (nor read) on a speaker's turns under diarize_second.MIN_LANGUAGE_SECONDS in a clip
+# language decided (nor read) on a speaker's turns under diarize_second.MIN_LANGUAGE_SECONDS in a clip;
+# 13: a run of words is cut where another speaker's wordless stretch lies inside it (_voice_nested_turns)
 MIN_AUDIO_SECONDS = 0.5
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
 UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped
@@ -365,12 +366,12 @@ def split_by_speaker(
 
     ``relabel`` renames speakers S0, S1, ... by first appearance in the utterances; without it they keep
     the turns' labels (the stage relabels utterances and turns together)."""
-    out: list[dict] = []
+    pieces: list[dict | Group] = []  # an utterance without words, or a speaker's run of words
     for seg in segments:
         words = _without_unheard_tail([w for w in seg.words if is_spoken(w.word)], turns)
         if not words:
             if is_spoken(seg.text) and not seg.words:
-                out.append(
+                pieces.append(
                     _utterance(
                         seg.start, seg.end, seg.text.strip(), [], _speaker_of(seg.start, seg.end, turns)
                     )
@@ -386,17 +387,87 @@ def split_by_speaker(
             if group and not paused and spk == current:
                 paused = _other_speaks(current, group[-1].end, w.start, turns)
             if group and (spk != current or paused):
-                out.append(_from_words(group, current))
+                pieces.append((group, current))
                 group = []
             group.append(w)
             current = spk
         if group:
-            out.append(_from_words(group, current))
+            pieces.append((group, current))
+    pieces = _voice_nested_turns(pieces, turns)
+    out = [piece if isinstance(piece, dict) else _from_words(*piece) for piece in pieces]
     _voice_wordless_turns(out, turns)
     if relabel:  # S0, S1, ... by first appearance in the utterances themselves
         names = local_names(u["speaker_local"] for u in out)
         for u in out:
             u["speaker_local"] = names.get(u["speaker_local"])
+    return out
+
+
+Group = tuple[list[Word], str | None]  # a run of one speaker's words, before it becomes an utterance
+
+
+def _voice_nested_turns(pieces: list[dict | Group], turns: Sequence[SpeakerTurn]) -> list[dict | Group]:
+    """Cut a run of one speaker's words where another speaker's wordless stretch lies inside it, and give
+    that voice the words its turns hold. In talk-over each word keeps the speaker whose sentence it
+    continues (see :func:`_speaker_of`), so a second voice whose whole stretch falls inside the first
+    one's sentence was left with no words and no utterance (AMI trn07: a 0.9-s turn inside "Did you
+    guys actually have sort of interaction on?"), and the utterance spanned the other speaker's turn.
+    A run of speaker A is cut when a stretch of speaker B (B's overlapping or touching turns) starts
+    after A's first word and ends before A's last, no word of B lies in it, and B's turns cover at least
+    half of each word given to B (as :func:`_voice_wordless_turns` asks): A keeps the words before and
+    after, B gets those in between. Nothing is cut where B already has words of its own there, or
+    where A would keep no word on either side."""
+    stretches = speaker_stretches(turns)
+
+    def has_words(speaker: str | None, a: float, b: float) -> bool:
+        for piece in pieces:
+            if isinstance(piece, dict):
+                if piece["speaker_local"] == speaker and min(piece["end"], b) > max(piece["start"], a):
+                    return True
+            elif piece[1] == speaker and any(min(w.end, b) > max(w.start, a) for w in piece[0]):
+                return True
+        return False
+
+    def held(w: Word, a: float, b: float) -> bool:
+        if w.end <= w.start:
+            return a < w.start < b
+        return min(w.end, b) - max(w.start, a) >= 0.5 * (w.end - w.start)
+
+    out: list[dict | Group] = []
+    todo = list(pieces)
+    while todo:
+        piece = todo.pop(0)
+        if isinstance(piece, dict):
+            out.append(piece)
+            continue
+        words, speaker = piece
+        for other in sorted(stretches):
+            if other == speaker:
+                continue
+            nested = [(a, b) for a, b in stretches[other] if words[0].start < a and b < words[-1].end]
+            cut = next(
+                (
+                    (a, b)
+                    for a, b in nested
+                    if not has_words(other, a, b)
+                    and any(held(w, a, b) for w in words)
+                    and not held(words[0], a, b)
+                    and not held(words[-1], a, b)
+                ),
+                None,
+            )
+            if cut is None:
+                continue
+            a, b = cut
+            first = next(k for k, w in enumerate(words) if held(w, a, b))
+            last = first
+            while last + 1 < len(words) and held(words[last + 1], a, b):
+                last += 1
+            out += [(words[:first], speaker), (words[first : last + 1], other)]
+            todo.insert(0, (words[last + 1 :], speaker))
+            break
+        else:
+            out.append(piece)
     return out
 
 
