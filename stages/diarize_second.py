@@ -2,9 +2,10 @@
 
 The default model, tiny.en, reads English only. A speaker in another language is heard by the diarizer
 and given no words (latentsync_2people_turns: person A speaks Brazilian Portuguese; tiny.en leaves his
-first turn empty), so the memory says he spoke and not what. Where the ``asr-base`` extra is installed
-(``--second-reading auto``, the default; ``off`` never reads twice), the stretches of turns the first
-reading left without words are read again by base, and only text that passes every guard is kept:
+first turn empty), so the memory says he spoke and not what. With ``--second-reading auto`` (the
+default; ``off`` never reads twice) and Whisper base installed (a dependency of the package), the
+stretches of turns the first reading left without words are read again by base, and only text that
+passes every guard is kept:
 
 * **what is read**: per speaker of a clip, the stretches of its turns (overlapping or touching turns of
   one speaker) that no utterance of that speaker touches, less what another speaker's utterance holds
@@ -44,7 +45,7 @@ log = logging.getLogger(__name__)
 VERSION = "second-reading/3"  # the rule below; a change must not reuse results read by another
 # 2: no language decided on less than MIN_LANGUAGE_SECONDS of a speaker's turns
 # 3: one decoding temperature (TEMPERATURES); what another speaker's utterance holds is not read again
-MODEL = "base"  # the packaged multilingual model that reads a second time (the asr-base extra)
+MODEL = "base"  # the packaged multilingual model that reads a second time (installed with the package)
 MODES = ("auto", "off")
 LANGUAGE_P = 0.5  # a language detected with less probability is not read (faster-whisper's own default)
 MIN_LOGPROB = -1.0  # Whisper's log_prob_threshold

