@@ -266,9 +266,7 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     languages: list[list] = []
     if pipe.second_reading and turns:
         # turns the first reading left without words: read again by the multilingual model
-        more, languages = diarize_second.second_reading(audio, turns, utterances, pipe.second_reader)
-        if more:
-            utterances = sorted(utterances + more, key=lambda u: (u["start"], u["end"]))
+        utterances, languages = diarize_second.second_reading(audio, turns, utterances, pipe.second_reader)
     turns = _same_labels(utterances, turns, languages)
     if not utterances:
         log.info("%.1f s of speech found but the recogniser produced no words", speech_seconds)

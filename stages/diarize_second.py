@@ -2,15 +2,17 @@
 
 The default model, tiny.en, reads English only. A speaker in another language is heard by the diarizer
 and given no words (latentsync_2people_turns: person A speaks Brazilian Portuguese; tiny.en leaves his
-first turn empty), so the memory says he spoke and not what. With ``--second-reading auto`` (the
-default; ``off`` never reads twice) and Whisper base installed (a dependency of the package), the
-stretches of turns the first reading left without words are read again by base, and only text that
-passes every guard is kept:
+first turn empty), so the memory says he spoke and not what, or given English words it invented (the
+kitchen man through speakers6: "Then said"). With ``--second-reading auto`` (the default; ``off``
+never reads twice) and Whisper base installed (a dependency of the package), a speaker the first
+reading left partly without words is asked its language, and a speaker of another language is read
+again whole by base; only text that passes every guard is kept:
 
-* **what is read**: per speaker of a clip, the stretches of its turns (overlapping or touching turns of
+* **who is asked**: per speaker of a clip, the stretches of its turns (overlapping or touching turns of
   one speaker) that no utterance of that speaker touches, less what another speaker's utterance holds
-  (the first reading heard words there: talk-over is one mixture to Whisper), joined into one piece of
-  audio. On the dev table this leaves 4 speakers to detect instead of 9 (2 not Portuguese instead of 7).
+  (the first reading heard words there: talk-over is one mixture to Whisper), must make at least
+  ``MIN_SECONDS``. On the dev table this leaves 4 speakers to ask instead of 9 (2 not Portuguese
+  instead of 7).
 * **the language**: base's language detection (Whisper's language token) on all of that speaker's
   turns in the clip (their first 30 s), not on the unread stretches alone: latentsync A's unread
   stretches came out Portuguese at 0.60 (1.8 s) and Chinese at 0.43 (1.2 s) each, Hebrew at 0.33
@@ -18,6 +20,9 @@ passes every guard is kept:
   turns in the clip gets no language at all (too short to tell). Only a language other than English
   detected with probability ``LANGUAGE_P`` or more is read: English was already read by the first
   model, and base reads English no better (README).
+* **what is read**: all of that speaker's turns in the clip, joined through short pauses, and the
+  first reading's utterances of that speaker give way whatever the second keeps: tiny.en's words for
+  a language it cannot read are English it made up (speakers6, speakers8, latentsync: every one).
 * **the text**: transcribed in that language (not translated: base's translations of latentsync's
   Portuguese were wrong, "I got the zoom-mesh" for "Cheguei e faz um mês"); a Whisper segment is kept
   only where its mean log-probability is at least ``MIN_LOGPROB``, its no-speech probability at most
@@ -25,7 +30,7 @@ passes every guard is kept:
   thresholds, here a refusal: the ladder's last try is otherwise kept whatever its measures); the
   first reading's word guards (letters or digits, no unsure tail outside the turns) apply too.
 * **what is recorded**: a kept utterance carries ``language`` and ``second_reading: true``; every
-  stretch read records the language heard and its probability (the turns' ``language`` where
+  stretch asked records the language heard and its probability (the turns' ``language`` where
   ``LANGUAGE_P`` is met), so a turn not transcribed still says in what language it was spoken.
 """
 
@@ -42,9 +47,10 @@ from m3cli.stages.backends.asr import RATE, AsrSegment, Span, SpeakerTurn, speak
 
 log = logging.getLogger(__name__)
 
-VERSION = "second-reading/3"  # the rule below; a change must not reuse results read by another
+VERSION = "second-reading/4"  # the rule below; a change must not reuse results read by another
 # 2: no language decided on less than MIN_LANGUAGE_SECONDS of a speaker's turns
 # 3: one decoding temperature (TEMPERATURES); what another speaker's utterance holds is not read again
+# 4: a speaker found to speak another language is read whole; its first-reading utterances give way
 MODEL = "base"  # the packaged multilingual model that reads a second time (installed with the package)
 MODES = ("auto", "off")
 LANGUAGE_P = 0.5  # a language detected with less probability is not read (faster-whisper's own default)
@@ -141,13 +147,20 @@ def trustworthy(seg: AsrSegment) -> bool:
 def second_reading(
     audio: np.ndarray, turns: Sequence[SpeakerTurn], utterances: list[dict], reader_of
 ) -> tuple[list[dict], list[list]]:
-    """(utterances of the second reading, the stretches read: ``[start, end, speaker, language, p]``).
+    """(the clip's utterances after the second reading, the stretches whose language was heard:
+    ``[start, end, speaker, language, p]``).
+
+    A speaker found to speak another language is read again whole, and the first reading's utterances
+    of that speaker give way: tiny.en reads English only, so what it wrote for such a speaker is its
+    guess in English (the kitchen man through speakers6: "Then said", "Arta. This"; latentsync's A: "both
+    the first time in Disneyland in", a line of the other man's, in his second turn).
 
     ``reader_of()`` gives the multilingual model (loaded on the first clip that needs it)."""
     from m3cli.stages.diarize import fit_to_turns, split_by_speaker, transcribe_speech
 
     new: list[dict] = []
     heard: list[list] = []
+    replaced: set[str] = set()
     stretches = speaker_stretches(turns)
     for speaker, spans in unread(turns, utterances).items():
         if sum(b - a for a, b in spans) < MIN_SECONDS:
@@ -163,8 +176,8 @@ def second_reading(
         language, p = reader.detect_language(
             np.concatenate([audio[int(round(a * RATE)) : int(round(b * RATE))] for a, b in voice])
         )
-        heard += [[a, b, speaker, language, round(p, 3)] for a, b in spans]
         if language == "en" or p < LANGUAGE_P:
+            heard += [[a, b, speaker, language, round(p, 3)] for a, b in spans]
             log.debug(
                 "second reading of %s: %.1f s unread of %.1f s, %s at %.2f, not read",
                 speaker,
@@ -174,17 +187,20 @@ def second_reading(
                 p,
             )
             continue
-        transcript = transcribe_speech(audio, through_pauses(spans, speaker, turns), reader, language)
+        heard += [[a, b, speaker, language, round(p, 3)] for a, b in voice]
+        transcript = transcribe_speech(audio, through_pauses(voice, speaker, turns), reader, language)
         kept = [seg for seg in transcript.segments if trustworthy(seg)]
-        own = [SpeakerTurn(a, b, speaker) for a, b in spans]
+        own = [SpeakerTurn(a, b, speaker) for a, b in voice]
         found = split_by_speaker(kept, own, relabel=False)
         for u in found:
             u["speaker_local"] = speaker
             u["language"] = language
             u["second_reading"] = True
         new += fit_to_turns(found, turns)
+        replaced.add(speaker)
         log.debug(
-            "second reading of %s: %.1f s unread of %.1f s, %s at %.2f: %d of %d segments kept, %.2f CPU s",
+            "second reading of %s: %.1f s unread of %.1f s, %s at %.2f: %d of %d segments kept, "
+            "%d words of the first reading replaced, %.2f CPU s",
             speaker,
             sum(b - a for a, b in spans),
             sum(b - a for a, b in voice),
@@ -192,6 +208,10 @@ def second_reading(
             p,
             len(kept),
             len(transcript.segments),
+            sum(len(u["words"]) for u in utterances if u["speaker_local"] == speaker),
             time.process_time() - cpu,
         )
-    return new, heard
+    if not replaced:
+        return utterances, heard
+    first = [u for u in utterances if u["speaker_local"] not in replaced]
+    return sorted(first + new, key=lambda u: (u["start"], u["end"])), heard
