@@ -429,9 +429,7 @@ def _voice_nested_turns(pieces: list[dict | Group], turns: Sequence[SpeakerTurn]
         return False
 
     def held(w: Word, a: float, b: float) -> bool:
-        if w.end <= w.start:
-            return a < w.start < b
-        return min(w.end, b) - max(w.start, a) >= 0.5 * (w.end - w.start)
+        return _holds_half(a, b, w.start, w.end)
 
     out: list[dict | Group] = []
     todo = list(pieces)
@@ -506,9 +504,18 @@ def _voice_wordless_turns(utterances: list[dict], turns: Sequence[SpeakerTurn]) 
             if len(theirs) != 1 or voiced(theirs[0], speaker):
                 continue
             a, b = theirs[0]
-            if all(min(w["end"], b) - max(w["start"], a) >= 0.5 * (w["end"] - w["start"]) for w in timed):
+            if all(_holds_half(a, b, w["start"], w["end"]) for w in timed):
                 u["speaker_local"] = speaker
                 break
+
+
+def _holds_half(a: float, b: float, start: float, end: float) -> bool:
+    """Whether the span [a, b] holds at least half of the word [start, end] (a word of no length: its
+    instant strictly inside): the share of a talk-over word a second voice's turns must hold to take it,
+    as much as a speaker who already holds the word needs to keep it (:func:`_speaker_of`)."""
+    if end <= start:
+        return a < start < b
+    return min(end, b) - max(start, a) >= 0.5 * (end - start)
 
 
 def _without_unheard_tail(words: list[Word], turns: Sequence[SpeakerTurn]) -> list[Word]:
