@@ -44,6 +44,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from m3cli.stages.backends.asr import RATE, AsrSegment, Span, SpeakerTurn, speaker_stretches, subtract_spans
+from m3cli.stages.backends.asr_faster_whisper import (
+    COMPRESSION_RATIO_THRESHOLD,
+    LOG_PROB_THRESHOLD,
+    NO_SPEECH_THRESHOLD,
+    FasterWhisperAsr,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,16 +60,16 @@ VERSION = "second-reading/4"  # the rule below; a change must not reuse results 
 MODEL = "base"  # the packaged multilingual model that reads a second time (installed with the package)
 MODES = ("auto", "off")
 LANGUAGE_P = 0.5  # a language detected with less probability is not read (faster-whisper's own default)
-MIN_LOGPROB = -1.0  # Whisper's log_prob_threshold
-MAX_NO_SPEECH = 0.6  # Whisper's no_speech_threshold
-MAX_COMPRESSION = 2.4  # Whisper's compression_ratio_threshold
+MIN_LOGPROB = LOG_PROB_THRESHOLD  # Whisper's own guards, here a refusal
+MAX_NO_SPEECH = NO_SPEECH_THRESHOLD
+MAX_COMPRESSION = COMPRESSION_RATIO_THRESHOLD
 TEMPERATURES = (0.0,)
 """The second reading decodes once, by beam search, without the first reading's fallback ladder: a
 segment that fails the guards above is refused anyway, and the ladder's samples at higher temperatures
 are what Whisper invents with. On the 10-minute footage (13 utterances read a second time, all
 Portuguese) the text is identical to the ladder's and its transcriptions cost 18% less CPU (7.9 -> 6.5 s)."""
 MAX_PAUSE = 1.0  # unread stretches of one speaker this close are read as one (the utterances' MAX_WORD_GAP)
-MIN_SECONDS = 0.5  # a speaker's unread stretches shorter than this in all are not read (as a clip)
+MIN_SECONDS = 0.5  # a speaker whose unread stretches make less than this in a clip is not asked
 MIN_LANGUAGE_SECONDS = 2.0
 """A speaker with less than this many seconds of turns in a clip gets no language (and no second
 reading): Whisper's language detection is unreliable on short audio (speakers6 through 30-s clips: the
@@ -85,8 +91,6 @@ def installed() -> bool:
 
 def identity() -> str:
     """What a result read twice depends on: the model's files and decoding, and this rule."""
-    from m3cli.stages.backends.asr_faster_whisper import FasterWhisperAsr
-
     rule = (
         LANGUAGE_P,
         MIN_LOGPROB,
@@ -163,10 +167,11 @@ def second_reading(
     replaced: set[str] = set()
     stretches = speaker_stretches(turns)
     for speaker, spans in unread(turns, utterances).items():
-        if sum(b - a for a, b in spans) < MIN_SECONDS:
-            continue
         voice = stretches[speaker]
-        if sum(b - a for a, b in voice) < MIN_LANGUAGE_SECONDS:
+        unread_seconds, voice_seconds = sum(b - a for a, b in spans), sum(b - a for a, b in voice)
+        if unread_seconds < MIN_SECONDS:
+            continue
+        if voice_seconds < MIN_LANGUAGE_SECONDS:
             log.debug(
                 "second reading of %s: under %.1f s of turns, no language", speaker, MIN_LANGUAGE_SECONDS
             )
@@ -181,8 +186,8 @@ def second_reading(
             log.debug(
                 "second reading of %s: %.1f s unread of %.1f s, %s at %.2f, not read",
                 speaker,
-                sum(b - a for a, b in spans),
-                sum(b - a for a, b in voice),
+                unread_seconds,
+                voice_seconds,
                 language,
                 p,
             )
@@ -202,8 +207,8 @@ def second_reading(
             "second reading of %s: %.1f s unread of %.1f s, %s at %.2f: %d of %d segments kept, "
             "%d words of the first reading replaced, %.2f CPU s",
             speaker,
-            sum(b - a for a, b in spans),
-            sum(b - a for a, b in voice),
+            unread_seconds,
+            voice_seconds,
             language,
             p,
             len(kept),

@@ -45,6 +45,13 @@ TEMPERATURES = (0.0, 0.2, 0.4)
 # at 1 s it changed no text of any evaluation recording or short clip (bench/asr_ladder.py) and cost 50%
 # more ASR CPU on AMI dev00/dev01/trn04/trn07 (it re-decodes the windows it suspects)
 HALLUCINATION_SILENCE = None
+# Whisper's own guards (its transcribe defaults): a window's text that loops (gzip compression ratio above
+# this), is unsure (mean token log-probability below this), or is probably no speech (no-speech
+# probability above this, with an unsure text) is decoded again or dropped; the second reading refuses
+# a segment that fails any of them (stages/diarize_second.py)
+COMPRESSION_RATIO_THRESHOLD = 2.4
+LOG_PROB_THRESHOLD = -1.0
+NO_SPEECH_THRESHOLD = 0.6
 
 # VAD settings shared by both silero wrappers (chosen on the AMI dev excerpts + fixture: longer
 # silences and some padding keep turn-internal pauses inside speech, which is how RTTM marks them).
@@ -196,9 +203,9 @@ def decode_options(temperatures: tuple[float, ...] = TEMPERATURES) -> dict:
     return {
         "beam_size": BEAM_SIZE,
         "temperature": list(temperatures),
-        "compression_ratio_threshold": 2.4,
-        "log_prob_threshold": -1.0,
-        "no_speech_threshold": 0.6,
+        "compression_ratio_threshold": COMPRESSION_RATIO_THRESHOLD,
+        "log_prob_threshold": LOG_PROB_THRESHOLD,
+        "no_speech_threshold": NO_SPEECH_THRESHOLD,
         "hallucination_silence_threshold": HALLUCINATION_SILENCE,
         "word_timestamps": True,
         "vad_filter": False,
