@@ -12,6 +12,8 @@ Examples:
   m3 segment talk.mp4 | m3 diarize | jq -c '.utterances[] | [.start, .speaker_local, .text]'
   m3 segment talk.mp4 | m3 diarize --max-speakers 4 -o diarized.jsonl
   m3 segment talk.mp4 | m3 diarize | jq -c '.turns[] | select(.overlap)'
+  m3 segment talk.mp4 | m3 diarize | jq -c '.utterances[] | select(.second_reading) | [.language, .text]'
+  m3 segment talk.mp4 | m3 diarize --second-reading off -o diarized.jsonl   # tiny.en's reading only
   m3 diarize --diarizer cluster --speaker-backend resemblyzer clips.jsonl > diarized.jsonl
   m3 diarize --vad faster-whisper --asr-model ~/models/whisper-small-ct2 clips.jsonl > diarized.jsonl
   m3 diarize --backend whisperx --model ~/m/large-v3 --diarizer-model ~/m/sd-3.1 --device cuda clips.jsonl
