@@ -121,7 +121,15 @@ def test_store_replaces_a_damaged_export_and_keys_on_the_weights(tmp_path, monke
     np.testing.assert_array_equal(_embed_in_new_process(weights), want)
     assert path.stat().st_size > 1_000_000  # exported afresh
 
-    os.utime(weights, ns=(0, 10**18))  # the weights were replaced: a new export, never the old file
+    os.utime(weights, ns=(0, 10**18))  # touched or copied elsewhere, same bytes: the same export
+    assert export_path(speaker_campplus._export_spec(weights, CamppModel.dim)) == path
+    other = tmp_path / "another-install" / "campplus.pt"
+    other.parent.mkdir()
+    other.write_bytes(weights.read_bytes())
+    assert export_path(speaker_campplus._export_spec(other, CamppModel.dim)) == path  # one copy
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0xFF
+    weights.write_bytes(bytes(data))  # the weights were replaced: a new export, never the old file
     assert export_path(speaker_campplus._export_spec(weights, CamppModel.dim)) != path
 
 

@@ -82,6 +82,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "cache_cmd",
         "Inspect and trim the on-disk cache of per-clip work.",
     ),
+    "models": (
+        "models_cmd",
+        "List the models m3 can use, verify their files, export them, prepare them once.",
+    ),
     "config": (
         "config_cmd",
         "Show the effective configuration (flags > M3_* environment > m3.toml > defaults).",

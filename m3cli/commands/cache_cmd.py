@@ -48,6 +48,27 @@ def info(ctx: typer.Context) -> None:
         )
     for stage, (count, size) in sorted(stats.by_stage.items()):
         echo(f"stage {safe(stage)}\t{count} entries\t{human(size)}")
+    _model_store_info()
+
+
+def _model_store_info() -> None:
+    """The model store: one line per file m3 made there, current (this install loads it) or stale."""
+    from m3cli.stages.backends.model_prep import current_files
+    from m3cli.stages.core import model_store
+
+    files = model_store.listing(current_files())
+    stale = [f for f in files if not f.current]
+    digests, digest_bytes = model_store.digests_size()
+    total = sum(f.size for f in files) + digest_bytes
+    echo(f"model store\t{safe(model_store.root())} (M3_MODEL_STORE)")
+    echo(
+        f"model store size\t{human(total)} in {len(files)} files, {len(stale)} stale "
+        f"({human(sum(f.size for f in stale))}; `m3 cache prune --models` removes them)"
+    )
+    for item in files:
+        echo(f"model {'current' if item.current else 'stale'}\t{safe(item.path.name)}\t{human(item.size)}")
+    if digests:
+        echo(f"model digests\t{digests} remembered ({human(digest_bytes)})")
 
 
 @cache_app.command()
@@ -60,6 +81,11 @@ def prune(
         None, "--max-size", help="Then remove least recently used entries until the cache fits (20G)."
     ),
     dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would go."),
+    models: bool = typer.Option(
+        False,
+        "--models",
+        help="Also remove the model store's stale exports (those this install no longer loads).",
+    ),
 ) -> None:
     """Remove old or least recently used entries (and leftovers of killed runs)."""
     cache = context.cache(context.settings(ctx), hold=False)
@@ -68,6 +94,12 @@ def prune(
     files, freed = cache.prune(older_than_s=age, max_bytes=size, dry_run=dry_run)
     verb = "would remove" if dry_run else "removed"
     echo(f"{verb} {files} files, {human(freed)}")
+    if models:
+        from m3cli.stages.backends.model_prep import current_files
+        from m3cli.stages.core import model_store
+
+        files, freed = model_store.prune_stale(current_files(), dry_run=dry_run)
+        echo(f"{verb} {files} stale model store files, {human(freed)}")
 
 
 @cache_app.command()

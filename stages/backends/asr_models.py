@@ -97,6 +97,11 @@ def resolve(model: str | None, bundled_dir: Callable[[], Path]) -> WhisperSource
 def packaged_source(name: str, spec: Packaged | None = None) -> WhisperSource:
     """The packaged model ``name`` (``spec``: its packages, by default from :data:`PACKAGED`), or one
     line saying which pip command installs it."""
+    from m3cli.stages.backends import models
+
+    catalogued = spec is None and f"whisper-{name}" in models.BY_ID
+    if catalogued and models.model_dir() is not None:  # the copy `m3 models export` wrote, verified
+        return WhisperSource(name, f"m3-packaged-whisper-{name}", models.model_folders(f"whisper-{name}"))
     spec = spec or PACKAGED[name]
     folders, missing = [], []
     for module, dist in spec.packages:
@@ -120,6 +125,8 @@ def packaged_source(name: str, spec: Packaged | None = None) -> WhisperSource:
         )
     source = WhisperSource(name, f"m3-packaged-whisper-{name}-{versions.pop()}", tuple(folders))
     _check_parts(source)
+    if catalogued:
+        models.model_folders(f"whisper-{name}")  # each part checked against m3's pinned SHA-256
     return source
 
 

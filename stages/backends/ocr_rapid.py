@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.util
 import logging
 import pickle
 import sys
@@ -64,6 +65,26 @@ class TextBox:
     text: str
     score: float
     box: tuple[float, float, float, float]
+
+
+def _model_paths() -> dict[str, str]:
+    """The detection and recognition networks' verified paths, as the library's parameters."""
+    from m3cli.stages.backends import models
+
+    def packaged(name: str) -> Callable[[], Path]:
+        def locate() -> Path:
+            spec = importlib.util.find_spec("rapidocr")
+            if spec is None or not spec.origin:
+                raise M3Error("sight's text reader needs `pip install rapidocr` (models ship in the wheel)")
+            return Path(spec.origin).resolve().parent / "models" / name
+
+        return locate
+
+    det, rec = (f.name for f in models.model("pp-ocrv6-small").files)
+    return {
+        "Det.model_path": str(models.resolved("pp-ocrv6-small", det, packaged(det))),
+        "Rec.model_path": str(models.resolved("pp-ocrv6-small", rec, packaged(rec))),
+    }
 
 
 def _installed_version() -> str:
@@ -99,6 +120,9 @@ class RapidOcr:
             # the library turns onnxruntime's memory arena off; every run then allocates and frees its
             # buffers afresh: 23% of a 960 px detection's CPU here, ~2% at 480 px (same results)
             "EngineConfig.onnxruntime.enable_cpu_mem_arena": True,
+            # the wheel's networks (or $M3_MODEL_DIR's copies), checked against m3's pinned SHA-256s:
+            # left to itself the library would fetch a file whose digest differs from its table's
+            **_model_paths(),
         }
         self.det_side = int(det_side)
         self.gate_side = int(gate_side) if 0 < gate_side < det_side else 0
@@ -180,20 +204,32 @@ def _import_engine():
     return RapidOCR
 
 
+def parsed_table_path(data: bytes | None = None) -> Path:
+    """The model store file of the parsed model table whose bytes are ``data`` (by default the installed
+    rapidocr's ``default_models.yaml``): named by those bytes and the rapidocr and omegaconf versions."""
+    from importlib.metadata import version
+
+    from m3cli.stages.core import model_store
+
+    if data is None:
+        spec = importlib.util.find_spec("rapidocr")
+        if spec is None or not spec.origin:
+            raise M3Error("sight's text reader needs `pip install rapidocr` (models ship in the wheel)")
+        data = (Path(spec.origin).resolve().parent / "default_models.yaml").read_bytes()
+    identity = f"{_installed_version()}\n{version('omegaconf')}\n{hashlib.sha256(data).hexdigest()}"
+    return model_store.root() / f"rapidocr-models-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.pickle"
+
+
 def _parsed_table(table: Path, omegaconf: Any) -> bytes | None:
     """The pickled OmegaConf object of ``table`` from the model store, made and stored the first time
     (None when the table cannot be read: the library then reports it as it would)."""
-    from importlib.metadata import version
-
-    from m3cli.stages.backends.onnx_export import model_store
     from m3cli.stages.core.storage import write_atomic
 
     try:
         data = table.read_bytes()
     except OSError:
         return None
-    identity = f"{_installed_version()}\n{version('omegaconf')}\n{hashlib.sha256(data).hexdigest()}"
-    stored = model_store() / f"rapidocr-models-{hashlib.sha256(identity.encode()).hexdigest()[:16]}.pickle"
+    stored = parsed_table_path(data)
     try:
         blob = stored.read_bytes()
         pickle.loads(blob)  # a copy cut short by a full disk is rebuilt, not handed to the library

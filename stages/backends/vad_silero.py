@@ -36,7 +36,16 @@ PACKAGE = "silero_vad"
 
 
 def bundled_model_path() -> Path:
-    """``silero_vad/data/silero_vad.onnx`` inside the installed package, found without importing it."""
+    """``silero_vad/data/silero_vad.onnx`` inside the installed package, found without importing it (or in
+    $M3_MODEL_DIR), checked against m3's pinned SHA-256, as is the sequence model beside it."""
+    from m3cli.stages.backends import models
+
+    path = models.resolved("silero-vad", MODEL_FILE, _packaged_model_path)
+    models.resolved("silero-vad", SEQUENCE_FILE, lambda: path.with_name(SEQUENCE_FILE))
+    return path
+
+
+def _packaged_model_path() -> Path:
     spec = importlib.util.find_spec(PACKAGE)
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     for location in locations:
