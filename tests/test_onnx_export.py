@@ -161,3 +161,43 @@ def test_runtime_choice_is_checked() -> None:
         CamppModel(runtime="tensorrt")
     with pytest.raises(M3Error, match="runs on the CPU only, not 'cuda'"):
         SegmentationModel(device="cuda", runtime="onnxruntime")
+
+
+def test_two_threads_export_two_networks_at_once(tmp_path, monkeypatch, audio) -> None:
+    """`m3 run` on an empty store: voices (CAM++) and sight (the tagger) export in two threads at once.
+    torch's exporter is process-global; unguarded, one of them failed with `GLOBALS.in_onnx_export`."""
+    import threading
+
+    from m3cli.stages.backends import onnx_export, tagger_effnet
+    from m3cli.stages.backends.speaker_campplus import CamppModel
+
+    monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path / "store"))
+    onnx_export._SESSIONS.__init__()  # nothing opened yet in this process from this store
+    gate = threading.Barrier(2)
+    results: dict[str, object] = {}
+
+    def make(name, build) -> None:
+        gate.wait()
+        try:
+            results[name] = build()
+        except BaseException as exc:  # reported below, with the thread's name
+            results[name] = exc
+
+    threads = [
+        threading.Thread(target=make, args=("campplus", CamppModel)),
+        threading.Thread(
+            target=make, args=("tagger", lambda: onnx_export.cpu_session(tagger_effnet.export_spec()))
+        ),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert not any(isinstance(v, BaseException) for v in results.values()), results
+    campplus = results["campplus"]
+    assert isinstance(campplus, CamppModel) and campplus.embed(audio, [(1.0, 3.0)]).shape == (1, 192)
+    assert sorted(p.name.rsplit("-", 1)[0] for p in (tmp_path / "store").glob("*.onnx")) == [
+        "campplus",
+        "efficientnet-lite0",
+    ]
+    onnx_export._SESSIONS.__init__()  # later tests open the default store's sessions again

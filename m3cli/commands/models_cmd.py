@@ -69,15 +69,20 @@ def list_models(
 
 
 @models_app.command()
-def check() -> None:
+def check(
+    model: list[str] = typer.Option(
+        [], "--model", "-m", help="Only this model id (repeatable; default: every installed model)."
+    ),
+) -> None:
     """Hash every installed model file afresh and compare it with the SHA-256 pinned in m3."""
     from m3cli.stages.backends import models
     from m3cli.stages.core.errors import M3Error
 
     where = models.model_dir()
+    chosen = tuple(models.model(i) for i in model) if model else models.CATALOGUE
     bad = 0
     files = 0
-    for item in models.check():
+    for item in models.check(chosen):
         files += 1
         if item.problem is None:
             echo(f"ok\t{item.model.id}\t{item.file.name}\t{safe(item.path)}")

@@ -174,6 +174,7 @@ def kept(path: Path, make: Callable[[], bytes], load: Callable[[Path | bytes], T
                 return load(path)
             except Exception as exc:
                 log.warning("%s: unreadable %s (%s); making it again", path, what, exc)
+        log.info("%s: making the %s (once per machine)", path, what)
         data = make()
         try:
             if not shared:
