@@ -10,6 +10,7 @@ if [ ! -x .venv/bin/m3 ]; then
   bash scripts/install.sh .venv
 fi
 export PATH="$PWD/.venv/bin:$PATH"
+m3 models prepare  # one-time exports into the model store (instant once made)
 video=${1:-tests/data/short_hamilton_clip.mp4}
 question=${2:-Who talked about being a self starter?}
 work=${TMPDIR:-/tmp}/m3-quickstart

