@@ -112,7 +112,7 @@ def current_files() -> set[Path]:
 def prepare(say: Callable[[str], None]) -> list[tuple[str, Path | None, float, str | None]]:
     """Run every step (each is made once per machine; a made one only loads), saying each as it starts.
     Returns (step, store file, seconds, problem or None) per step; a failed step does not stop the rest."""
-    done = []
+    done: list[tuple[str, Path | None, float, str | None]] = []
     for k, step in enumerate(STEPS, 1):
         path: Path | None = None
         try:
