@@ -84,9 +84,15 @@ def video_seconds(path: str | Path) -> float | None:
 class _Line:
     """A tqdm bar with a text of ours on each side; redrawn at least every second from a thread."""
 
-    def __init__(self, enabled: bool, total: float | None, describe: Callable[[], tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        enabled: bool,
+        total: float | None,
+        describe: Callable[[], tuple[str, str]],
+        lock: Any,
+    ) -> None:
         self.enabled = enabled
-        self.lock = threading.RLock()
+        self.lock = lock
         self._describe = describe
         self._bar: Any = None
         self._stop = threading.Event()
@@ -104,7 +110,9 @@ class _Line:
                 return d
 
         fmt = "{desc} {percentage:3.0f}%|{bar}| {info}" if total else "{desc} {info}"
+        desc, Bar.info = describe()
         self._bar = Bar(
+            desc=desc,
             total=total or None,
             file=sys.stderr,
             dynamic_ncols=True,
@@ -112,7 +120,6 @@ class _Line:
             bar_format=fmt,
             mininterval=0.2,
         )
-        self._bar.set_description_str("", refresh=False)
         threading.Thread(target=self._tick, name="m3-progress", daemon=True).start()
 
     def _tick(self) -> None:
@@ -177,23 +184,24 @@ class PipelineProgress:
         self.stages: dict[str, tuple[float, int | None, bool]] = {}  # stage -> (done, clips, working)
         self.start = time.monotonic()
         total = sum(d for d in self.durations if d)
-        self.line = _Line(enabled, total, self._describe)
+        self.lock = threading.RLock()
+        self.line = _Line(enabled, total, self._describe, self.lock)
 
     # -- hooks
     def video(self, index: int, path: str | Path) -> None:
-        with self.line.lock:
+        with self.lock:
             self.current = index
             self.stages = {}
             self.idle = "reading the file"
         self.line.draw(self.position())
 
     def stage_done(self, stage: str, clips: int = 0) -> None:
-        with self.line.lock:
+        with self.lock:
             self.stages[stage] = (float(clips or 1), clips or 1, False)
         self.line.draw(self.position())
 
     def video_done(self) -> None:
-        with self.line.lock:
+        with self.lock:
             if 0 <= self.current < len(self.durations):
                 self.finished += self.durations[self.current] or 0.0
             self.stages = {}
@@ -211,42 +219,131 @@ class PipelineProgress:
         self._at(desc, taken, n if n is not None else taken, False)
 
     def _at(self, stage: str, done: int, clips: int | None, working: bool) -> None:
-        with self.line.lock:
+        with self.lock:
             self.stages[stage] = (float(done), clips, working)
         self.line.draw(self.position())
 
     # -- what is shown
     def position(self) -> float:
         """Seconds of video done: the videos finished, and the current one's weighted share."""
-        with self.line.lock:
+        with self.lock:
             if not (0 <= self.current < len(self.durations)) or not self.durations[self.current]:
                 return self.finished
-            total_weight = sum(self.weights.values())
-            if not total_weight:
-                return self.finished
-            share = 0.0
-            for stage, weight in self.weights.items():
-                done, clips, _ = self.stages.get(stage, (0.0, None, False))
-                if clips:
-                    share += weight * min(1.0, done / clips)
-            return self.finished + (self.durations[self.current] or 0.0) * share / total_weight
+            return self.finished + (self.durations[self.current] or 0.0) * share(self.stages, self.weights)
 
     def _describe(self) -> tuple[str, str]:
         desc = self.label
         if len(self.paths) > 1 and 0 <= self.current < len(self.paths):
             desc += f" video {self.current + 1}/{len(self.paths)} {short_name(self.paths[self.current])}"
-        working = [
-            f"{stage} clip {min(int(done) + 1, clips or int(done) + 1)}/{clips if clips is not None else '?'}"
-            for stage, (done, clips, busy) in self.stages.items()
-            if busy
-        ]
-        finished = [stage for stage, (_, _, busy) in self.stages.items() if not busy]
-        now = ", ".join(working) if working else f"{finished[-1]} done" if finished else self.idle
-        desc += f": {now}"
+        desc += f": {at_work(self.stages, self.idle)}"
         return desc, rate_and_eta(self.position(), self.line_total(), time.monotonic() - self.start)
 
     def line_total(self) -> float:
         return sum(d for d in self.durations if d)
+
+    def write(self, line: str) -> None:
+        self.line.write(line)
+
+    def close(self) -> None:
+        self.line.close()
+
+
+Stages = dict[str, tuple[float, int | None, bool]]  # stage -> (clips done, clips, at work now)
+
+
+def share(stages: Stages, weights: dict[str, float]) -> float:
+    """The share (0..1) of one video done: each stage's share of its clips, weighted by its cost."""
+    total = sum(weights.values())
+    if not total:
+        return 0.0
+    done = 0.0
+    for stage, weight in weights.items():
+        taken, clips, _ = stages.get(stage, (0.0, None, False))
+        if clips:
+            done += weight * min(1.0, taken / clips)
+    return done / total
+
+
+def at_work(stages: Stages, idle: str) -> str:
+    """``diarize clip 3/12, faces clip 5/12``: the stages at work and the clip each is on; else the
+    last stage finished (``voices done``), else ``idle``."""
+    working = [
+        f"{stage} clip {min(int(done) + 1, clips or int(done) + 1)}/{clips if clips is not None else '?'}"
+        for stage, (done, clips, busy) in stages.items()
+        if busy
+    ]
+    finished = [stage for stage, (_, _, busy) in stages.items() if not busy]
+    return ", ".join(working) if working else f"{finished[-1]} done" if finished else idle
+
+
+class BatchProgress:
+    """The line of `m3 batch`: videos done of n, what the workers are at (video, stage, clip k of n,
+    as each worker reports it), seconds of video done of the total, video-s/s and the ETA.
+
+    Videos found done already, duplicates and files that fail before any work leave the total instead
+    of counting as done, so the rate and the ETA measure the work this run does."""
+
+    def __init__(self, videos: Sequence[str | Path], stages: Sequence[str], llm: bool, enabled: bool) -> None:
+        self.paths = [str(v) for v in videos]
+        weights = {**STAGE_WEIGHTS, **(LLM_WEIGHTS if llm else {})}
+        self.weights = {s: weights[s] for s in stages if s in weights}
+        self.durations = {p: (video_seconds(p) if enabled else None) for p in self.paths}
+        self.total = sum(d for d in self.durations.values() if d)
+        self.finished = 0.0
+        self.handled = 0
+        self.active: dict[str, Stages] = {}  # path -> its stages, in the order workers reported them
+        self.indexing: str | None = None
+        self.start = time.monotonic()
+        self.lock = threading.RLock()
+        self.line = _Line(enabled, self.total, self._describe, self.lock)
+
+    def worker(self, path: str, stage: str, done: int, clips: int | None, working: bool) -> None:
+        """A worker's report: ``stage`` of ``path`` has taken ``done`` of ``clips`` clips."""
+        with self.lock:
+            if path in self.durations:
+                self.active.setdefault(path, {})[stage] = (float(done), clips, working)
+        self.line.draw(self.position())
+
+    def video_done(self, path: str, status: str, worked: bool) -> None:
+        """A video's outcome: indexed or failed after work counts as done, anything else leaves the total."""
+        with self.lock:
+            self.handled += 1
+            self.active.pop(path, None)
+            seconds = self.durations.get(path) or 0.0
+            if worked and status in ("indexed", "failed"):
+                self.finished += seconds
+            else:
+                self.total -= seconds
+                if self.line._bar is not None:
+                    self.line._bar.total = max(self.total, 1e-9)
+        self.line.draw(self.position())
+
+    def index_progress(self, items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
+        """The writer's own stage (index), shown while it commits a video."""
+        with self.lock:
+            self.indexing = desc or "index"
+        try:
+            yield from items
+        finally:
+            with self.lock:
+                self.indexing = None
+
+    def position(self) -> float:
+        with self.lock:
+            running = sum(
+                (self.durations.get(p) or 0.0) * share(st, self.weights) for p, st in self.active.items()
+            )
+            return self.finished + running
+
+    def _describe(self) -> tuple[str, str]:
+        desc = f"m3 batch {self.handled}/{len(self.paths)} videos"
+        if self.active:
+            path, stages = next(iter(self.active.items()))
+            more = f" (+{len(self.active) - 1} more)" if len(self.active) > 1 else ""
+            desc += f": {short_name(path)} {at_work(stages, 'starting')}{more}"
+        elif self.indexing:
+            desc += ": indexing"
+        return desc, rate_and_eta(self.position(), self.total, time.monotonic() - self.start)
 
     def write(self, line: str) -> None:
         self.line.write(line)
