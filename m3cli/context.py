@@ -185,6 +185,16 @@ def wrote(
     typer.echo(safe(f"m3: {command}: {where}: {what} in {seconds:.1f} s{tail}"), err=True)
 
 
+def write_records(ctx: typer.Context, records: Iterable[Any], output: str | None) -> int:
+    """A stage command's records to stdout or ``-o FILE`` (m3cli.stream), then its final line."""
+    from m3cli import stream
+    from m3cli.stages.core.sizes import count
+
+    written = stream.write_records(records, output)
+    wrote(ctx, count(written, "clip record"), output)
+    return written
+
+
 def memory_counts(videos: int, clips: int, characters: int | None) -> str:
     """``1 video, 3 clips, 2 characters``: what a command added to a memory."""
     from m3cli.stages.core.sizes import count

@@ -359,3 +359,67 @@ def rate_and_eta(done: float, total: float, elapsed: float) -> str:
     head = f"{done:.0f}/{total:.0f} s of video" if total else f"{done:.0f} s of video"
     speed = f"{rate:.2f} video-s/s" if rate else "? video-s/s"
     return f"{head}, {speed}, ETA {clock(eta)}"
+
+
+class WatchProgress:
+    """The line of `m3 watch`: clips committed, the lag behind the live edge, clips waiting, what the
+    pipeline is at (stage, clip k of n of this round) and the seconds of media arrived.
+
+    Built before the watcher's process forks and started in it (:meth:`begin`): a thread does not
+    survive a fork, and the line must be drawn by the process that does the work."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.lock = threading.RLock()
+        self.stages: Stages = {}
+        self.status: Callable[[], Any] | None = None
+        self.committed = -1
+        self.start = time.monotonic()
+        self.line: _Line | None = None
+
+    def begin(self, status: Callable[[], Any]) -> None:
+        """Start drawing; ``status()`` is the watcher's :class:`~m3cli.stages.watch.WatchStatus`."""
+        self.status = status
+        self.start = time.monotonic()
+        self.line = _Line(self.enabled, None, self._describe, self.lock)
+
+    def progress(self, items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
+        n = total if total is not None else (len(items) if hasattr(items, "__len__") else None)  # type: ignore[arg-type]
+        taken = 0
+        for item in items:
+            with self.lock:
+                self.stages[desc] = (float(taken), n, True)
+            yield item
+            taken += 1
+        with self.lock:
+            self.stages[desc] = (float(taken), n if n is not None else taken, False)
+
+    def _describe(self) -> tuple[str, str]:
+        st = self.status() if self.status is not None else None
+        if st is None:
+            return "m3 watch: starting", ""
+        if st.clips_committed != self.committed:  # a round was committed: the next one starts afresh
+            self.committed = st.clips_committed
+            self.stages = {}
+        desc = f"m3 watch: {count_of(st.clips_committed, 'clip')} committed, lag {st.lag:.1f} s"
+        if st.pending:
+            desc += f", {st.pending} waiting"
+        working = at_work(self.stages, "waiting for the next clip") if st.state == "running" else st.state
+        info = f"{st.live_edge:.0f} s of media arrived, {clock(time.monotonic() - self.start)} elapsed"
+        return f"{desc}: {working}", info
+
+    def write(self, line: str) -> None:
+        if self.line is not None:
+            self.line.write(line)
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self.line is not None:
+            self.line.close()
+
+
+def count_of(n: int, word: str) -> str:
+    from m3cli.stages.core.sizes import count
+
+    return count(n, word)
