@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import typer
-
 SET_HELP = "A stage option, STAGE.OPTION=VALUE (repeatable), e.g. faces.fps=2; see --options."
 
 

@@ -100,7 +100,7 @@ class _Line:
             return
         from tqdm import tqdm
 
-        class Bar(tqdm):  # type: ignore[misc,type-arg]
+        class Bar(tqdm):
             info = ""
 
             @property
