@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -123,22 +123,86 @@ def progress(
     )
 
 
-def run_context(ctx: typer.Context, s: Settings | None, unit: str = "clip") -> RunContext:
+def run_context(
+    ctx: typer.Context,
+    s: Settings | None,
+    unit: str = "clip",
+    bar: Callable[..., Iterable[Any]] | None = None,
+) -> RunContext:
     """The stages' view of this command: its cache, device and a stderr progress bar; every command
     that runs a stage builds it here, so each checks ``--device`` before any model loads.
 
     ``s`` None: a command that reads a finished memory and runs no model (`m3 report`) gets the
-    progress bar alone, with no cache and no device to check."""
+    progress bar alone, with no cache and no device to check. ``bar``: the stages report their clips
+    to it instead of a bar per stage (`m3 run`'s one line: m3cli.progress)."""
     from m3cli.stages.core.common import RunContext
     from m3cli.stages.core.devices import check_device
 
-    def bar(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
+    def per_stage(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
         return progress(ctx, items, desc, total, unit=unit)
+
+    bar = bar or per_stage
 
     if s is None:
         return RunContext(progress=bar)
     check_device(s.device)  # `--device cuda` without a GPU: one line now, not a backend's riddle later
     return RunContext(cache=cache(s), device=s.device, progress=bar)
+
+
+def wrote(
+    ctx: typer.Context,
+    what: str,
+    output: str | os.PathLike[str] | None = None,
+    memory: bool = False,
+    detail: str = "",
+) -> None:
+    """The one line a command ends with on stderr, saying what it wrote and where:
+    ``m3: COMMAND: WHERE: WHAT in S s`` (``; DETAIL`` after it when given), where WHERE is
+    ``memory PATH`` (a memory dataset), the file's path, or ``stdout``.
+
+    Said unless ``-q``, with one exception: output on stdout is announced only when a person watches
+    stderr and stdout goes elsewhere (``m3 segment v.mp4 > clips.jsonl``, a pipe into the next
+    stage); output on their terminal is its own announcement, and a script that captures stdout
+    reads the exit status. S is this process's wall time (for a stage in a shell pipe: since the
+    pipe started)."""
+    import time
+
+    from m3cli.stages.core.redact import mask_credentials
+    from m3cli.terminal import safe
+
+    if state(ctx).quiet:
+        return
+    to_stdout = output is None or str(output) == "-"
+    if to_stdout and (not sys.stderr.isatty() or sys.stdout.isatty()):
+        return
+    where = "stdout" if to_stdout else mask_credentials(os.fspath(output))  # type: ignore[arg-type]
+    if memory and not to_stdout:
+        where = f"memory {where}"
+    command = ctx.command_path.split(" ", 1)[1] if " " in ctx.command_path else ctx.command_path
+    seconds = time.time() - process_start()
+    tail = f"; {detail}" if detail else ""
+    sys.stderr.flush()
+    typer.echo(safe(f"m3: {command}: {where}: {what} in {seconds:.1f} s{tail}"), err=True)
+
+
+def write_records(ctx: typer.Context, records: Iterable[Any], output: str | None) -> int:
+    """A stage command's records to stdout or ``-o FILE`` (m3cli.stream), then its final line."""
+    from m3cli import stream
+    from m3cli.stages.core.sizes import count
+
+    written = stream.write_records(records, output)
+    wrote(ctx, count(written, "clip record"), output)
+    return written
+
+
+def memory_counts(videos: int, clips: int, characters: int | None) -> str:
+    """``1 video, 3 clips, 2 characters``: what a command added to a memory."""
+    from m3cli.stages.core.sizes import count
+
+    parts = [count(videos, "video"), count(clips, "clip")]
+    if characters is not None:
+        parts.append(count(characters, "character"))
+    return ", ".join(parts)
 
 
 def stop_at_once_on_interrupt(message: str) -> None:

@@ -261,10 +261,13 @@ class WorkResult:
 _WORKER: dict[str, Any] = {}
 
 
-def worker_setup(config: Any, settings: Any, log_level: int = logging.WARNING) -> None:
+def worker_setup(config: Any, settings: Any, log_level: int = logging.WARNING, events: Any = None) -> None:
     """Build this worker process's models (each loads on first use, then serves every video), with the
     thread counts of ``settings`` as every other command has them: a spawned worker starts without
-    them (its numpy once ran on every core, and Whisper wrote other words than in `m3 run`)."""
+    them (its numpy once ran on every core, and Whisper wrote other words than in `m3 run`).
+
+    ``events``: a multiprocessing queue the worker tells ``(path, stage, clips done, clips, at work)``
+    as its stages take each clip, for the progress line of the parent (None: nothing is told)."""
     from m3cli.stages.core import threads
     from m3cli.stages.core.cache import open_cache
     from m3cli.stages.core.common import RunContext
@@ -274,10 +277,33 @@ def worker_setup(config: Any, settings: Any, log_level: int = logging.WARNING) -
     logging.basicConfig(level=log_level, format="m3: %(levelname)s: %(message)s")
     logging.getLogger().setLevel(log_level)
     _WORKER["models"] = Models(config, settings)
+    _WORKER["events"] = events
     _WORKER["ctx"] = RunContext(
-        cache=open_cache(settings.cache_dir, settings.cache_max_size), device=settings.device
+        cache=open_cache(settings.cache_dir, settings.cache_max_size),
+        device=settings.device,
+        **({"progress": _told} if events is not None else {}),
     )
     _WORKER["key"] = (config, settings.model_dump_json())
+
+
+def _tell(*event: Any) -> None:
+    """Post a progress event to the parent, never blocking and never failing the video."""
+    events = _WORKER.get("events")
+    if events is not None:
+        try:
+            events.put_nowait((_WORKER.get("path"), *event))
+        except Exception:  # noqa: BLE001 - a full or closed queue costs the display, not the work
+            pass
+
+
+def _told(items: Iterable[Any], desc: str = "", total: int | None = None) -> Iterator[Any]:
+    """A stage's clips passed through, each told to the parent as the stage takes it."""
+    taken = 0
+    for item in items:
+        _tell(desc, taken, total, True)
+        yield item
+        taken += 1
+    _tell(desc, taken, total if total is not None else taken, False)
 
 
 def work_video(path: str, video: str) -> WorkResult:
@@ -285,8 +311,10 @@ def work_video(path: str, video: str) -> WorkResult:
     from m3cli.stages.pipeline import process_video
 
     start = time.perf_counter()
+    _WORKER["path"] = path
+    on_stage = (lambda stage, clips: _tell(stage, clips, clips, False)) if _WORKER.get("events") else None
     try:
-        records = process_video(Path(path), _WORKER["models"], _WORKER["ctx"])
+        records = process_video(Path(path), _WORKER["models"], _WORKER["ctx"], on_stage)
         out = WorkResult(path, video, records=[r.to_json() for r in records])
     except M3Error as exc:
         out = WorkResult(path, video, error=str(exc))
@@ -303,13 +331,22 @@ class LocalEngine:
 
     name = "local"
 
-    def __init__(self, config: Any, settings: Any, jobs: int = 1, retries: int = 1, log_level: int = 30):
+    def __init__(
+        self,
+        config: Any,
+        settings: Any,
+        jobs: int = 1,
+        retries: int = 1,
+        log_level: int = 30,
+        events: Any = None,
+    ):
         if jobs < 1:
             raise InputError(f"--jobs must be at least 1, got {jobs}")
         if jobs > 1 and getattr(config, "parallel", False) and 2 * jobs > (os.cpu_count() or 1):
             config = dataclasses.replace(config, parallel=False)  # the workers already fill the cores
         self.config, self.settings, self.jobs, self.retries = config, settings, jobs, retries
         self.log_level = log_level
+        self.events = events  # the workers' progress events (see worker_setup), or None
 
     def _pool(self) -> Any:
         import multiprocessing
@@ -319,7 +356,7 @@ class LocalEngine:
             max_workers=self.jobs,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=worker_setup,
-            initargs=(self.config, self.settings, self.log_level),
+            initargs=(self.config, self.settings, self.log_level, self.events),
         )
 
     def run(self, work: list[tuple[str, str]]) -> Iterator[WorkResult]:

@@ -474,15 +474,22 @@ def run_videos(
     ctx: RunContext,
     memory: str | Path | None = None,
     keep_going: bool = False,
+    on_video: Callable[[int, Path], None] | None = None,
+    on_stage: Callable[[str, int], None] | None = None,
 ) -> Iterator[tuple[VideoOutcome, list[ClipRecord]]]:
     """Each video through the pipeline, in order: indexed into ``memory`` when the config runs to
     ``index``, else its records handed back. A video whose content was already seen in this run is
     skipped (two copies of one file are one video). With ``keep_going`` a failing video is reported in
-    its outcome and the others go on; without, the first failure raises."""
+    its outcome and the others go on; without, the first failure raises.
+
+    Progress hooks: ``on_video(k, path)`` when the k-th video (from 0) starts, ``on_stage(stage,
+    clips)`` when a stage has finished it (``index`` included)."""
     from m3cli.stages.core.errors import M3Error
 
     seen: dict[str, str] = {}
-    for path in paths:
+    for number, path in enumerate(paths):
+        if on_video:
+            on_video(number, Path(path))
         outcome = VideoOutcome(path=str(path))
         try:
             vid = content_id(Path(path), ctx)
@@ -493,12 +500,14 @@ def run_videos(
                 yield outcome, []
                 continue
             seen[vid] = str(path)
-            records = process_video(Path(path), models, ctx)
+            records = process_video(Path(path), models, ctx, on_stage)
             outcome.clips = len(records)
             if models.config.until == "index" and records:
                 if memory is None:
                     raise InputError("the pipeline runs to index but no memory was given (-o MEMORY)")
                 index_video(records, memory, models, ctx)
+                if on_stage:
+                    on_stage("index", len(records))
         except M3Error as exc:
             if not keep_going:
                 raise

@@ -62,7 +62,7 @@ def abstract(
     run = context.run_context(ctx, settings)
     client = None if offline else client_from_settings(settings.llm)
     embedder = None if not config.embed else make_text_embedder(settings.embed, settings.device)
-    stream.write_records(abstract_records(records, config, client, embedder, run), output)
+    context.write_records(ctx, abstract_records(records, config, client, embedder, run), output)
 
 
 def register(app: typer.Typer) -> None:

@@ -172,6 +172,9 @@ def ask(
             stream.write_atomic(Path(output), "".join(_text(r) for r in records).encode())
         else:
             stream.write_records(records, output)
+    from m3cli.stages.core.sizes import count
+
+    context.wrote(ctx, count(len(items), "answer"), output)
     if asker.llm is not None:
         u = asker.llm.usage
         log.info(

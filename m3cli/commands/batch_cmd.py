@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 from pathlib import Path
 
 import typer
@@ -100,9 +99,19 @@ def batch(
         raise InputError(f"no videos found in {' '.join(inputs)}")
     st = context.state(ctx)
     worker_log = logging.ERROR if st.quiet else logging.WARNING
+    from m3cli.progress import BatchProgress, shown
+
+    bar = BatchProgress(paths, config.stages, not config.offline and settings.llm.configured, shown(st.quiet))
+    events = None
+    if bar.line.enabled and engine == "local":  # the workers tell the line their stage and clip
+        import multiprocessing
+
+        events = multiprocessing.get_context("spawn").Queue()
     runner: LocalEngine | RayEngine
     if engine == "local":
-        runner = LocalEngine(config, settings, jobs=jobs, retries=retries, log_level=worker_log)
+        runner = LocalEngine(
+            config, settings, jobs=jobs, retries=retries, log_level=worker_log, events=events
+        )
     elif engine == "ray":
         from m3cli.stages.batch_ray import RayEngine
 
@@ -119,7 +128,7 @@ def batch(
     else:
         raise InputError(f"--engine must be local or ray, got {engine!r}")
     journal = Journal(journal_path or default_journal(output, settings.cache_dir))
-    show = not st.quiet and (sys.stderr.isatty() or st.verbose > 0)
+    lines = not st.quiet and (bar.line.enabled or st.verbose > 0)  # a line per video
 
     def progress(p: Progress) -> None:
         r = p.report
@@ -129,33 +138,45 @@ def batch(
             "duplicate": f"skipped ({_own_words(r)})",
             "failed": f"FAILED: {_own_words(r)}",
         }[r.status]
-        if show:
+        bar.video_done(r.path, r.status, worked=r.seconds > 0)
+        if bar.line.enabled:  # the bar below says the totals and the ETA
+            bar.write(f"m3: batch [{p.done}/{p.total}] {safe(r.path)}: {what}")
+        elif lines:
             typer.echo(
                 f"m3: batch [{p.done}/{p.total}] {safe(r.path)}: {what} | {count(p.clips, 'clip')} | "
                 f"ETA {_clock(p.eta)}",
                 err=True,
             )
 
+    if events is not None:
+        import threading
+
+        def drain() -> None:
+            while (event := events.get()) is not None:
+                bar.worker(*event)
+
+        threading.Thread(target=drain, name="m3-batch-progress", daemon=True).start()
     models = Models(config, settings)
-    summary = run_batch(paths, output, runner, models, context.run_context(ctx, settings), journal, progress)
+    run_ctx = context.run_context(ctx, settings, bar=bar.index_progress)
+    try:
+        summary = run_batch(paths, output, runner, models, run_ctx, journal, progress)
+    finally:
+        bar.close()
+        if events is not None:
+            events.put(None)
     if report is not None:
         write_report(report, summary)
     if not st.quiet:
-        if not show:  # the progress lines named each failure already when they were shown
+        if not lines:  # the progress lines named each failure already when they were shown
             for r in summary.failed:
                 typer.echo(f"m3: failed: {safe(r.path)}: {_own_words(r)}", err=True)
-        from m3cli.stages.core.summary import summary_line
-
         breakdown = (
             f"of {count(len(summary.reports), 'input')}: {summary.count('indexed')} indexed, "
             f"{summary.count('done')} already in the memory, "
             f"{count(summary.count('duplicate'), 'duplicate')}, {summary.count('failed')} failed"
         )
-        indexed = summary.count("indexed")
-        line = summary_line(
-            "batch", output, indexed, summary.clips, summary.characters, summary.seconds, breakdown
-        )
-        typer.echo(safe(line), err=True)
+        what = context.memory_counts(summary.count("indexed"), summary.clips, summary.characters)
+        context.wrote(ctx, what, output, memory=True, detail=breakdown)
     if summary.failed:
         raise typer.Exit(1)
 

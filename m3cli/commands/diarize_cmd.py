@@ -50,7 +50,7 @@ def diarize(
     config = options.stage_config(DiarizeConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
     run = context.run_context(ctx, settings)
-    stream.write_records(diarize_records(records, config, run), output)
+    context.write_records(ctx, diarize_records(records, config, run), output)
 
 
 def register(app: typer.Typer) -> None:

@@ -191,6 +191,10 @@ def qa(
     failed = sum(1 for r in final if r.get("error") is not None)
     if failed:
         log.warning("%d of %d questions failed (see each record's error)", failed, len(final))
+    if output is not None:
+        from m3cli.stages.core.sizes import count
+
+        context.wrote(ctx, f"{count(len(final), 'graded answer')} (scores above)", output)
 
 
 def register_eval(eval_app: typer.Typer) -> None:

@@ -52,7 +52,7 @@ def faces(
     records = stream.read_records(inputs or [stream.STDIO])  # bad input fails before any model loads
     run = context.run_context(ctx, settings)
     model = load_model(config, settings.device)
-    stream.write_records(run_faces(records, model, config, run), output)
+    context.write_records(ctx, run_faces(records, model, config, run), output)
 
 
 def register(app: typer.Typer) -> None:

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import logging
-import time
 
 import typer
 
 from m3cli import context, options, stream
 from m3cli.stages.configs.index import IndexConfig
-from m3cli.terminal import safe
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +44,12 @@ def index(
     run = context.run_context(ctx, settings, unit="video")
     embedder = make_text_embedder(settings.embed, settings.device)
     stats = index_records(records, output, embedder, options.stage_config(IndexConfig, ctx.params), run)
-    if not context.state(ctx).quiet:
-        from m3cli.stages.core.summary import characters_in, summary_line
+    from m3cli.stages.core.summary import characters_in
 
-        videos = len({r.video.id for r in records})
-        took = time.time() - context.process_start()
-        line = summary_line("index", output, videos, len(records), characters_in(records), took)
-        typer.echo(safe(line), err=True)
+    videos = len({r.video.id for r in records})
+    context.wrote(
+        ctx, context.memory_counts(videos, len(records), characters_in(records)), output, memory=True
+    )
     log.info(
         "%s: %d nodes written (%d reinforced), %d edges, %d entities, %d clips",
         output,

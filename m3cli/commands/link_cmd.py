@@ -49,7 +49,7 @@ def link(
     context.settings(ctx)
     config = options.stage_config(LinkConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
-    stream.write_records(link_records(records, config, reuse=not recompute), output)
+    context.write_records(ctx, link_records(records, config, reuse=not recompute), output)
 
 
 def register(app: typer.Typer) -> None:

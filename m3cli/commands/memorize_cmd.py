@@ -89,7 +89,7 @@ def memorize(
             usage.completion_tokens,
             usage.latency_s,
         )
-    stream.write_records(out, output)
+    context.write_records(ctx, out, output)
     if fallbacks:  # said last, after the records, so it is the line a person or a cron mail sees
         first = next((e.message for e in fallbacks[0].errors or [] if e.error == "llm_fallback"), None)
         summary = (

@@ -53,7 +53,14 @@ def report(
         stats.voice_samples,
         stats.answers,
     )
-    typer.echo(str(stats.path))
+    typer.echo(str(stats.path))  # stdout: the page's path, for scripts
+    from m3cli.stages.core.sizes import count
+
+    what = (
+        f"one HTML page of {count(stats.clips, 'clip')}, {count(stats.characters, 'character')}, "
+        f"{count(stats.answers, 'answer')}, {stats.bytes / 1024:.0f} kB"
+    )
+    context.wrote(ctx, what, stats.path)
 
 
 def register(app: typer.Typer) -> None:

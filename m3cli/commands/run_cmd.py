@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import time
 
 import typer
 
@@ -110,7 +109,16 @@ def run(
     if config.until == "index" and not output:
         raise InputError("-o MEMORY is required (or stop earlier with --until STAGE to write records)")
     models = Models(config, settings)
-    run_ctx = context.run_context(ctx, settings)
+    from m3cli.progress import PipelineProgress, shown
+
+    bar = PipelineProgress(
+        "m3 run",
+        videos,
+        config.stages,
+        llm=not config.offline and settings.llm.configured,
+        enabled=shown(context.state(ctx).quiet),
+    )
+    run_ctx = context.run_context(ctx, settings, bar=bar.progress)
     context.stop_at_once_on_interrupt(
         "m3: interrupted: videos finished so far are kept"
         + (f" in {safe(mask_credentials(str(output)))}" if output and config.until == "index" else "")
@@ -118,26 +126,30 @@ def run(
     )
     records = []
     failures = 0
-    for outcome, recs in run_videos([Path(v) for v in videos], models, run_ctx, output, keep_going):
-        if outcome.error:
-            failures += 1
-            typer.echo(f"m3: error: {outcome.error}", err=True)
-        records.extend(recs)
+    outcomes = run_videos(
+        [Path(v) for v in videos], models, run_ctx, output, keep_going, bar.video, bar.stage_done
+    )
+    try:
+        for outcome, recs in outcomes:
+            bar.video_done()
+            if outcome.error:
+                failures += 1
+                bar.write(f"m3: error: {safe(outcome.error)}")
+            records.extend(recs)
+    finally:
+        bar.close()
     if config.until != "index":
         stream.write_records(records, output)
-    if not context.state(ctx).quiet:
-        from m3cli.stages.core.summary import characters_in, summary_line
+    from m3cli.stages.core.sizes import count
+    from m3cli.stages.core.summary import characters_in
 
-        done = len({r.video.id for r in records})
-        line = summary_line(
-            "run",
-            output if config.until == "index" else None,
-            done,
-            len(records),
-            characters_in(records),
-            time.time() - context.process_start(),
-        )
-        typer.echo(safe(line), err=True)
+    done = len({r.video.id for r in records})
+    if config.until == "index":
+        what = context.memory_counts(done, len(records), characters_in(records))
+        context.wrote(ctx, what, output, memory=True)
+    else:
+        what = f"{count(len(records), 'clip record')} of {count(done, 'video')}, after {config.until}"
+        context.wrote(ctx, what, output)
     if failures:
         log.warning("%d of %d videos failed", failures, len(videos))
         raise typer.Exit(1)

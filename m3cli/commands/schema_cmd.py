@@ -6,6 +6,7 @@ import json
 
 import typer
 
+from m3cli import context
 from m3cli.schemas import CLIP_SCHEMA, SCHEMA_FILES, load_schema
 
 EPILOG = """\b
@@ -17,6 +18,7 @@ Examples:
 
 
 def schema(
+    ctx: typer.Context,
     name: str = typer.Argument(CLIP_SCHEMA, help="Record type, e.g. m3.clip/1."),
     list_: bool = typer.Option(False, "--list", help="List the record types."),
 ) -> None:
@@ -26,6 +28,7 @@ def schema(
             typer.echo(known)
         return
     typer.echo(json.dumps(load_schema(name), indent=2))
+    context.wrote(ctx, f"the JSON Schema of {name}")
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from m3cli import context, options, stream
+from m3cli import context, options
 from m3cli.stages.configs.segment import SegmentConfig
 from m3cli.stages.core.errors import M3Error
 from m3cli.terminal import error_line
@@ -50,7 +50,7 @@ def segment(
                 raise
             failures += 1
             typer.echo(error_line(exc), err=True)
-    stream.write_records(records, output)
+    context.write_records(ctx, records, output)
     if failures:
         log.warning("%d of %d videos failed", failures, len(videos))
         raise typer.Exit(1)

@@ -41,7 +41,7 @@ def sight(
     records = stream.read_records(inputs or [stream.STDIO])  # bad input fails before any model loads
     run = context.run_context(ctx, settings)
     models = SightModels(config)
-    stream.write_records(run_sight(records, models, config, run), output)
+    context.write_records(ctx, run_sight(records, models, config, run), output)
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from m3cli import options, stream
+from m3cli import context, options, stream
 from m3cli.stages.core.sizes import count
 from m3cli.terminal import echo
 
@@ -24,6 +24,7 @@ Examples:
 
 
 def validate(
+    ctx: typer.Context,
     inputs: list[str] = options.inputs_argument(),
     pass_through: bool = typer.Option(False, "--pass", help="Also write the records to stdout unchanged."),
     output: str | None = options.output_option(),
@@ -43,6 +44,8 @@ def validate(
         note = f"; {count(unchecked, 'video file')} not found, so not checked against the records"
     what = f"{count(len(records), 'clip record')} from {count(len(videos), 'video')}"
     echo(f"ok: {what} ({summary}){note}", err=True)
+    if pass_through or output:
+        context.wrote(ctx, count(len(records), "clip record"), output)
 
 
 def _check_against_files(records: list[ClipRecord]) -> int:

@@ -37,7 +37,7 @@ def voices(
     config = options.stage_config(VoicesConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
     run = context.run_context(ctx, settings)
-    stream.write_records(voices_records(records, config, run), output)
+    context.write_records(ctx, voices_records(records, config, run), output)
 
 
 def register(app: typer.Typer) -> None:

@@ -15,6 +15,7 @@ from m3cli import context
 from m3cli.options import stage_config, stage_option
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
 from m3cli.stages.configs.watch import WatchConfig
+from m3cli.stages.core.sizes import count
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -75,11 +76,14 @@ def watch(
         offline,
         {"segment.clip_seconds": clip_seconds, "faces.fps": faces_fps, "diarize.num_speakers": speakers},
     )
-    run_ctx = context.run_context(ctx, settings)
+    from m3cli.progress import WatchProgress, shown
+
+    bar = WatchProgress(shown(context.state(ctx).quiet))  # drawn by the child, which does the work
+    run_ctx = context.run_context(ctx, settings, bar=bar.progress)
     watch_config = stage_config(WatchConfig, ctx.params)
 
     def say(line: str) -> None:
-        print(f"m3 watch: {line}", file=sys.stderr, flush=True)
+        bar.write(f"m3 watch: {line}")
 
     # The watcher runs in a child process so that a signal is answered within a second even while a
     # model holds the interpreter lock for seconds (dlib and others do): the parent waits for a commit
@@ -106,10 +110,14 @@ def watch(
                 say,
                 commit_flag=committing,
             )
+            bar.begin(lambda: watcher.status)
             final = watcher.run()
+            bar.close()
             ended = f" ({final.error})" if final.error else ""
-            say(f"{final.state}: {final.clips_committed} clips committed{ended}")
+            what = f"{count(final.clips_committed, 'clip')} committed"
+            context.wrote(ctx, what, output, memory=True, detail=f"the source {final.state}{ended}")
         except M3Error as exc:
+            bar.close()
             print(error_line(exc), file=sys.stderr)
             code = 1
         except BaseException:  # noqa: BLE001 - a bug: its traceback, then a failing status
@@ -141,6 +149,8 @@ def watch(
         worker.join(1.0)
         if status:
             _mark_stopped(Path(status))
+        if bar.enabled:
+            sys.stderr.write("\r\x1b[K")  # the child's line, left where it was killed
         say("stopped: the clip in progress is discarded; run the same command again to continue")
         raise typer.Exit(128 + signalled[0])
     if worker.exitcode:
