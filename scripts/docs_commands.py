@@ -38,9 +38,12 @@ def _root() -> Any:
 
 
 def _invoke(args: list[str]) -> Any:
+    """Run the CLI in this process as a terminal of WIDTH columns shows it. The test runner forces 80
+    columns unless a width is given, and click formats a terminal of N columns (up to the root's
+    max_content_width) at N - 2; tests/test_docs.py compares the result with a real subprocess."""
     from typer.testing import CliRunner
 
-    return CliRunner().invoke(_app(), args, prog_name="m3", env={"COLUMNS": str(WIDTH)})
+    return CliRunner().invoke(_app(), args, prog_name="m3", terminal_width=WIDTH - 2)
 
 
 def render_help(args: list[str]) -> str:
@@ -78,7 +81,9 @@ def commands() -> list[tuple[str, list[str], str]]:
 
 
 # Extra output shown on a command's page, rendered from the CLI like the help: (command, args, title).
-EXTRA = {"run": (["run", "--options"], "Every option `--set STAGE.OPTION=VALUE` accepts (`m3 run --options`)")}
+EXTRA = {
+    "run": (["run", "--options"], "Every option `--set STAGE.OPTION=VALUE` accepts (`m3 run --options`)")
+}
 
 
 def _block(text: str) -> str:

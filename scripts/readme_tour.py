@@ -55,7 +55,7 @@ START, END = "<!-- --8<-- [start:tour] -->", "<!-- --8<-- [end:tour] -->"
 #: README command lines that are not `m3 ...`: each is run by CI itself, in the step named here.
 CI_RUNS = {
     "bash scripts/install.sh": "bash scripts/install.sh",  # .ci/run installs with it (and --dev)
-    ". .venv/bin/activate": ". ",  # .ci/run activates the venv it made the same way
+    ". .venv/bin/activate": '/bin/activate"',  # .ci/run activates the venv it made the same way
     "mkdocs build --strict": "mkdocs build --strict",
     "bash scripts/install.sh --editable --dev": "bash scripts/install.sh",
     "just check": "ruff check",  # the same lint, format and type steps .ci/run runs first
@@ -211,7 +211,9 @@ def parse_m3(command: str) -> None:
                 raise ValueError(f"no such command {name!r}")
             ctx = sub.make_context(name, rest, parent=ctx)
             cmd = sub
-            rest = [*getattr(ctx, "_protected_args", []), *ctx.args] if hasattr(sub, "resolve_command") else []
+            rest = (
+                [*getattr(ctx, "_protected_args", []), *ctx.args] if hasattr(sub, "resolve_command") else []
+            )
 
 
 def check_lines(text: str) -> list[str]:
@@ -261,19 +263,29 @@ def main(argv: list[str] | None = None) -> int:
         for step, real, status, seconds in results:
             shown, real = normalise(step.shown), normalise(real)
             ok = status == 0 and matches(shown, real)
-            print(f"{'ok  ' if ok else 'FAIL'} {seconds:5.1f} s  README.md:{step.line}: $ {step.command}", file=sys.stderr)
+            print(
+                f"{'ok  ' if ok else 'FAIL'} {seconds:5.1f} s  README.md:{step.line}: $ {step.command}",
+                file=sys.stderr,
+            )
             if status != 0:
-                problems.append(f"README.md:{step.line}: `{step.command}` exited {status}:\n" + "\n".join(real))
+                problems.append(
+                    f"README.md:{step.line}: `{step.command}` exited {status}:\n" + "\n".join(real)
+                )
             elif not ok and not args.update:
-                diff = "\n".join(f"  shown: {s}" for s in shown) + "\n" + "\n".join(f"  real:  {r}" for r in real)
+                diff = (
+                    "\n".join(f"  shown: {s}" for s in shown)
+                    + "\n"
+                    + "\n".join(f"  real:  {r}" for r in real)
+                )
                 problems.append(f"README.md:{step.line}: `{step.command}` printed something else:\n{diff}")
-        print(f"readme_tour: {len(results)} tour commands run in {time.monotonic() - started:.1f} s", file=sys.stderr)
+        print(
+            f"readme_tour: {len(results)} tour commands run in {time.monotonic() - started:.1f} s",
+            file=sys.stderr,
+        )
     for problem in problems:
         print(problem, file=sys.stderr)
     checked = len(command_lines(text))
-    print(
-        f"readme_tour: {checked} other command lines checked; {len(problems)} problem(s)", file=sys.stderr
-    )
+    print(f"readme_tour: {checked} other command lines checked; {len(problems)} problem(s)", file=sys.stderr)
     return 1 if problems else 0
 
 
