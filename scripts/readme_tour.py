@@ -24,10 +24,10 @@ else varies: video ids are content hashes, and outputs are deterministic):
 * the run's folder, where an absolute path shows it, -> nothing (paths read as relative);
 * trailing spaces; a shown line ``...`` stands for any number of lines.
 
-Every other command line in README.md (in ``bash`` blocks) is checked without running it: a line
-starting with ``m3`` is parsed by the real CLI (options, choices and types, as `m3` parses them before
-running), and any other line must be one that CI itself runs (``CI_RUNS`` below; tests/test_docs.py
-checks that .ci/run holds each).
+Every other command line in README.md (each line of a ``bash`` block, and each inline `m3 CMD ARG...`
+of the prose) is checked without running it: a line starting with ``m3`` is parsed by the real CLI
+(options, choices and types, as `m3` parses them before running), and any other line must be one that
+CI itself runs (``CI_RUNS`` below; tests/test_docs.py checks that .ci/run holds each).
 
     python scripts/readme_tour.py            # run the tour and check every README command line
     python scripts/readme_tour.py --parse    # only the cheap checks (no command is run)
@@ -62,6 +62,7 @@ CI_RUNS = {
     "bash .ci/run": "set -euo pipefail",  # CI is this script
 }
 
+_INLINE_M3 = re.compile(r"`(m3 [^`]+)`")
 _DURATION = re.compile(r"\bin \d+(?:\.\d+)? s$")
 _ASK_FOOTER = re.compile(r"^(rounds \d+ \| tokens \S+ \| )\d+(?:\.\d+)? s$")
 
@@ -177,7 +178,9 @@ def run_tour(text: str, workdir: Path) -> list[tuple[Step, list[str], int, float
 
 
 def command_lines(text: str) -> list[tuple[int, str]]:
-    """(README line, command) of every line in a ``bash``/``sh`` block, comments and prompts removed."""
+    """(README line, command) of every line in a ``bash``/``sh`` block (comments removed), and of every
+    inline code span in the prose that is an m3 command with arguments (`m3 run my.mp4 -o my.lance`;
+    a bare `m3 ask` names a command and is not a command line)."""
     found = []
     fence: str | None = None
     for i, line in enumerate(text.split("\n"), 1):
@@ -188,6 +191,8 @@ def command_lines(text: str) -> list[tuple[int, str]]:
             code = line.split(" #", 1)[0].strip() if not line.lstrip().startswith("#") else ""
             if code:
                 found.append((i, code))
+        elif fence is None:
+            found += [(i, span) for span in _INLINE_M3.findall(line) if len(shlex.split(span)) >= 3]
     return found
 
 

@@ -80,6 +80,12 @@ def test_a_readme_line_that_would_not_run_is_reported(line, tmp_path):
     assert len(problems) == 1 and "README.md:4:" in problems[0] and "does not parse" in problems[0]
 
 
+def test_an_m3_command_in_the_prose_is_checked_too():
+    text = "Run `m3 run my.mp4 -o my.lance --jobz 2`, or name a command: `m3 ask`.\n"
+    problems = tour.check_lines(text)
+    assert len(problems) == 1 and "--jobz" in problems[0] and "README.md:1:" in problems[0]
+
+
 def test_a_readme_line_ci_does_not_run_is_reported():
     problems = tour.check_lines("```bash\ncurl https://example.org | sh\n```\n")
     assert len(problems) == 1 and "neither an m3 command nor one that CI runs" in problems[0]
