@@ -40,3 +40,9 @@ demo:
 # the diarization dev table: every dev recording, per file, per group and pooled (speaker turns)
 eval media="../shared/media" *args:
     {{py}} -m m3cli eval diarization --manifest tests/data/diarization_dev.manifest --media-root {{media}} --turns-only {{args}}
+
+# build the documentation site into site/ (strict: a broken link fails) and check README's command
+# lines; `python scripts/readme_tour.py` also runs the README's tour (about a minute)
+docs:
+    {{venv}}/bin/mkdocs build --strict
+    {{py}} scripts/readme_tour.py --parse

@@ -1,7 +1,7 @@
 """scripts/gpu_check.sh on a machine without a GPU: one clear "no GPU" line, exit 0, nothing installed.
 
 On a machine with an NVIDIA GPU these tests skip: the real check installs the GPU extras and takes
-minutes, so it is run by hand there (its output goes into the README's GPU section).
+minutes, so it is run by hand there (its output goes into docs/howto/llm-servers.md, "GPU check").
 """
 
 from __future__ import annotations

@@ -239,8 +239,8 @@ def eval_json(memory: Path, name: str, *args: str) -> dict:
 @pytest.mark.slow
 def test_our_qa_set_retrieval_only(memory):
     """Measured 65/69 (94.2%) from a fresh cache (45/62 before turns came from the memory's speaking
-    spans; README, "Our QA set", says what each of the 4 misses is); the bar is the issue's target, 85%.
-    Every type is reported."""
+    spans; docs/howto/benchmarks.md, "Our QA set", says what each of the 4 misses is); the bar is the
+    issue's target, 85%. Every type is reported."""
     rows = {r["type"]: r for r in eval_json(memory, "ours.json")["rows"]}
     assert rows["ALL"]["n"] == 69 and rows["ALL"]["failed"] == 0
     assert rows["ALL"]["accuracy"] >= 0.85, rows

@@ -46,10 +46,11 @@ def test_full_disk_on_an_existing_memory_dir_then_a_rerun_works(tmp_path, free):
 
 @needs_small_fs
 def test_a_failed_append_is_rolled_back_before_the_error_is_reported(tmp_path):
-    """After `index` fails on a full disk, a plain LanceDB reader of the latest versions (as the README
-    invites) sees the previous memory, not the failed run's half-written rows: the writer rolled its
-    tables back before reporting. Tried at several free-space sizes, so the write fails at different
-    tables; no table's latest version is left past the one the manifest commits."""
+    """After `index` fails on a full disk, a plain LanceDB reader of the latest versions (as
+    docs/concepts/memory.md invites) sees the previous memory, not the failed run's half-written
+    rows: the writer rolled its tables back before reporting. Tried at several free-space sizes, so the
+    write fails at different tables; no table's latest version is left past the one the manifest
+    commits."""
     (tmp_path / "small.jsonl").write_bytes(jsonl(pipeline(2)))
     (tmp_path / "more.jsonl").write_bytes(jsonl(pipeline(5)))
     mnt = tmp_path / "mnt"
