@@ -258,7 +258,9 @@ class Asker:
         from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
 
         t0 = time.perf_counter()
-        answerer = OfflineAnswerer(self.memory, self.embed, ctx.scope, self.config.threshold)
+        answerer = OfflineAnswerer(
+            self.memory, self.embed, ctx.scope, self.config.threshold, now=self.config.now
+        )
         if options:  # multiple choice: the option the offline answer supports best
             from m3cli.stages.ask.choice import offline_choice
 
