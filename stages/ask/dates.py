@@ -63,7 +63,16 @@ _DATE_PATTERNS = [
     ("ndays", r"\b(?:in )?the (?:last|past) (?P<n>\d{1,3}) days\b"),
     ("wday", r"\b(?:on |last )?(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\b"),
 ]
-_WHEN = re.compile("|".join(f"(?P<_{k}>{p})" for k, p in _DATE_PATTERNS), re.I)
+_WHEN = [(kind, re.compile(p, re.I)) for kind, p in _DATE_PATTERNS]
+
+
+def _first_phrase(question: str) -> tuple[str, re.Match] | None:
+    """The earliest date phrase of the question (the longest where two start together)."""
+    found = [(m.start(), -len(m.group(0)), kind, m) for kind, rx in _WHEN if (m := rx.search(question))]
+    if not found:
+        return None
+    _, _, kind, m = min(found, key=lambda x: x[:2])
+    return kind, m
 _BOUND = re.compile(r"\b(before|until|till|after|since)\s+(?:the\s+)?$", re.I)
 _ON = re.compile(r"\b(?:on|in|during|from)\s+(?:the\s+)?$", re.I)
 
@@ -190,15 +199,20 @@ def _day(d: date, label: str) -> Window:
 
 
 def _year_for(month: int, day: int, now: datetime) -> int:
-    """A date without a year: the latest one not after ``now``."""
-    try:
-        return now.year if date(now.year, month, day) <= now.date() else now.year - 1
-    except ValueError:
-        return now.year
+    """A date without a year: the one nearest ``now`` (November 20 asked on November 14 is this year's,
+    December 24 asked in January last year's)."""
+    years = []
+    for year in (now.year - 1, now.year, now.year + 1):
+        try:
+            years.append((abs((date(year, month, day) - now.date()).days), year))
+        except ValueError:  # February 29 of a common year
+            continue
+    return min(years)[1] if years else now.year
 
 
-def _match_window(m: re.Match, now: datetime) -> Window | None:
+def _match_window(kind: str, m: re.Match, now: datetime) -> Window | None:
     g = {k: v for k, v in m.groupdict().items() if v is not None}
+    g[f"_{kind}"] = m.group(0)
     today = now.date()
     try:
         if "_iso" in g:
@@ -258,10 +272,11 @@ def find_window(question: str, now: datetime) -> tuple[Window, str] | None:
 
     ``before`` / ``until`` X is everything before X began, ``after`` / ``since`` X everything from its end
     on; a part of the day next to a day ("yesterday morning") narrows it to those hours."""
-    m = _WHEN.search(question)
-    if m is None:
+    phrase = _first_phrase(question)
+    if phrase is None:
         return None
-    window = _match_window(m, now.replace(tzinfo=None))
+    kind, m = phrase
+    window = _match_window(kind, m, now.replace(tzinfo=None))
     if window is None:
         return None
     lead = question[: m.start()]
