@@ -52,8 +52,10 @@ def test_before_and_after_are_open_windows_and_the_phrase_leaves_the_question() 
     assert rest == "What did Alice say ?"
     w = window("What was said after 2026-11-12?")
     assert (w.lo, w.hi) == (datetime(2026, 11, 13), None)
-    w = window("Who has spoken since yesterday?")
-    assert (w.lo, w.hi) == (datetime(2026, 11, 14), None)
+    w = window("Who has spoken since yesterday?")  # since and until include the day named
+    assert (w.lo, w.hi) == (datetime(2026, 11, 13), None)
+    w = window("What was said until November 13?")
+    assert (w.lo, w.hi) == (None, datetime(2026, 11, 14))
 
 
 def test_no_date_no_window() -> None:

@@ -73,6 +73,8 @@ def _first_phrase(question: str) -> tuple[str, re.Match] | None:
         return None
     _, _, kind, m = min(found, key=lambda x: x[:2])
     return kind, m
+
+
 _BOUND = re.compile(r"\b(before|until|till|after|since)\s+(?:the\s+)?$", re.I)
 _ON = re.compile(r"\b(?:on|in|during|from)\s+(?:the\s+)?$", re.I)
 
@@ -270,8 +272,9 @@ def _span(lo: datetime, days: int) -> str:
 def find_window(question: str, now: datetime) -> tuple[Window, str] | None:
     """The time a question asks about, and the question without that phrase; None when it names none.
 
-    ``before`` / ``until`` X is everything before X began, ``after`` / ``since`` X everything from its end
-    on; a part of the day next to a day ("yesterday morning") narrows it to those hours."""
+    ``before`` X is everything before X began and ``after`` X everything from its end on; ``until`` and
+    ``since`` include X itself; a part of the day next to a day ("yesterday morning") narrows it to
+    those hours."""
     phrase = _first_phrase(question)
     if phrase is None:
         return None
@@ -300,8 +303,12 @@ def find_window(question: str, now: datetime) -> tuple[Window, str] | None:
     if bound:
         word = bound.group(1).lower()
         body = window.label.removeprefix("on ")
-        if word in ("before", "until", "till"):
+        if word == "before":
             window = Window(None, window.lo, f"before {body}")
+        elif word in ("until", "till"):  # the day named included
+            window = Window(None, window.hi, f"until {body}")
+        elif word == "since":
+            window = Window(window.lo, None, f"since {body}")
         else:
             window = Window(window.hi, None, f"after {body}")
         rest_start = bound.start()
@@ -413,12 +420,21 @@ def _said_in(a: Any, window: Window, lines: list[Any], rest: str, undated: list[
         return Answer(
             f"{head}, {what}{who} in the memory's lines{_note_undated(a, undated)}.", [], "", supported=False
         )
-    shown = speech[:CITE_MAX]
+    shown = _spread(speech, CITE_MAX)
     parts = [
         f"{a.name(ln.who[0]) if ln.who else 'someone'} says {quoted(ln)} {cite(a.facts, ln)}" for ln in shown
     ]
-    more = f"; and {len(speech) - CITE_MAX} more line(s)" if len(speech) > CITE_MAX else ""
+    more = f"; and {len(speech) - len(shown)} more line(s)" if len(speech) > len(shown) else ""
     return Answer(f"{head}: " + "; ".join(parts) + more + _note_undated(a, undated) + ".", shown, "")
+
+
+def _spread(lines: list[Any], most: int) -> list[Any]:
+    """At most ``most`` lines in time order, the first ones of every video (at least one each): a window
+    of several days cites each day's recording, not only the first one's opening lines."""
+    videos = list(dict.fromkeys(ln.node.video for ln in lines))
+    each = max(1, most // max(1, len(videos)))
+    keep = {id(ln) for v in videos for ln in [x for x in lines if x.node.video == v][:each]}
+    return [ln for ln in lines if id(ln) in keep]
 
 
 def _speaker(a: Any, ln: Any) -> str:

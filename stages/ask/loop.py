@@ -147,6 +147,7 @@ class Asker:
                 cache=self.cache,
                 question=q.question,
                 multi_video=scope.video is None and len(self.memory.videos()) > 1,
+                now=self.config.now,
             )
             if q.options:
                 record.options = list(q.options)
