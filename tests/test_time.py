@@ -175,6 +175,20 @@ def test_questions_across_days(memory: Path, server: Any) -> None:
     assert not ans.supported and ans.text.startswith("On November 12, 2026, nothing about that is said")
 
 
+def test_first_and_last_time(memory: Path, server: Any) -> None:
+    """<character_1> is each video's own id: the answer gives each video's last time, newest first, and
+    names the video whose time is unknown."""
+    ans, ev = _ask(memory, server, "When was <character_1> last heard?")
+    assert ans.text == (
+        "<character_1> is each video's own id, so it may be 3 different people: "
+        "last heard on November 14, 2026 at 08:00:03 in day3.mkv (day3.mkv, 1.0-3.0 s, 2026-11-14 08:00:01); "
+        "last heard on November 13, 2026 at 10:15:03 in day2.mov (day2.mov, 1.0-3.0 s, 2026-11-13 10:15:01); "
+        "last heard on November 12, 2026 at 09:30:03 in day1.mp4 (day1.mp4, 1.0-3.0 s, 2026-11-12 09:30:01) "
+        "(also in undated.mp4, whose recording time is unknown)."
+    )
+    assert [e["file"] for e in ev] == ["day3.mkv", "day2.mov", "day1.mp4"]
+
+
 def test_every_citation_carries_its_date(memory: Path, server: Any) -> None:
     ans, ev = _ask(memory, server, "Who speaks first?")
     assert "(day1.mp4, 1.0-3.0 s, 2026-11-12 09:30:01)" in ans.text

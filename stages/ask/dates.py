@@ -470,23 +470,27 @@ def _names(a: Any, ids: list[str]) -> str:
     return _join([a.name(p) for p in ids])
 
 
-def _person_lines(a: Any, question: str) -> tuple[str, list[Any]] | None:
-    """Who "X" is in a question, and every line in which X is seen or heard, in every video where a
-    person of that name is known (ids like <character_1> are one video's own)."""
+def _person_lines(a: Any, question: str) -> tuple[str, bool, list[Any]] | None:
+    """Who "X" is in a question, whether the question names them by a per-video id, and every line in
+    which X is seen or heard: in every video where a character of that name is known, or, for an id
+    like <character_2>, in every video that has one (each video numbers its own characters)."""
     refs = a.refs(question)
     if not refs:
         return None
     p = refs[0]
+    by_id = p.id.lower() in question.lower()
     name = a.facts.people.names.get(p.id)
     videos = {p.video}
-    if name:
+    if by_id:
+        videos = {ln.node.video for ln in a.facts.lines if p.id in ln.who}
+    elif name:
         for v in a.facts.files:
             for c in a.memory.characters(v) if hasattr(a.memory, "characters") else []:
                 if c.name and c.name.lower() == name.lower() and c.id == p.id:
                     videos.add(v)
     kinds = ("speech", "turn", "speaking", "visible")
     lines = [ln for ln in a.facts.lines if ln.node.video in videos and p.id in ln.who and ln.kind in kinds]
-    return p.id, lines
+    return p.id, by_id, lines
 
 
 def _first_last(a: Any, question: str, timeline: Timeline, last: bool) -> Any | None:
@@ -495,29 +499,42 @@ def _first_last(a: Any, question: str, timeline: Timeline, last: bool) -> Any | 
     found = _person_lines(a, question)
     if found is None:
         return None
-    pid, lines = found
+    pid, by_id, lines = found
     dated = [ln for ln in lines if timeline.at(ln.node.video, ln.start) is not None]
     if not dated:
         return None  # no dates: the per-video answer (seconds into the video) is all there is
-    pick = (max if last else min)(
-        dated,
-        key=lambda ln: (timeline.at(ln.node.video, ln.end if last and ln.end else ln.start), ln.node.id),
-    )
-    when = timeline.at(pick.node.video, pick.end if last and pick.end is not None else pick.start)
-    assert when is not None
-    verb = "heard" if pick.kind in ("speech", "turn", "speaking") else "seen"
+
+    def moment(ln: Any) -> datetime:
+        when = timeline.at(ln.node.video, ln.end if last and ln.end is not None else ln.start)
+        assert when is not None  # dated lines only
+        return when
+
     which = "last" if last else "first"
+    videos = sorted({ln.node.video for ln in dated}, key=lambda v: timeline.start[v], reverse=last)
+    picks = [(max if last else min)((ln for ln in dated if ln.node.video == v), key=moment) for v in videos]
+
+    def said(ln: Any) -> str:
+        verb = "heard" if ln.kind in ("speech", "turn", "speaking") else "seen"
+        when = moment(ln)
+        return (
+            f"{which} {verb} on {day_name(when.date())} at {when.strftime('%H:%M:%S')} in "
+            f"{a.facts.files.get(ln.node.video, ln.node.video)} {cite(a.facts, ln)}"
+        )
+
     undated = sorted({ln.node.video for ln in lines} - set(timeline.start))
     note = ""
     if undated:
         names = ", ".join(a.facts.files.get(v, v) for v in undated)
         note = f" (also in {names}, whose recording time is unknown)"
-    return Answer(
-        f"{a.name(pid)} was {which} {verb} on {day_name(when.date())} at {when.strftime('%H:%M:%S')}"
-        f" in {a.facts.files.get(pick.node.video, pick.node.video)} {cite(a.facts, pick)}{note}.",
-        [pick],
-        "",
-    )
+    if by_id and len(picks) > 1:  # one id, a different person in each video: each one's answer
+        each = "; ".join(said(ln) for ln in picks)
+        return Answer(
+            f"{pid} is each video's own id, so it may be {len(picks)} different people: {each}{note}.",
+            picks,
+            "",
+        )
+    pick = picks[0]
+    return Answer(f"{a.name(pid)} was {said(pick)}{note}.", [pick], "")
 
 
 def line_time(timeline: Timeline, video: str, t: float | None) -> str | None:
