@@ -150,7 +150,7 @@ def memory(days: dict[str, Path], server: Any, tmp_path_factory: pytest.TempPath
 def _ask(memory: Path, server: Any, question: str, now: str | None = None) -> tuple[Any, list[dict]]:
     embedder = make_embedder("openai", base_url=server.url, model="fake-embed")
     view = LanceMemory.open(memory)
-    a = OfflineAnswerer(view, embedder, Scope(), 0.5, now=now)
+    a = OfflineAnswerer(view, lambda q: embedder.embed([q])[0], Scope(), 0.5, now=now)
     ans = a.answer(question)
     return ans, evidence_of(a, ans.cited if ans.supported else [])
 
@@ -197,7 +197,9 @@ def test_every_citation_carries_its_date(memory: Path, server: Any) -> None:
     assert {e["file"]: e.get("at") for e in ev}["undated.mp4"] is None
 
 
-def test_old_memory_without_the_column_still_opens(memory: Path, server: Any, tmp_path: Path) -> None:
+def test_old_memory_without_the_column_still_opens(
+    memory: Path, server: Any, tmp_path: Path, days: dict[str, Path]
+) -> None:
     """A memory written before clips.recorded: its clips table without the column reads as unknown."""
     import lance
 
@@ -212,6 +214,15 @@ def test_old_memory_without_the_column_still_opens(memory: Path, server: Any, tm
     assert "(day1.mp4, 1.0-3.0 s)" in ans.text and "2026" not in ans.text
     ans, _ = _ask(old, server, "What did people say on November 13?")
     assert not ans.supported and "does not know when its videos were recorded" in ans.text
+    # a dated video added to it is stored without the column, and the memory keeps answering
+    tags = {"creation_time": "2026-11-16T12:00:00Z"}
+    late = make_dated.remux(days["day1.mp4"], tmp_path / "late.mp4", tags)
+    records = _with_lines(segment_video(late, SegmentConfig()), "Added to an old memory.")
+    assert records[0].video.recorded == "2026-11-16T12:00:00+00:00"
+    index_records(records, old, make_embedder("openai", base_url=server.url, model="fake-embed"))
+    assert "recorded" not in lance.dataset(str(old / "clips.lance")).schema.names
+    ans, _ = _ask(old, server, "What was said about an old memory?")
+    assert "(late.mp4, 1.0-3.0 s)" in ans.text
 
 
 def test_llm_window_tool_takes_dates(memory: Path, server: Any) -> None:
@@ -269,3 +280,43 @@ def check_expectation(rec: dict, want: dict) -> list[str]:
     if want.get("supported") is False and "(unsupported)" not in note:
         out.append("answered as supported")
     return out
+
+
+@pytest.mark.slow
+def test_watch_dates_a_live_source_by_the_clock(
+    days: dict[str, Path], tmp_path: Path, cache_dir: Path
+) -> None:
+    """`m3 watch` on a recording as a camera writes it (MPEG-TS): its start is the wall-clock time at
+    the live edge less the media already there, kept in the watch state; --recorded-at overrides it."""
+    from datetime import datetime, timezone
+
+    import lance
+
+    camera = make_dated.remux(days["undated.mp4"], tmp_path / "camera.ts", {}, fmt="mpegts")
+    before = datetime.now(timezone.utc)
+    mem, state = tmp_path / "live.lance", tmp_path / "state"
+    run_m3("watch", camera, "-o", mem, "--until-eof", "--offline", "--state", state, check=True)
+    after = datetime.now(timezone.utc)
+    rows = lance.dataset(str(mem / "clips.lance")).to_table(columns=["recorded"]).to_pylist()
+    (start,) = {r["recorded"] for r in rows}
+    saved = json.loads((state / "state.json").read_text())["recorded"]
+    assert start == saved
+    length = float(lance.dataset(str(mem / "clips.lance")).to_table(columns=["end"])["end"].to_pylist()[-1])
+    when = datetime.fromisoformat(start)
+    assert before.timestamp() - length - 2 <= when.timestamp() <= after.timestamp() - length + 2
+    given = tmp_path / "given.lance"
+    run_m3(
+        "watch",
+        camera,
+        "-o",
+        given,
+        "--until-eof",
+        "--offline",
+        "--state",
+        tmp_path / "state2",
+        "--recorded-at",
+        "2026-11-15T07:00:00+01:00",
+        check=True,
+    )
+    rows = lance.dataset(str(given / "clips.lance")).to_table(columns=["recorded"]).to_pylist()
+    assert {r["recorded"] for r in rows} == {"2026-11-15T07:00:00+01:00"}

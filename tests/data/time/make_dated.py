@@ -30,10 +30,12 @@ DATED = {
 }
 
 
-def remux(src: Path, dst: Path, tags: dict[str, str], movflags: str | None = None) -> Path:
+def remux(
+    src: Path, dst: Path, tags: dict[str, str], movflags: str | None = None, fmt: str | None = None
+) -> Path:
     """``src``'s audio and video packets into ``dst`` with container ``tags`` (ffmpeg -c copy -metadata)."""
     options = {"movflags": movflags} if movflags else {}
-    with av.open(str(src)) as inp, av.open(str(dst), "w", options=options) as out:
+    with av.open(str(src)) as inp, av.open(str(dst), "w", format=fmt, options=options) as out:
         for key, value in tags.items():
             out.metadata[key] = value
         streams = {
