@@ -83,7 +83,7 @@ def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None
     return memo(cache, key, "plan.json", plan, usable=lambda hit: isinstance(hit, dict))
 
 
-def recorded_start(path: Path, plan: dict, config: SegmentConfig) -> tuple[str, str] | None:
+def recorded_start(path: Path, plan: dict, config: SegmentConfig) -> tuple[str, recorded.Source] | None:
     """(recorded, source) of a video (see :mod:`m3cli.stages.core.recorded`): the container's tags are
     read with the plan (and cached with it), the file's time only when asked for."""
     found = recorded.from_container([(str(t), str(v)) for t, v in plan.get("recorded_tags") or []])

@@ -53,7 +53,7 @@ import orjson
 from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
 from m3cli.stages.configs.watch import WatchConfig
-from m3cli.stages.core import live_source, media
+from m3cli.stages.core import live_source, media, recorded
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.storage import memory_location, write_atomic
 
@@ -351,12 +351,10 @@ class Watcher:
             if c["index"] not in skipped
         ]
 
-    def _recorded(self, probe: Any) -> tuple[str, str]:
+    def _recorded(self, probe: Any) -> tuple[str, recorded.Source]:
         """When the stream's first clip was recorded: ``--recorded-at`` when given, else the wall clock
         at the live edge the first time it was probed, less the media already there (kept in the state,
         so a restart keeps it)."""
-        from m3cli.stages.core import recorded
-
         assert self.state is not None
         given = self.models.config.segment.recorded_at
         if given:

@@ -20,10 +20,12 @@ from __future__ import annotations
 import os
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Literal
 
 from m3cli.stages.core.errors import InputError
 
-SOURCES = ("container", "manifest", "given", "live-clock", "file-time-guess")
+Source = Literal["container", "manifest", "given", "live-clock", "file-time-guess"]
+SOURCES: tuple[Source, ...] = ("container", "manifest", "given", "live-clock", "file-time-guess")
 #: Values a muxer writes when nobody set the date (the MP4 epoch 1904-01-01, the Unix epoch): not a time.
 EARLIEST_YEAR = 1971
 
@@ -85,7 +87,7 @@ def resolve(
     container: str | None,
     recorded_at: str | None = None,
     guess: str | None = None,
-) -> tuple[str, str] | None:
+) -> tuple[str, Source] | None:
     """(recorded, source) by trust: the file's own metadata, then the time given, then a guess asked for."""
     if container:
         return container, "container"
