@@ -247,6 +247,7 @@ def test_llm_window_tool_takes_dates(memory: Path, server: Any) -> None:
     assert all(said not in seen[1] for n, said in SAID.items() if n != "day2.mov")
     assert "Nothing was recorded on November 20, 2026; the memory covers Nov 12\u201314, 2026." in seen[2]
     assert "2026-11-14 08:00:01" in seen[3]  # a search result carries its date too
+    assert {e["at"] for e in rec["evidence"]} >= {"2026-11-13T10:15:01+01:00"}  # evidence: absolute times
 
 
 # ---------------------------------------------------------------- end to end (real models)
