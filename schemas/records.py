@@ -42,6 +42,12 @@ class VideoInfo(_Open):
     has_audio: bool | None = None
     size_bytes: int | None = Field(default=None, ge=0)
     audio_track: int | None = Field(default=None, ge=0)  # set when the file has several audio tracks
+    #: when the recording began: ISO 8601 with its UTC offset; absent when nothing says
+    recorded: str | None = Field(
+        default=None, pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?([+-]\d{2}:\d{2}|Z)$"
+    )
+    #: where ``recorded`` came from
+    recorded_source: Literal["container", "given", "manifest", "file-time-guess", "live-clock"] | None = None
 
 
 class ClipInfo(_Open):

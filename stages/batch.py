@@ -50,6 +50,14 @@ JOURNAL_NAME = "_m3_batch_journal.jsonl"
 # ------------------------------------------------------------------------------------- inputs
 def _manifest_paths(path: Path) -> list[Path]:
     """Paths listed in a manifest; relative ones are relative to the manifest's folder."""
+    return [entry for entry, _ in _manifest_entries(path)]
+
+
+def _manifest_entries(path: Path) -> list[tuple[Path, str | None]]:
+    """(path, recorded) per manifest line: a JSONL line may say when its video was recorded
+    (``"recorded": "<ISO 8601>"``), for files whose metadata does not."""
+    from m3cli.stages.core.recorded import given
+
     try:
         lines = path.read_bytes().splitlines()
     except OSError as exc:
@@ -59,6 +67,7 @@ def _manifest_paths(path: Path) -> list[Path]:
         line = raw.strip()
         if not line or line.startswith(b"#"):
             continue
+        recorded = None
         if line.startswith(b"{"):
             try:
                 obj = orjson.loads(line)
@@ -68,10 +77,37 @@ def _manifest_paths(path: Path) -> list[Path]:
             if not isinstance(value, str):
                 raise InputError(f'{path}:{n}: expected {{"path": "VIDEO"}}')
             entry = Path(value)
+            when = obj.get("recorded")
+            if when is not None:
+                if not isinstance(when, str):
+                    raise InputError(f'{path}:{n}: "recorded" must be an ISO 8601 string')
+                recorded = given(when, f"{path}:{n}: recorded")
         else:
             entry = Path(os.fsdecode(line))
-        out.append(entry if entry.is_absolute() else path.parent / entry)
+        out.append((entry if entry.is_absolute() else path.parent / entry, recorded))
     return out
+
+
+def manifest_times(inputs: Iterable[str | Path]) -> dict[str, str]:
+    """The ``recorded`` field of every manifest line that has one, by the video's absolute path."""
+    out: dict[str, str] = {}
+    for item in inputs:
+        path = Path(item)
+        if path.suffix.lower() in MANIFEST_SUFFIXES and path.is_file() and not path.is_dir():
+            for entry, recorded in _manifest_entries(path):
+                if recorded is not None:
+                    out.setdefault(os.path.abspath(entry), recorded)
+    return out
+
+
+def apply_manifest_time(records: list[Any], recorded: str | None) -> None:
+    """A manifest's time for a video whose file does not say when it was recorded: it is more specific
+    than one ``--recorded-at`` for the whole batch, less than the file's own metadata."""
+    if recorded is None:
+        return
+    for r in records:
+        if r.video.recorded_source != "container":
+            r.video.recorded, r.video.recorded_source = recorded, "manifest"
 
 
 def _folder_videos(folder: Path) -> list[Path]:
@@ -406,11 +442,13 @@ def run_batch(
     ctx: Any,
     journal: Journal,
     progress: Callable[[Progress], None] | None = None,
+    recorded: dict[str, str] | None = None,
 ) -> BatchSummary:
     """Every video of ``paths`` into ``memory`` through ``engine``; this process is the only writer.
 
     ``models`` (a :class:`~m3cli.stages.pipeline.Models`) gives the writer its text embedder and index
-    config. Returns one report per input path."""
+    config. ``recorded`` (:func:`manifest_times`) gives videos the time their manifest line states.
+    Returns one report per input path."""
     from m3cli.schemas.records import ClipRecord
     from m3cli.stages.core.summary import characters_in
     from m3cli.stages.pipeline import content_id, index_video
@@ -455,6 +493,7 @@ def run_batch(
         if result.error is None and result.records is not None:
             try:
                 records = [ClipRecord.model_validate(r) for r in result.records]
+                apply_manifest_time(records, (recorded or {}).get(os.path.abspath(result.path)))
                 if records:
                     journal.append({"video": result.video, "path": result.path, "status": "indexing"})
                     index_video(records, memory, models, ctx)

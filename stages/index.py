@@ -697,6 +697,11 @@ class Indexer:
             stored = set(self.writer.dataset("clips").schema.names)
             if "keyframes" not in stored:
                 log.info("%s: its clips table has no keyframes column; keyframes are not stored", self.path)
+            if "recorded" not in stored:  # readers take a missing column as "unknown"
+                log.info(
+                    "%s: its clips table has no recorded column; recording times are not stored", self.path
+                )
+            if {"keyframes", "recorded"} - stored:
                 return pa.schema([f for f in schema if f.name in stored])
         return schema
 
@@ -745,6 +750,7 @@ class Indexer:
                     "path": r.video.path,
                     "summary": summary,
                     "keyframes": self._keyframes(r) if "keyframes" in stored else None,
+                    **({"recorded": r.video.recorded} if "recorded" in stored else {}),
                 }
             )
         rows = [row for row in rows if not _same(existing.get(row["id"]), row, skip=("vector",))]

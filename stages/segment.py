@@ -16,15 +16,16 @@ import numpy as np
 from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
 from m3cli.stages.configs.segment import SegmentConfig
-from m3cli.stages.core import media
+from m3cli.stages.core import media, recorded
 from m3cli.stages.core.cache import Cache, CacheKey, memo
 
 log = logging.getLogger(__name__)
 
 STAGE = "segment"
 #: Changes when how clips are planned changes (2: clip 0 from the earliest sample of any stream;
-#: 3: still images renamed as videos are refused, not planned as one-frame clips).
-PLAN_VERSION = 3
+#: 3: still images renamed as videos are refused, not planned as one-frame clips; 4: the container's
+#: recording-time tags are kept with the plan).
+PLAN_VERSION = 4
 
 
 def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
@@ -58,8 +59,13 @@ def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
     return clips
 
 
+#: Options that say when a video was recorded, not how it is cut: they stay out of the plan's cache key.
+TIME_OPTIONS = ("recorded_at", "recorded_from_file_time")
+
+
 def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None) -> dict:
-    key = CacheKey.of(vid, None, STAGE, {**asdict(config), "plan": PLAN_VERSION}, media.DECODER_VERSION)
+    how = {k: v for k, v in asdict(config).items() if k not in TIME_OPTIONS}
+    key = CacheKey.of(vid, None, STAGE, {**how, "plan": PLAN_VERSION}, media.DECODER_VERSION)
 
     def plan() -> dict:
         probe = media.probe(path, config.audio_track)
@@ -71,9 +77,20 @@ def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None
             "height": probe.height,
             "has_audio": probe.has_audio,
             "clips": plan_clips(probe, config.clip_seconds),
+            "recorded_tags": media.recorded_tags(path),
         }
 
     return memo(cache, key, "plan.json", plan, usable=lambda hit: isinstance(hit, dict))
+
+
+def recorded_start(path: Path, plan: dict, config: SegmentConfig) -> tuple[str, recorded.Source] | None:
+    """(recorded, source) of a video (see :mod:`m3cli.stages.core.recorded`): the container's tags are
+    read with the plan (and cached with it), the file's time only when asked for."""
+    found = recorded.from_container([(str(t), str(v)) for t, v in plan.get("recorded_tags") or []])
+    guess = None
+    if not found and not config.recorded_at and config.recorded_from_file_time:
+        guess = recorded.file_time_guess(path, float(plan["duration"]))
+    return recorded.resolve(found, config.recorded_at, guess)
 
 
 def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None) -> list[ClipRecord]:
@@ -104,6 +121,9 @@ def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None)
     )
     if tracks > 1 or config.audio_track:
         video.audio_track = config.audio_track
+    start = recorded_start(path, plan, config)
+    if start is not None:
+        video.recorded, video.recorded_source = start
     if media.needs_uri(absolute):
         video.uri = media.path_to_uri(absolute)
     return [ClipRecord(schema=CLIP_SCHEMA, video=video, clip=ClipInfo(**clip)) for clip in plan["clips"]]

@@ -53,7 +53,7 @@ import orjson
 from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
 from m3cli.stages.configs.watch import WatchConfig
-from m3cli.stages.core import live_source, media
+from m3cli.stages.core import live_source, media, recorded
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.storage import memory_location, write_atomic
 
@@ -343,12 +343,29 @@ class Watcher:
             height=probe.height,
             has_audio=probe.has_audio,
         )
+        video.recorded, video.recorded_source = self._recorded(probe)
         skipped = set(self.state.data["skipped"])
         return [
             ClipRecord(schema=CLIP_SCHEMA, video=video, clip=ClipInfo(**c))
             for c in plan
             if c["index"] not in skipped
         ]
+
+    def _recorded(self, probe: Any) -> tuple[str, recorded.Source]:
+        """When the stream's first clip was recorded: ``--recorded-at`` when given, else the wall clock
+        at the live edge the first time it was probed, less the media already there (kept in the state,
+        so a restart keeps it)."""
+        assert self.state is not None
+        given = self.models.config.segment.recorded_at
+        if given:
+            return recorded.given(given), "given"
+        if not self.state.data.get("recorded"):
+            from datetime import timedelta
+
+            now = datetime.now(timezone.utc).replace(microsecond=0)
+            self.state.data["recorded"] = recorded.iso(now - timedelta(seconds=round(probe.duration)))
+            self.state.save()
+        return str(self.state.data["recorded"]), "live-clock"
 
     def _complete(
         self, scanner: live_source.Scanner, ended: bool

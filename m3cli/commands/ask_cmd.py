@@ -43,6 +43,7 @@ def asker_options(
     no_llm: bool,
     settings: Any,
     prompt_style: str = AskConfig.prompt_style,
+    now: str | None = None,
 ) -> Any:
     """An Asker over ``memory`` from the shared flags of `m3 ask` and `m3 eval qa`."""
     from m3cli.stages.ask.loop import Asker, parse_kinds
@@ -63,6 +64,7 @@ def asker_options(
         kinds=kind_set,
         raw_ids=raw_ids,
         prompt_style=prompt_style,
+        now=now,
     )
     view = LanceMemory.open(memory)
     embedder = make_text_embedder(settings.embed, settings.device)
@@ -120,6 +122,7 @@ def ask(
         False, "--no-llm", help="Retrieval-only answers even if an LLM is configured."
     ),
     prompt_style: str = stage_option(AskConfig, "prompt_style"),
+    now: str | None = stage_option(AskConfig, "now"),
 ) -> None:
     """Answer questions from a memory: multi-round search with cited evidence (retrieval-only without LLM)."""
     from m3cli import stream
@@ -151,6 +154,7 @@ def ask(
         no_llm=no_llm,
         settings=settings,
         prompt_style=prompt_style,
+        now=now,
     )
     if len(items) > 1 or asker.llm is not None:  # each question's latency its own; one retrieval-only
         asker.warm()  # question may need no embedding at all (who spoke first, how many, ...)

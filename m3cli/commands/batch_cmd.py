@@ -21,6 +21,7 @@ Examples:
   m3 batch /data/inbox -o s3://my-bucket/mem.lance       # AWS_* variables give the credentials
   m3 batch manifest.jsonl -o mem.lance --engine ray --address 10.0.0.5:6379 --gpus-per-task 0.5
   m3 batch videos/ -o mem.lance --set faces.fps=2 --offline
+  m3 batch days.jsonl -o mem.lance    # {"path": "mon.mp4", "recorded": "2026-11-09T09:00:00+01:00"}
 
 \b
 Rerunning the same command after a crash or kill -9 does only the videos that are not in the
@@ -40,7 +41,7 @@ def batch(
     inputs: list[str] = typer.Argument(
         ...,
         help="Videos, folders (searched recursively) and manifests (.txt/.list: a path per line; "
-        '.jsonl: {"path": ...} per line).',
+        '.jsonl: {"path": ..., "recorded": "<ISO 8601>"} per line).',
         show_default=False,
     ),
     output: str = typer.Option(..., "--output", "-o", help="The memory: a directory or s3:// URI."),
@@ -62,6 +63,17 @@ def batch(
     clip_seconds: float | None = typer.Option(None, "--clip-seconds", "-l", help="segment.clip_seconds"),
     faces_fps: float | None = typer.Option(None, "--faces-fps", help="faces.fps (frames per second)."),
     speakers: int | None = typer.Option(None, "--speakers", help="diarize.num_speakers, when known."),
+    recorded_at: str | None = typer.Option(
+        None,
+        "--recorded-at",
+        help="segment.recorded_at: when the recording began (ISO 8601), for videos whose metadata "
+        "does not say.",
+    ),
+    recorded_from_file_time: bool = typer.Option(
+        False,
+        "--recorded-from-file-time",
+        help="segment.recorded_from_file_time: else guess the start from the file's modification time.",
+    ),
     offline: bool = typer.Option(False, "--offline", help="Never call an LLM, even if one is configured."),
     llm_base_url: str | None = typer.Option(
         None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
@@ -77,6 +89,7 @@ def batch(
         check_memory_target,
         default_journal,
         expand_inputs,
+        manifest_times,
         run_batch,
         write_report,
     )
@@ -91,7 +104,13 @@ def batch(
         sets,
         "index",
         offline,
-        {"segment.clip_seconds": clip_seconds, "faces.fps": faces_fps, "diarize.num_speakers": speakers},
+        {
+            "segment.clip_seconds": clip_seconds,
+            "faces.fps": faces_fps,
+            "diarize.num_speakers": speakers,
+            "segment.recorded_at": recorded_at,
+            "segment.recorded_from_file_time": recorded_from_file_time or None,
+        },
     )
     check_memory_target(output)
     paths = expand_inputs(inputs)
@@ -159,7 +178,9 @@ def batch(
     models = Models(config, settings)
     run_ctx = context.run_context(ctx, settings, bar=bar.index_progress)
     try:
-        summary = run_batch(paths, output, runner, models, run_ctx, journal, progress)
+        summary = run_batch(
+            paths, output, runner, models, run_ctx, journal, progress, recorded=manifest_times(inputs)
+        )
     finally:
         bar.close()
         if events is not None:

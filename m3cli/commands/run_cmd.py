@@ -48,6 +48,17 @@ def run(
     faces_fps: float | None = typer.Option(None, "--faces-fps", help="faces.fps (frames per second)."),
     faces_backend: str | None = typer.Option(None, "--faces-backend", help="faces.backend"),
     speakers: int | None = typer.Option(None, "--speakers", help="diarize.num_speakers, when known."),
+    recorded_at: str | None = typer.Option(
+        None,
+        "--recorded-at",
+        help="segment.recorded_at: when the recording began (ISO 8601), for videos whose metadata "
+        "does not say.",
+    ),
+    recorded_from_file_time: bool = typer.Option(
+        False,
+        "--recorded-from-file-time",
+        help="segment.recorded_from_file_time: else guess the start from the file's modification time.",
+    ),
     asr_model: str | None = typer.Option(None, "--asr-model", help="diarize.model"),
     offline: bool = typer.Option(
         False, "--offline", help="Never call an LLM (memorize and abstract), even if one is configured."
@@ -103,6 +114,8 @@ def run(
             "faces.backend": faces_backend,
             "diarize.num_speakers": speakers,
             "diarize.model": asr_model,
+            "segment.recorded_at": recorded_at,
+            "segment.recorded_from_file_time": recorded_from_file_time or None,
         },
         parallel=not sequential,
     )

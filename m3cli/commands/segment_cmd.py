@@ -19,6 +19,7 @@ Examples:
   m3 segment talk.mp4 | jq -c .clip
   m3 segment --clip-seconds 10 a.mp4 b.mkv -o clips.jsonl
   m3 segment --keep-going videos/*.mp4 > clips.jsonl
+  m3 segment --recorded-at 2026-11-12T09:30:00+01:00 meeting.mp4 | jq -c .video.recorded
 """
 
 
@@ -29,6 +30,8 @@ def segment(
     ),
     clip_seconds: float = options.stage_option(SegmentConfig, "clip_seconds"),
     audio_track: int = options.stage_option(SegmentConfig, "audio_track"),
+    recorded_at: str | None = options.stage_option(SegmentConfig, "recorded_at"),
+    recorded_from_file_time: bool = options.stage_option(SegmentConfig, "recorded_from_file_time"),
     output: str | None = options.output_option(),
     keep_going: bool = typer.Option(
         False, "--keep-going", "-k", help="Report a bad video and go on with the others (exit 1 at the end)."

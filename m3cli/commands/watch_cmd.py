@@ -44,6 +44,12 @@ def watch(
     clip_seconds: float | None = typer.Option(None, "--clip-seconds", "-l", help="segment.clip_seconds"),
     faces_fps: float | None = typer.Option(None, "--faces-fps", help="faces.fps (frames per second)."),
     speakers: int | None = typer.Option(None, "--speakers", help="diarize.num_speakers, when known."),
+    recorded_at: str | None = typer.Option(
+        None,
+        "--recorded-at",
+        help="segment.recorded_at: when the recording began (ISO 8601; default: the wall-clock time "
+        "of the first clip).",
+    ),
     idle: float = stage_option(WatchConfig, "idle"),
     until_eof: bool = stage_option(WatchConfig, "until_eof"),
     max_lag: float = stage_option(WatchConfig, "max_lag"),
@@ -74,7 +80,12 @@ def watch(
         sets,
         "index",
         offline,
-        {"segment.clip_seconds": clip_seconds, "faces.fps": faces_fps, "diarize.num_speakers": speakers},
+        {
+            "segment.clip_seconds": clip_seconds,
+            "faces.fps": faces_fps,
+            "diarize.num_speakers": speakers,
+            "segment.recorded_at": recorded_at,
+        },
     )
     from m3cli.progress import WatchProgress, shown
 

@@ -28,6 +28,7 @@ import numpy as np
 from m3cli.schemas.records import AnswerEvidence, AnswerRecord, AnswerRound, AnswerTokens
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.actions import ToolError, parse_action, split_reasoning
+from m3cli.stages.ask.dates import line_time
 from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_placeholder, known_names
 from m3cli.stages.ask.nodes import Node, Scope
 from m3cli.stages.ask.questions import Question
@@ -147,6 +148,7 @@ class Asker:
                 cache=self.cache,
                 question=q.question,
                 multi_video=scope.video is None and len(self.memory.videos()) > 1,
+                now=self.config.now,
             )
             if q.options:
                 record.options = list(q.options)
@@ -258,7 +260,9 @@ class Asker:
         from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
 
         t0 = time.perf_counter()
-        answerer = OfflineAnswerer(self.memory, self.embed, ctx.scope, self.config.threshold)
+        answerer = OfflineAnswerer(
+            self.memory, self.embed, ctx.scope, self.config.threshold, now=self.config.now
+        )
         if options:  # multiple choice: the option the offline answer supports best
             from m3cli.stages.ask.choice import offline_choice
 
@@ -510,15 +514,18 @@ def evidence(
             ),
             nodes[0],
         )
+        start = min(starts) if starts else (info.start if info else None)
+        at = line_time(ctx.timeline(), video, start)  # absolute, when the video's start is known
         out.append(
             AnswerEvidence.model_construct(
                 video=video,
                 clip=clip,
-                start=min(starts) if starts else (info.start if info else None),
+                start=start,
                 end=max(ends) if ends else (info.end if info else None),
                 node_ids=[n.id for n in nodes[:5]],
                 quote=ctx.text_of(best),
                 characters=_character_list(ctx, nodes[:5]),
+                **({"at": at} if at else {}),
             )
         )
     return out

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
+from m3cli.stages.ask import dates
 from m3cli.stages.ask.nodes import Node, Scope
 from m3cli.stages.ask.people import People, Person, resolve_people
 from m3cli.stages.ask.retrieval import hybrid
@@ -316,6 +317,8 @@ class Facts:
     people: People
     files: dict[str, str]
     turns: dict[str, list[Turn]]  # per video
+    #: each video's recording start, where known: lines are cited with their date beside their time
+    timeline: dates.Timeline = field(default_factory=lambda: dates.Timeline({}, {}))
 
     def lines_of(self, kind: str, video: str | None = None) -> list[Line]:
         return [ln for ln in self.lines if ln.kind == kind and (video is None or ln.node.video == video)]
@@ -335,7 +338,7 @@ def load_facts(memory: Any, scope: Scope) -> Facts:
         files[v] = PurePath(path).name if path else v
     people = resolve_people(memory, videos, lines, scope.raw_ids)
     turns = {v: speaking_turns([ln for ln in lines if ln.node.video == v]) for v in videos}
-    return Facts(lines, people, files, turns)
+    return Facts(lines, people, files, turns, dates.load_timeline(memory))
 
 
 def fmt_s(t: float | None) -> str:
@@ -349,7 +352,9 @@ def _gap(ln: Line, t: float) -> float:
 
 
 def cite(facts: Facts, ln: Line) -> str:
-    return f"({facts.files.get(ln.node.video, ln.node.video)}, {fmt_s(ln.start)}-{fmt_s(ln.end)} s)"
+    when = dates.stamp(facts.timeline.at(ln.node.video, ln.start))
+    at = f", {when}" if when else ""
+    return f"({facts.files.get(ln.node.video, ln.node.video)}, {fmt_s(ln.start)}-{fmt_s(ln.end)} s{at})"
 
 
 def quoted(ln: Line) -> str:
@@ -377,8 +382,9 @@ def _plural(n: int, word: str) -> str:
 class OfflineAnswerer:
     """Answers one question from :class:`Facts`; ``search`` ranks lines for content questions."""
 
-    def __init__(self, memory: Any, embed: Any, scope: Scope, threshold: float):
+    def __init__(self, memory: Any, embed: Any, scope: Scope, threshold: float, now: str | None = None):
         self.memory, self.embed, self.scope, self.threshold = memory, embed, scope, threshold
+        self.now = now  # what "today" means (ISO 8601); None: the end of the newest recording
         self.facts = load_facts(memory, scope)
         # the lines a similarity search returned (the trajectory shows them); structural answers (who
         # spoke first, how many) search nothing, so a cold `m3 ask` need not load the text embedder
@@ -421,6 +427,10 @@ class OfflineAnswerer:
 
     # ------------------------------------------------------------------ answer
     def answer(self, question: str) -> Answer:
+        dated = dates.answer(self, question)  # "on November 12", "when did we last see X": by dates
+        if dated is not None:
+            dated.form = "dates"
+            return dated
         form = classify(question)
         handler = getattr(self, f"_a_{form.kind}")
         ans = handler(question, form)
@@ -949,4 +959,7 @@ def evidence_of(a: OfflineAnswerer, lines: list[Line]) -> list[dict[str, Any]]:
                 "characters": [{"id": p, "name": a.facts.people.names.get(p)} for p in ln.who],
             }
         )
+        at = dates.line_time(a.facts.timeline, ln.node.video, ln.start)
+        if at is not None:
+            out[-1]["at"] = at  # the line's absolute time, when its video's recording start is known
     return out

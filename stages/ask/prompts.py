@@ -65,7 +65,8 @@ TOOL_DOCS: dict[str, tuple[str, str, str]] = {
     ),
     "window": (
         "Window",
-        "<t0>-<t1> (seconds or mm:ss) or clip <N>, optionally followed by : <query>",
+        "<t0>-<t1> (seconds or mm:ss), clip <N> or a date (November 12, yesterday, last week), "
+        "optionally followed by : <query>",
         "everything remembered in that time span, in time order.",
     ),
     "count": ("Count", "<phrase>", "how many times (and in which clips) something happens or is mentioned."),

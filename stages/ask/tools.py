@@ -84,6 +84,17 @@ class ToolContext:
     evidence: list[Node] = field(default_factory=list)  # every node shown to the model, in order
     _evidence_ids: set[str] = field(default_factory=set)
     _chars: dict[str | None, list[Character]] = field(default_factory=dict)
+    #: what "today" means for dates in [Window] (ISO 8601; None: the newest recording's end)
+    now: str | None = None
+    _timeline: Any = None
+
+    def timeline(self) -> Any:
+        """Each video's recording start (:mod:`m3cli.stages.ask.dates`), read once per question."""
+        if self._timeline is None:
+            from m3cli.stages.ask.dates import load_timeline
+
+            self._timeline = load_timeline(self.memory)
+        return self._timeline
 
     def alias(self, node: Node) -> str:
         if node.id not in self.alias_of:
@@ -109,6 +120,8 @@ class ToolContext:
     def render(self, node: Node) -> str:
         where = f"clip {node.clip}" + (f" of video {node.video}" if self.multi_video else "")
         span = f" {fmt_time(node.t_start)}-{fmt_time(node.t_end)}" if node.t_start is not None else ""
+        if node.t_start is not None and (when := self.timeline().at(node.video, node.t_start)) is not None:
+            span += f", {when.strftime('%Y-%m-%d %H:%M:%S')}"  # the line's absolute time, when known
         return f"[{self.alias(node)}] ({where}{span}, {node.kind}) {self.text_of(node)}"
 
     def video_for(self, what: str) -> str:
@@ -340,7 +353,13 @@ def tool_window(ctx: ToolContext, arg: str) -> ToolResult:
     """CAM's temporal context: the memory of a time span (or clip range), in time order."""
     m = _WINDOW.match(arg)
     if not m:
-        raise ToolError("[Window] takes <t0>-<t1> (seconds or mm:ss) or clip <N>, optionally ': <query>'")
+        dated = _day_window(ctx, arg)
+        if dated is not None:
+            return dated
+        raise ToolError(
+            "[Window] takes <t0>-<t1> (seconds or mm:ss), clip <N> or a date (November 12, 2026-11-12, "
+            "yesterday, last week), optionally ': <query>'"
+        )
     video = ctx.video_for("[Window]")
     if m.group(1) is not None:
         c0 = int(m.group(1))
@@ -373,6 +392,45 @@ def tool_window(ctx: ToolContext, arg: str) -> ToolResult:
     return ToolResult(
         "window", f"{fmt_time(t0)}-{fmt_time(t1)}" + (f": {query}" if query else ""), nodes, lines
     )
+
+
+def _day_window(ctx: ToolContext, arg: str) -> ToolResult | None:
+    """[Window] <date>[: query]: the lines of every video recorded in that stretch of days, in time
+    order (None: ``arg`` names no date). A day no recording covers is said so, with the days covered."""
+    from datetime import datetime
+
+    from m3cli.stages.ask import dates
+    from m3cli.stages.core.recorded import parse_time
+
+    head, _, query = arg.partition(":")
+    tl = ctx.timeline()
+    now = (parse_time(ctx.now) if ctx.now else None) or tl.now() or datetime.now().astimezone()
+    found = dates.find_window(head, now)
+    if found is None:
+        return None
+    window, _ = found
+    query = query.strip()
+    if not tl.start:
+        return ToolResult("window", head.strip(), [], ["No video in the memory has a known recording time."])
+    videos = [v for v in tl.covering(window) if not ctx.scope.video or v == ctx.scope.video]
+    if not videos:
+        line = f"Nothing was recorded {window.label}; the memory covers {dates.coverage(tl.days())}."
+        return ToolResult("window", head.strip(), [], [line])
+    q_vec = ctx.embed(query) if query else None
+    nodes: list[Node] = []
+    for v in videos:
+        t0 = 0.0 if window.lo is None else max(0.0, (window.lo - tl.wall(v, 0.0)).total_seconds())
+        t1 = tl.length.get(v, 0.0) if window.hi is None else (window.hi - tl.wall(v, 0.0)).total_seconds()
+        nodes += ctx.memory.window(v, t0, min(t1, tl.length.get(v, t1)) + 1e-6, ctx.scope, 500, q_vec)
+    if query:
+        q_terms = terms(query)
+        for n in nodes:
+            n.score = n.sim + LEX_WEIGHT * overlap(q_terms, n.text)
+        nodes = sorted(nodes, key=lambda n: -n.score)[:WINDOW_LINES]
+    nodes.sort(key=lambda n: (tl.at(n.video, n.t_start or 0.0), n.id))
+    nodes = nodes[:WINDOW_LINES]
+    lines = [ctx.render(n) for n in nodes] or [f"Nothing is remembered {window.label}."]
+    return ToolResult("window", window.label + (f": {query}" if query else ""), nodes, lines)
 
 
 def tool_count(ctx: ToolContext, arg: str) -> ToolResult:

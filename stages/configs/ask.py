@@ -49,6 +49,14 @@ class AskConfig:
         "checkpoint was trained with).",
     )
 
+    #: what "today", "yesterday" and "last week" count from (ISO 8601); None: the newest recording's end
+    now: str | None = option(
+        None,
+        "--now",
+        help="What 'today', 'yesterday' and 'last week' count from (ISO 8601; default: the end of the "
+        "newest recording in the memory).",
+    )
+
     def __post_init__(self) -> None:
         from m3cli.stages.ask.tools import parse_tools
 
@@ -61,6 +69,10 @@ class AskConfig:
                 "--prompt-style m3-agent knows only [Search] and [Answer]: leave --tools out or use "
                 f"--tools search (got {', '.join(self.tools)})"
             )
+        if self.now is not None:
+            from m3cli.stages.core.recorded import given
+
+            given(self.now, "--now")
         if not 1 <= self.rounds <= 20:
             raise InputError(f"--rounds must be between 1 and 20, got {self.rounds}")
         if not 1 <= self.k <= 100 or not 1 <= self.clip_k <= 20:

@@ -381,6 +381,29 @@ def probe(path: Path, audio_track: int = 0) -> Probe:
     )
 
 
+#: Metadata tags that say when a recording began, most trusted first: the QuickTime creation date a
+#: phone or camera writes in its own local time with the UTC offset, then ``creation_time`` (UTC by the
+#: MP4/Matroska definitions) of the container, then of its streams.
+RECORDED_TAGS = ("com.apple.quicktime.creationdate", "creation_time")
+
+
+def recorded_tags(path: Path) -> list[tuple[str, str]]:
+    """The (tag, value) pairs of :data:`RECORDED_TAGS` the file carries, container before streams and in
+    that order of trust; empty when it carries none or cannot be opened (its other readers say why)."""
+    try:
+        with open_container(path) as container:
+            layers = [dict(container.metadata)] + [dict(s.metadata) for s in container.streams]
+    except (InputError, av.error.FFmpegError):
+        return []
+    found = []
+    for tag in RECORDED_TAGS:
+        for layer in layers:
+            for key, value in layer.items():
+                if key.lower() == tag and isinstance(value, str) and value.strip():
+                    found.append((tag, value.strip()))
+    return found
+
+
 def _refuse_still_image(container: av.container.InputContainer, name: str) -> None:
     """A photo (a JPEG or PNG renamed ``.mp4``) opens as a one-frame "video" through FFmpeg's image
     demuxers; it is refused, not indexed as a clip of 0.04 s."""

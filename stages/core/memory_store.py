@@ -181,6 +181,9 @@ def clips_schema(dim: int) -> pa.Schema:
             pa.field("summary", pa.string()),
             pa.field("vector", pa.list_(pa.float32(), dim)),
             pa.field("keyframes", pa.list_(KEYFRAME_TYPE)),
+            # when the video was recorded (ISO 8601 with offset; null: unknown): a node's absolute time
+            # is recorded + t_start
+            pa.field("recorded", pa.string()),
         ]
     )
 
