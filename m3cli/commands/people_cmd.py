@@ -16,7 +16,11 @@ class _ListByDefault(TyperGroup):
 
     def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
         first = next((a for a in args if not a.startswith("-")), None)
-        if first is not None and first not in self.commands and not any(a in ("-h", "--help") for a in args[:1]):
+        if (
+            first is not None
+            and first not in self.commands
+            and not any(a in ("-h", "--help") for a in args[:1])
+        ):
             args = ["list", *args]
         return super().parse_args(ctx, args)
 
@@ -88,7 +92,9 @@ def show(memory: str = _MEMORY, person: str = _PERSON, fmt: str = _FORMAT) -> No
 
 
 @people_app.command("name")
-def name(memory: str = _MEMORY, person: str = _PERSON, new_name: str = typer.Argument(..., metavar="NAME")) -> None:
+def name(
+    memory: str = _MEMORY, person: str = _PERSON, new_name: str = typer.Argument(..., metavar="NAME")
+) -> None:
     """Name a person (across all their videos; '' removes the name you gave)."""
     from m3cli.stages.people.edit import name_person
 
@@ -113,7 +119,9 @@ def merge(
 def split(
     memory: str = _MEMORY,
     person: str = _PERSON,
-    video: list[str] = typer.Option(..., "--video", help="A video to split off (path, file name or id); repeatable."),
+    video: list[str] = typer.Option(
+        ..., "--video", help="A video to split off (path, file name or id); repeatable."
+    ),
 ) -> None:
     """The person's appearances in these videos become a new person, never rejoined automatically."""
     from m3cli.stages.people.edit import split_person

@@ -36,7 +36,9 @@ def load_truth(path: Path) -> dict[str, dict]:
     except (OSError, ValueError) as exc:
         raise InputError(f"{path}: cannot read the people truth ({exc})") from None
     if not isinstance(data, dict) or not all(isinstance(v, dict) and "spans" in v for v in data.values()):
-        raise InputError(f'{path}: not a people truth ({{"<file>": {{"recorded": ..., "spans": [[s, e, person]]}}}})')
+        raise InputError(
+            f'{path}: not a people truth ({{"<file>": {{"recorded": ..., "spans": [[s, e, person]]}}}})'
+        )
     return data
 
 
@@ -109,7 +111,8 @@ def score(rows: list[dict], truth: dict[str, dict]) -> dict[str, Any]:
         "people": len(people),
         "true_people": len(true_people),
         "per_person": {
-            label: sorted(per_true.get(label, set()), key=lambda p: (len(p), p)) for label in sorted(true_people)
+            label: sorted(per_true.get(label, set()), key=lambda p: (len(p), p))
+            for label in sorted(true_people)
         },
     }
 
@@ -128,7 +131,15 @@ def pair_table(rows: list[dict], truth: dict[str, dict]) -> list[dict]:
             face = float(np.linalg.norm(fa - fb))
         if a["voice"] and b["voice"] and a["voice_model"] == b["voice_model"]:
             voice = float(_unit(a["voice"]) @ _unit(b["voice"]))
-        out.append({"same": a["label"] == b["label"], "a": a["label"], "b": b["label"], "face_l2": face, "voice_cos": voice})
+        out.append(
+            {
+                "same": a["label"] == b["label"],
+                "a": a["label"],
+                "b": b["label"],
+                "face_l2": face,
+                "voice_cos": voice,
+            }
+        )
     return out
 
 

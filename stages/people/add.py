@@ -97,7 +97,9 @@ def load_known(rows: list[dict], thresholds: Thresholds | None = None) -> KnownP
     return known
 
 
-def add_people(indexer: Any, groups: list[list[ClipRecord]], stats: Any, thresholds: Thresholds | None = None) -> int:
+def add_people(
+    indexer: Any, groups: list[list[ClipRecord]], stats: Any, thresholds: Thresholds | None = None
+) -> int:
     """Match the characters of the videos just indexed to the memory's people; write the ``people``
     rows that are new or changed. ``indexer`` is the running :class:`~m3cli.stages.index.Indexer`
     (its writer and tables, its one-commit-per-table ``_write``). Returns the rows written."""

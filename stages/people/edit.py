@@ -18,7 +18,15 @@ from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_manifest import read_manifest, write_manifest, writer_lock
 from m3cli.stages.core.memory_writer import MemoryWriter
 from m3cli.stages.core.storage import memory_location
-from m3cli.stages.people.store import EDITS, EDITS_SCHEMA, PEOPLE, PEOPLE_SCHEMA, Edits, person_id, person_number
+from m3cli.stages.people.store import (
+    EDITS,
+    EDITS_SCHEMA,
+    PEOPLE,
+    PEOPLE_SCHEMA,
+    Edits,
+    person_id,
+    person_number,
+)
 
 
 class _Session:
@@ -33,7 +41,11 @@ class _Session:
             raise InputError(f"{path}: this memory has no people table; index its videos with this m3 first")
         self.committed = committed or {n: self.writer.version(n) for n in tables}
         for name in (PEOPLE, EDITS):
-            if name in tables and name in self.committed and self.writer.version(name) != self.committed[name]:
+            if (
+                name in tables
+                and name in self.committed
+                and self.writer.version(name) != self.committed[name]
+            ):
                 self.writer.restore(name, self.committed[name])  # a failed writer's rows are not the memory's
         self.rows = self.writer.scan(PEOPLE)
         self.edits = Edits.of(self.writer.scan(EDITS) if EDITS in tables else [])
@@ -45,7 +57,14 @@ class _Session:
         return PeopleBook(self.rows, self.edits).find(ref).id
 
     def write(self, edit: dict, changed: list[dict]) -> None:
-        edit = {"id": self.edits.next_seq(), "person": None, "other": None, "videos": [], "name": None, **edit}
+        edit = {
+            "id": self.edits.next_seq(),
+            "person": None,
+            "other": None,
+            "videos": [],
+            "name": None,
+            **edit,
+        }
         data = pa.Table.from_pylist([edit], schema=EDITS_SCHEMA)
         if self.has_edits:
             self.writer.merge(EDITS, data, on="id")
@@ -88,7 +107,9 @@ def merge_people(memory: str | Path, keep: str, other: str) -> dict:
         if frozenset((a, b)) in s.edits.apart:
             pass  # the user may undo their own split
         moved = [{**r, "person": a, "how": "merge"} for r in s.rows if s.edits.resolve(r["person"]) == b]
-        clash = {r["video"] for r in moved} & {r["video"] for r in s.rows if s.edits.resolve(r["person"]) == a}
+        clash = {r["video"] for r in moved} & {
+            r["video"] for r in s.rows if s.edits.resolve(r["person"]) == a
+        }
         s.write({"op": "merge", "person": a, "other": b}, moved)
         return {"person": a, "merged": b, "appearances": len(moved), "videos_with_both": sorted(clash)}
 
@@ -103,15 +124,22 @@ def split_person(memory: str | Path, ref: str, videos: list[str]) -> dict:
         pid = s.person(ref)
         mine = [r for r in s.rows if s.edits.resolve(r["person"]) == pid]
         wanted = {v for v in videos}
-        moved = [r for r in mine if r["video"] in wanted or r["path"] in wanted or Path(r["path"]).name in wanted]
+        moved = [
+            r for r in mine if r["video"] in wanted or r["path"] in wanted or Path(r["path"]).name in wanted
+        ]
         if not moved:
-            raise InputError(f"{pid} appears in none of {', '.join(videos)} (`m3 people show` lists its videos)")
+            raise InputError(
+                f"{pid} appears in none of {', '.join(videos)} (`m3 people show` lists its videos)"
+            )
         if len(moved) == len(mine):
             raise InputError(f"those are all of {pid}'s videos: nothing would be left to split from")
         highest = max([person_number(r["person"]) for r in s.rows] + [s.edits.highest()])
         new = person_id(highest + 1)
         changed = [{**r, "person": new, "how": "split"} for r in moved]
-        s.write({"op": "split", "person": pid, "other": new, "videos": sorted({r["video"] for r in moved})}, changed)
+        s.write(
+            {"op": "split", "person": pid, "other": new, "videos": sorted({r["video"] for r in moved})},
+            changed,
+        )
         return {"person": pid, "new": new, "appearances": len(changed)}
 
     return _edit(memory, do)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 #: Same person if the faces' L2 distance is below this (dlib ResNet 128-d, unit-normalised means).
-FACE_L2 = 0.5
+FACE_L2 = 0.35
 #: Same person by voice alone if the cosine similarity of the voices is at least this (CAM++ 192-d).
 VOICE_COS = 0.75
 

@@ -18,7 +18,20 @@ from typing import Any
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.people.store import EDITS, PEOPLE, PERSON_RE, Edits, merge_spans, person_number
 
-COLUMNS = ["id", "video", "character", "person", "path", "recorded", "seq", "how", "evidence", "spans", "clips", "name"]
+COLUMNS = [
+    "id",
+    "video",
+    "character",
+    "person",
+    "path",
+    "recorded",
+    "seq",
+    "how",
+    "evidence",
+    "spans",
+    "clips",
+    "name",
+]
 EMBEDDINGS = ["face", "face_model", "voice", "voice_model"]
 
 
@@ -91,7 +104,8 @@ class Person:
         by_video: dict[str, dict] = {}
         for r in self.rows:
             v = by_video.setdefault(
-                r["video"], {"path": r["path"], "video": r["video"], "recorded": r.get("recorded"), "spans": []}
+                r["video"],
+                {"path": r["path"], "video": r["video"], "recorded": r.get("recorded"), "spans": []},
             )
             v["spans"] = merge_spans([*v["spans"], *(r["spans"] or [])])
         return {
@@ -119,7 +133,9 @@ class PeopleBook:
             names = [n for n, _ in sorted(learned.items(), key=lambda kv: (-kv[1], kv[0]))]
             given = edits.names.get(pid)
             name = given or (names[0] if names else None)
-            self.people[pid] = Person(pid, name, ([given] if given else []) + [n for n in names if n != given], rs)
+            self.people[pid] = Person(
+                pid, name, ([given] if given else []) + [n for n in names if n != given], rs
+            )
         self.of_appearance = {r["id"]: edits.resolve(r["person"]) for r in rows}
 
     @classmethod
@@ -139,7 +155,9 @@ class PeopleBook:
         if len(named) == 1:
             return named[0]
         if len(named) > 1:
-            raise InputError(f"{ref!r} names {len(named)} people ({', '.join(p.id for p in named)}); give an id")
+            raise InputError(
+                f"{ref!r} names {len(named)} people ({', '.join(p.id for p in named)}); give an id"
+            )
         raise InputError(f"no person {ref!r} in this memory (`m3 people MEMORY` lists them)")
 
     def display(self, pid: str) -> str:
@@ -203,14 +221,18 @@ def page(memory: str | Path, book: PeopleBook, person: Person) -> list[str]:
         more = f" (+{len(r['spans']) - 6})" if len(r["spans"] or []) > 6 else ""
         ev = r.get("evidence") or "{}"
         lines.append(
-            f"    {Path(r['path']).name} [{r['recorded'] or 'time unknown'}] as {r['character']}: {spans}{more}"
+            f"    {Path(r['path']).name} [{r['recorded'] or 'time unknown'}]"
+            f" as {r['character']}: {spans}{more}"
             f"  ({r['how']}: {ev})"
         )
     others = book.with_whom(person)
     lines.append(
         "  with: "
         + (
-            "; ".join(f"{book.display(o)} in {', '.join(Path(p).name for p in ps)}" for o, ps in sorted(others.items(), key=lambda kv: person_number(kv[0])))
+            "; ".join(
+                f"{book.display(o)} in {', '.join(Path(p).name for p in ps)}"
+                for o, ps in sorted(others.items(), key=lambda kv: person_number(kv[0]))
+            )
             if others
             else "nobody else"
         )

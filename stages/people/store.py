@@ -21,7 +21,6 @@ from typing import Any
 
 import pyarrow as pa
 
-
 PEOPLE = "people"
 EDITS = "people_edits"
 PERSON_PREFIX = "<person_"
@@ -102,7 +101,9 @@ class Edits:
 
     def highest(self) -> int:
         return max(
-            [person_number(r["person"]) for r in self.rows] + [person_number(r["other"]) for r in self.rows] + [0]
+            [person_number(r["person"]) for r in self.rows]
+            + [person_number(r["other"]) for r in self.rows]
+            + [0]
         )
 
 

@@ -8,8 +8,8 @@ reads (``{"<file>": {"recorded": ISO 8601, "spans": [[start_s, end_s, person], .
                 four videos, four of them in two videos, two only heard;
 ``latentsync``  the three LatentSync demo people (woman outdoors, man in a kitchen, young man on a sofa)
                 cut into halves and paired in three recordings: each person in two of them;
-``grid``        the four GRID speakers of ``grid_4people_turns``, cut into the grid's four halves (top,
-                bottom, left, right) with only the shown people's turns audible: each person in two.
+``grid``        the four GRID speakers of ``grid_4people_turns``, each panel cut around its speaker's
+                turns and shown full frame, two people one after the other per video: each in two.
 
 Every video carries a ``creation_time`` (a different day per video) so dated questions can be asked.
 People, spans and pairings are known by construction. Sources: ``../shared/media`` (see
@@ -95,7 +95,9 @@ def _write(out: Path, frames: list[np.ndarray], audio: np.ndarray, recorded: str
             container.mux(vs.encode(frame))
         container.mux(vs.encode())
         for i in range(0, len(audio), 1024):
-            frame = av.AudioFrame.from_ndarray(audio[i : i + 1024].reshape(1, -1), format="flt", layout="mono")
+            frame = av.AudioFrame.from_ndarray(
+                audio[i : i + 1024].reshape(1, -1), format="flt", layout="mono"
+            )
             frame.sample_rate = RATE
             frame.pts = i
             frame.time_base = Fraction(1, RATE)
@@ -109,23 +111,39 @@ def _write(out: Path, frames: list[np.ndarray], audio: np.ndarray, recorded: str
 PHOTO_VIDEOS = {  # file: (recorded, [(person, photo or None, flac)])
     "p1_obama_biden.mp4": (
         "2026-11-10T09:00:00+00:00",
-        [("obama", "obama.jpg", "1688-142285-0003"), ("biden", "biden.jpg", "2033-164914-0001"),
-         ("obama", "obama.jpg", "1688-142285-0004"), ("biden", "biden.jpg", "2033-164914-0002")],
+        [
+            ("obama", "obama.jpg", "1688-142285-0003"),
+            ("biden", "biden.jpg", "2033-164914-0001"),
+            ("obama", "obama.jpg", "1688-142285-0004"),
+            ("biden", "biden.jpg", "2033-164914-0002"),
+        ],
     ),
     "p2_obama_367.mp4": (
         "2026-11-11T10:30:00+00:00",
-        [("obama", "obama2.jpg", "1688-142285-0006"), ("reader367", None, "367-130732-0001"),
-         ("obama", "obama2.jpg", "1688-142285-0007"), ("reader367", None, "367-130732-0002")],
+        [
+            ("obama", "obama2.jpg", "1688-142285-0006"),
+            ("reader367", None, "367-130732-0001"),
+            ("obama", "obama2.jpg", "1688-142285-0007"),
+            ("reader367", None, "367-130732-0002"),
+        ],
     ),
     "p3_biden_1998.mp4": (
         "2026-11-12T14:00:00+00:00",
-        [("biden", "biden2.jpg", "2033-164914-0003"), ("reader1998", None, "1998-15444-0001"),
-         ("biden", "biden2.jpg", "2033-164914-0005"), ("reader1998", None, "1998-15444-0002")],
+        [
+            ("biden", "biden2.jpg", "2033-164914-0003"),
+            ("reader1998", None, "1998-15444-0001"),
+            ("biden", "biden2.jpg", "2033-164914-0005"),
+            ("reader1998", None, "1998-15444-0002"),
+        ],
     ),
     "p4_367_533.mp4": (
         "2026-11-13T16:45:00+00:00",
-        [("reader367", None, "367-130732-0003"), ("reader533", None, "533-1066-0001"),
-         ("reader367", None, "367-130732-0004"), ("reader533", None, "533-1066-0002")],
+        [
+            ("reader367", None, "367-130732-0003"),
+            ("reader533", None, "533-1066-0001"),
+            ("reader367", None, "367-130732-0004"),
+            ("reader533", None, "533-1066-0002"),
+        ],
     ),
 }
 
@@ -143,7 +161,9 @@ def build_photos(media: Path) -> dict:
         spans = []
         for person, photo, utt in turns:
             speaker = utt.split("-")[0]
-            speech, rate = sf.read(media / "speech" / "librispeech" / speaker / f"{utt}.flac", dtype="float32")
+            speech, rate = sf.read(
+                media / "speech" / "librispeech" / speaker / f"{utt}.flac", dtype="float32"
+            )
             assert rate == RATE
             n = int(round(len(speech) / RATE * FPS))
             dur = n / FPS
@@ -170,7 +190,10 @@ LS = {
 }
 LS_VIDEOS = {  # file: (recorded, [(person, t0, t1)])
     "l1_woman_kitchen.mp4": ("2026-11-10T18:00:00+01:00", [("woman", 0.0, 5.0), ("kitchen_man", 0.0, 8.0)]),
-    "l2_kitchen_sofa.mp4": ("2026-11-11T19:15:00+01:00", [("kitchen_man", 11.0, 19.0), ("sofa_man", 0.0, 8.0)]),
+    "l2_kitchen_sofa.mp4": (
+        "2026-11-11T19:15:00+01:00",
+        [("kitchen_man", 11.0, 19.0), ("sofa_man", 0.0, 8.0)],
+    ),
     "l3_sofa_woman.mp4": ("2026-11-12T20:30:00+01:00", [("sofa_man", 11.0, 19.0), ("woman", 5.0, 10.0)]),
 }
 
@@ -203,34 +226,43 @@ def build_latentsync(media: Path) -> dict:
 
 GRID_PANEL = {0: (0, 0, 360, 288), 1: (360, 0, 720, 288), 2: (0, 288, 360, 576), 3: (360, 288, 720, 576)}
 GRID_PEOPLE = {0: "grid_bbaf2n", 1: "grid_lbbc2a", 2: "grid_swiz3n", 3: "grid_lwbsza"}
-GRID_VIDEOS = {  # file: (recorded, the two panels shown side by side)
-    "g1_top.mp4": ("2026-11-10T08:00:00-05:00", (0, 1)),
-    "g2_bottom.mp4": ("2026-11-11T08:00:00-05:00", (2, 3)),
-    "g3_left.mp4": ("2026-11-12T08:00:00-05:00", (0, 2)),
-    "g4_right.mp4": ("2026-11-13T08:00:00-05:00", (1, 3)),
+#: file: (recorded, [(panel, t0, t1)]): one panel at a time, each window around one of its turns, only
+#: its own speech audible; the two panels of a video follow each other (one person on screen at a time).
+GRID_VIDEOS = {
+    "g1_tl_tr.mp4": ("2026-11-10T08:00:00-05:00", [(0, 0.0, 3.4), (1, 2.8, 6.0)]),
+    "g2_bl_br.mp4": ("2026-11-11T08:00:00-05:00", [(2, 5.6, 9.2), (3, 9.0, 12.0)]),
+    "g3_tl_bl.mp4": ("2026-11-12T08:00:00-05:00", [(0, 15.0, 18.0), (2, 6.0, 9.6)]),
+    "g4_tr_br.mp4": ("2026-11-13T08:00:00-05:00", [(1, 11.8, 15.0), (3, 9.4, 12.6)]),
 }
 
 
 def build_grid(media: Path) -> dict:
     src = media / "video" / "grid_4people_turns.mp4"
     turns = json.loads((media / "video" / "grid_4people_turns.truth.json").read_text())["turns"]
-    duration = 18.0
-    audio_all = _video_audio(src, 0.0, duration)
+    audio_all = _video_audio(src, 0.0, 18.0)
     truth = {}
     folder = OUT / "grid"
     folder.mkdir(parents=True, exist_ok=True)
-    for name, (recorded, panels) in GRID_VIDEOS.items():
-        halves = [_video_frames(src, 0.0, duration, GRID_PANEL[p], 360, 288) for p in panels]
-        frames = [np.concatenate(pair, axis=1) for pair in zip(*halves, strict=True)]
-        keep = np.zeros(len(audio_all), bool)
+    for name, (recorded, parts) in GRID_VIDEOS.items():
+        frames: list[np.ndarray] = []
+        audio = []
         spans = []
-        for turn in turns:
-            if turn["panel"] in panels:
-                s, e = turn["speech_start_s"] - 0.3, turn["speech_end_s"] + 0.3
-                keep[int(s * RATE) : int(e * RATE)] = True
-        for p in panels:  # seen the whole video (inactive panels frozen)
-            spans.append([0.0, duration, GRID_PEOPLE[p]])
-        _write(folder / name, frames, np.where(keep, audio_all, 0.0).astype(np.float32), recorded)
+        t = 0.0
+        for panel, t0, t1 in parts:
+            f = _video_frames(src, t0, t1, GRID_PANEL[panel], 360, 288)
+            keep = np.zeros(len(audio_all), bool)
+            for turn in turns:
+                if turn["panel"] == panel:
+                    s, e = turn["speech_start_s"] - 0.3, turn["speech_end_s"] + 0.3
+                    keep[int(s * RATE) : int(e * RATE)] = True
+            a = np.where(keep, audio_all, 0.0).astype(np.float32)[
+                int(t0 * RATE) : int(t0 * RATE) + int(len(f) / FPS * RATE)
+            ]
+            frames += f
+            audio.append(a)
+            spans.append([round(t, 2), round(t + len(f) / FPS, 2), GRID_PEOPLE[panel]])
+            t += len(f) / FPS
+        _write(folder / name, frames, np.concatenate(audio), recorded)
         truth[name] = {"recorded": recorded, "spans": spans}
     return truth
 
