@@ -292,6 +292,9 @@ class Indexer:
         schema = self._clips_schema()
         clip_rows = [{k: v for k, v in r.items() if k in schema.names} for r in clip_rows]
         stats.clips_written = self._write("clips", schema, clip_rows, stats)
+        from m3cli.stages.people.add import add_people
+
+        add_people(self, videos, stats)  # memory-wide people: (video, character) -> person
         # a video without people (only on-screen text, say), or with nothing remembered at all (a silent
         # scene without text or tags), still gets every table: readers open only complete memories
         for name, schema in (

@@ -62,6 +62,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Answer questions from a memory: multi-round search with cited evidence (retrieval-only "
         "without LLM).",
     ),
+    "people": (
+        "people_cmd",
+        "List the memory's people across its videos; show one, name, merge or split them.",
+    ),
     "report": (
         "report_cmd",
         "Write one offline HTML page of a memory: timeline, character cards, answers, search, graphs.",
