@@ -13,7 +13,7 @@ Examples:
   m3 segment talk.mp4 | m3 diarize --max-speakers 4 -o diarized.jsonl
   m3 segment talk.mp4 | m3 diarize | jq -c '.turns[] | select(.overlap)'
   m3 segment talk.mp4 | m3 diarize | jq -c '.utterances[] | [.language, .language_p, .text]'
-  m3 segment talk.mp4 | m3 diarize --translate | jq -c '.utterances[] | select(.translation) | [.text, .translation]'
+  m3 segment talk.mp4 | m3 diarize --translate | jq -c '.utterances[] | [.text, .translation]'
   m3 segment talk.mp4 | m3 diarize --second-reading off -o diarized.jsonl   # tiny.en's reading only
   m3 diarize --diarizer cluster --speaker-backend resemblyzer clips.jsonl > diarized.jsonl
   m3 diarize --vad faster-whisper --asr-model ~/models/whisper-small-ct2 clips.jsonl > diarized.jsonl
