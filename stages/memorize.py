@@ -396,8 +396,9 @@ def sight_lines(record: ClipRecord) -> list[MemoryItem]:
 
 def absence_lines(record: ClipRecord) -> list[MemoryItem]:
     """What a stage looked or listened for over the whole clip and did not find: "no face is seen in
-    this clip" (faces ran: its frames held no face), "nothing is said in this clip" (speech ran: no
-    turn, no word), "the clip has no sound". A stage that did not run writes nothing, so a question's
+    this clip" (faces ran: its frames held no face), "no text is on screen" (sight read its keyframes
+    and found none), "nothing is said in this clip" (speech ran: no turn, no word), "the clip has no
+    sound". A stage that did not run writes nothing, so a question's
     answer can tell "nobody is seen" from "nobody looked" by the memory's own lines."""
     s, e = record.clip.start, record.clip.end
     out: list[MemoryItem] = []
@@ -405,6 +406,12 @@ def absence_lines(record: ClipRecord) -> list[MemoryItem]:
     if faces is not None and not faces.tracks:
         looked = f" ({faces.frames} frames looked at)" if faces.frames else ""
         text = f"no face is seen in this clip, from {_t(s)} to {_t(e)} s{looked}"
+        out.append(MemoryItem(text=text, kind="absent", start=s, end=e, entities=[]))
+    sight = record.sight
+    if sight is not None and sight.keyframes and not sight.text:
+        times = [k.t for k in sight.keyframes]
+        at = ", ".join(_t(t) for t in times[:6]) + (f" and {len(times) - 6} more" if len(times) > 6 else "")
+        text = f"no text is on screen in this clip, from {_t(s)} to {_t(e)} s ({len(times)} keyframes read, at {at} s)"
         out.append(MemoryItem(text=text, kind="absent", start=s, end=e, entities=[]))
     silent = record.clip.has_audio is False or record.video.has_audio is False
     if silent:
