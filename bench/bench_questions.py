@@ -3,6 +3,7 @@
 Reads the M3-Bench annotations (robot and web: 4,490 questions with their types; no videos needed) and
 routes every question the way `m3 ask` does without an LLM (:func:`m3cli.stages.ask.offline.route`).
 Per M3-Bench type it reports the share routed to a handler that answers from the memory's structure,
+the share answered by quoting the line of speech the answer lies in (the reader takes it from there),
 the share declined with a stated reason ("needs an LLM: ...", "needs what people and things look
 like"), and the rest, answered by the nearest lines only. Then the most common forms and reasons.
 
@@ -23,7 +24,7 @@ from m3cli.stages.ask.offline import route
 STRUCTURAL = {
     "count_people", "count_times", "count_turns", "count_said", "order", "who_times", "when",
     "what_said", "who_said", "at_time", "cross", "seen", "who_visible", "text", "summary", "who_in",
-    "who_speaks", "said_all", "language", "duration", "with_whom", "who_is", "quote",
+    "who_speaks", "said_all", "language", "duration", "with_whom", "who_is",
 }  # fmt: skip
 
 
@@ -40,10 +41,12 @@ def load(folder: Path) -> list[tuple[str, str, list[str]]]:
 
 
 def outcome(question: str) -> tuple[str, str]:
-    """("routed", form) | ("declined", reason) | ("nearest lines", "")."""
+    """("routed", form) | ("quoted", "quote") | ("declined", reason) | ("nearest lines", "")."""
     form = route(question)
     if form.kind in STRUCTURAL:
         return "routed", form.kind
+    if form.kind == "quote":
+        return "quoted", form.kind
     if form.kind == "decline":
         return "declined", form.detail
     return "nearest lines", ""
@@ -69,15 +72,16 @@ def markdown(res: dict) -> str:
     lines = [
         f"M3-Bench questions (robot + web): {res['n']}",
         "",
-        "| M3-Bench type | n | routed to a structural handler | declined with a stated reason | nearest lines only |",
-        "|---|---|---|---|---|",
+        "| M3-Bench type | n | routed to a structural handler | the line said, quoted | declined with a stated reason "
+        "| nearest lines only |",
+        "|---|---|---|---|---|---|",
     ]
     types = res["types"]
     order = ["ALL"] + sorted(t for t in types if "(" not in t and t != "ALL")
     for t in order:
         c = types[t]
         n = sum(c.values())
-        cells = [f"{c[k]} ({100 * c[k] / n:.1f}%)" for k in ("routed", "declined", "nearest lines")]
+        cells = [f"{c[k]} ({100 * c[k] / n:.1f}%)" for k in ("routed", "quoted", "declined", "nearest lines")]
         lines.append(f"| {t} | {n} | " + " | ".join(cells) + " |")
     lines += ["", "| routed form | questions |", "|---|---|"]
     lines += [f"| {f} | {n} |" for f, n in res["forms"].most_common()]

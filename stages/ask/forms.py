@@ -123,7 +123,10 @@ def said_all_form(q: str) -> Form | None:
 def language_form(q: str) -> Form | None:
     """ "What language does the first speaker speak?", "Who speaks Spanish?", "What languages are spoken?"."""
     ql = q.lower()
-    named = re.search(rf"\b(?:speaks?|spoke|spoken|speaking|talks?|talking|says?|said)\s+(?:in\s+)?({LANGUAGES.lower()})\b", ql)
+    named = re.search(
+        rf"\b(?:speaks?|spoke|spoken|speaking|talks?|talking|says?|said)\s+(?:in\s+)?({LANGUAGES.lower()})\b",
+        ql,
+    )
     if (
         re.search(
             r"\b(?:what|which) languages?\b|\bin (?:what|which) language\b|\bhow many languages\b|"
@@ -259,6 +262,31 @@ DECLINES: list[tuple[re.Pattern[str], str]] = [
             re.I,
         ),
         "needs an LLM: where objects are and what to do with them (object positions are not in the memory)",
+    ),
+    (
+        re.compile(r"^\s*(?:who|which)\b.*\b(?:more|most|less|least|better|best|worse|worst)\b", re.I),
+        "needs an LLM: judging a person's traits, likes or habits",
+    ),
+    (
+        re.compile(
+            r"\bwhat happen(?:s|ed)\b|\bnext step\b|\b(?:do|does|did)\b.*\b(?:after|before|next|then)\b",
+            re.I,
+        ),
+        "needs an LLM: events in order (the memory orders speech and faces, not actions)",
+    ),
+    (
+        re.compile(r"^\s*where\b", re.I),
+        "needs an LLM: places (the memory holds no place unless a line says it)",
+    ),
+    (
+        re.compile(r"^\s*how (?:skilled|good|well|does|do|did|would|is|are)\b|\bfeel about\b", re.I),
+        "needs an LLM: judging how someone does or feels",
+    ),
+    (
+        re.compile(
+            r"\b(?:marital|status|goal|skill|skills|interest|interests|services?|method|tools?)\b", re.I
+        ),
+        "needs an LLM: general knowledge and details of objects",
     ),
     (
         re.compile(r"^\s*(?:is|are|was|were|does|do|did|can|could|would|will|has|have|had)\b", re.I),

@@ -347,7 +347,9 @@ def classify_older(question: str) -> Form | None:
         return other
     if kind == "count_times" and not (_SAID.search(question) or _SEE_VERBS.search(question)):
         return other
-    if kind == "when" and not (_SAID.search(question) or _SEE_VERBS.search(question) or "title" in question.lower()):
+    if kind == "when" and not (
+        _SAID.search(question) or _SEE_VERBS.search(question) or "title" in question.lower()
+    ):
         return other
     if kind == "what_said" and _DOING.search(question):
         return other
@@ -508,12 +510,15 @@ class OfflineAnswerer:
 
     # ------------------------------------------------------------------ answer
     def answer(self, question: str) -> Answer:
-        from m3cli.stages.ask.overview import HANDLERS, CannotTell, absence_for
+        from m3cli.stages.ask.overview import HANDLERS, CannotTell, absence_for, uncovered
 
         form = route(question)
         handler = getattr(self, f"_a_{form.kind}", None)
         try:
-            if handler is not None:
+            outside = uncovered(self, form.time) if form.time is not None else None
+            if outside is not None:  # a time no clip of the memory holds: say so, not "nobody"
+                ans = outside
+            elif handler is not None:
                 ans = handler(question, form)
             else:
                 ans = HANDLERS[form.kind](self, question, form)

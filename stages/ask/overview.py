@@ -84,6 +84,22 @@ def _covered(a: OfflineAnswerer, video: str, t: float) -> tuple[bool, str]:
     return any(c.start - 0.05 <= t <= c.end + 0.05 for c in clips), f"{fmt_s(lo)}-{fmt_s(hi)} s"
 
 
+def uncovered(a: OfflineAnswerer, t: float) -> Answer | None:
+    """ "The memory does not cover 90 s (it holds 0.0-20.0 s)" when no video of the scope has a clip
+    holding second ``t``; None when one does (or the memory does not list its clips)."""
+    spans = []
+    for v in _videos(a):
+        inside, span = _covered(a, v, t)
+        if inside:
+            return None
+        spans.append(f"{_file(a, v)}: {span}")
+    if not spans:
+        return None
+    return Answer(
+        f"The memory does not cover {t:g} s (it holds {'; '.join(spans)}).", [], "", supported=False
+    )
+
+
 def _file(a: OfflineAnswerer, video: str) -> str:
     return a.facts.files.get(video, video)
 
@@ -389,7 +405,9 @@ def text_on_screen(a: OfflineAnswerer, question: str, form: Form) -> Answer:
         if absent or (t is not None and a.facts.lines_of("sight", v)):
             cited += absent
             at = f" at {t:g} s" if t is not None else ""
-            read = [m.group(1) for ln in absent if (m := re.search(r"\((\d+ keyframes? read[^)]*)\)", ln.text))]
+            read = [
+                m.group(1) for ln in absent if (m := re.search(r"\((\d+ keyframes? read[^)]*)\)", ln.text))
+            ]
             how = f": {'; '.join(read)}" if read else ""
             parts.append(f"no text is on screen{at}{a._in(v)}{how} {_cites(a, absent)}".rstrip())
             continue
