@@ -212,6 +212,8 @@ def _none_of(a: OfflineAnswerer, what: str, t: float | None = None, count: bool 
                 parts.append(f"the memory of {_file(a, v)} does not cover {t:g} s (it holds {span})")
                 continue
         lines = _absent(a, v, what, t)
+        if t is None and _heard_or_seen(a, v, what):
+            return None  # the stage found something in the video: one empty clip is not the answer
         if not lines:
             if _heard_or_seen(a, v, what):
                 return None  # the stage ran and found something: absence is not the answer here
