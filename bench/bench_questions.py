@@ -72,7 +72,7 @@ def markdown(res: dict) -> str:
     lines = [
         f"M3-Bench questions (robot + web): {res['n']}",
         "",
-        "| M3-Bench type | n | routed to a structural handler | the line said, quoted | declined with a stated reason "
+        "| M3-Bench type | n | routed to a structural handler | the line said, quoted | declined with a stated reason "  # noqa: E501
         "| nearest lines only |",
         "|---|---|---|---|---|---|",
     ]

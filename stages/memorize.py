@@ -411,7 +411,7 @@ def absence_lines(record: ClipRecord) -> list[MemoryItem]:
     if sight is not None and sight.keyframes and not sight.text:
         times = [k.t for k in sight.keyframes]
         at = ", ".join(_t(t) for t in times[:6]) + (f" and {len(times) - 6} more" if len(times) > 6 else "")
-        text = f"no text is on screen in this clip, from {_t(s)} to {_t(e)} s ({len(times)} keyframes read, at {at} s)"
+        text = f"no text is on screen in this clip, from {_t(s)} to {_t(e)} s ({len(times)} keyframes read, at {at} s)"  # noqa: E501
         out.append(MemoryItem(text=text, kind="absent", start=s, end=e, entities=[]))
     silent = record.clip.has_audio is False or record.video.has_audio is False
     if silent:

@@ -157,8 +157,8 @@ def test_position_lines_from_face_boxes():
     right = {**track, "face_id": "<face_2>", "boxes": [[1.0, 600, 0, 760, 200]]}
     lines = position_lines(_record(faces={"backend": "dlib", "tracks": [track, right]}))
     assert [m.text for m in lines] == [
-        "<face_1> is seen on the left of the picture, its face 25% of the picture's height, from 1.0 to 4.0 s",
-        "<face_2> is seen on the right of the picture, its face 50% of the picture's height, from 1.0 to 4.0 s",
+        "<face_1> is seen on the left of the picture, its face 25% of the picture's height, from 1.0 to 4.0 s",  # noqa: E501
+        "<face_2> is seen on the right of the picture, its face 50% of the picture's height, from 1.0 to 4.0 s",  # noqa: E501
     ]
 
 

@@ -143,7 +143,7 @@ def duration_form(q: str) -> Form | None:
     """ "How long does the first speaker speak?", "How long is the man on screen?"."""
     ql = q.lower()
     if re.match(r"\s*(?:for\s+)?how (?:long|much time|many seconds|many minutes)\b", ql) and re.search(
-        r"\b(?:speak|speaks|spoke|speaking|talk|talks|talked|talking|say|visible|on screen|seen|shown|appear)",
+        r"\b(?:speak|speaks|spoke|speaking|talk|talks|talked|talking|say|visible|on screen|seen|shown|appear)",  # noqa: E501
         ql,
     ):
         what = "visible" if re.search(r"\b(?:visible|on screen|seen|shown|appear)", ql) else "speech"

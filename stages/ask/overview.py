@@ -112,7 +112,7 @@ def _no_record(a: OfflineAnswerer, video: str, what: str) -> str:
     }
     return (
         f"the memory of {_file(a, video)} holds no record that {stage[what]} looked at it, so it cannot say "
-        f"whether {'anyone is seen' if what == 'faces' else 'any text is on screen' if what == 'text' else 'anything is said'}"
+        f"whether {'anyone is seen' if what == 'faces' else 'any text is on screen' if what == 'text' else 'anything is said'}"  # noqa: E501
     )
 
 
@@ -444,7 +444,7 @@ def language(a: OfflineAnswerer, question: str, form: Form) -> Answer | None:
                 got = langs.get(p.id, {})
                 if not got:
                     parts.append(
-                        f"the memory holds no language for {a.name(p.id)}{a._in(v)} (no words of theirs were read)"
+                        f"the memory holds no language for {a.name(p.id)}{a._in(v)} (no words of theirs were read)"  # noqa: E501
                     )
                     continue
                 lines = [ln for ls in got.values() for ln in ls[:1]]
@@ -458,7 +458,7 @@ def language(a: OfflineAnswerer, question: str, form: Form) -> Answer | None:
             cited += lines
             if who:
                 parts.append(
-                    f"{_join([a.name(p) for p in who])} speak{'s' if len(who) == 1 else ''} {wanted}{a._in(v)} {_cites(a, lines)}"
+                    f"{_join([a.name(p) for p in who])} speak{'s' if len(who) == 1 else ''} {wanted}{a._in(v)} {_cites(a, lines)}"  # noqa: E501
                 )
             continue
         if not langs:
@@ -470,7 +470,7 @@ def language(a: OfflineAnswerer, question: str, form: Form) -> Answer | None:
             each.append(f"{a.name(p)}: {_join(sorted(langs[p]))} {_cites(a, lines)}")
         every = sorted({lang for got in langs.values() for lang in got})
         parts.append(
-            f"{_join(every)} {'is' if len(every) == 1 else 'are'} spoken{a._in(v)} ({'; '.join(e.replace('(', '').replace(')', '') for e in each)})"
+            f"{_join(every)} {'is' if len(every) == 1 else 'are'} spoken{a._in(v)} ({'; '.join(e.replace('(', '').replace(')', '') for e in each)})"  # noqa: E501
         )
     if not parts:
         if wanted and re.match(r"\s*who\b", question, re.I):
@@ -516,7 +516,7 @@ def duration(a: OfflineAnswerer, question: str, form: Form) -> Answer | None:
             cited += lines[:2]
             total = sum(t.end - t.start for t in turns)
             parts.append(
-                f"{a.name(p.id)} speaks for {total:.1f} s{a._in(p.video)} in {len(turns)} turn{'s' if len(turns) != 1 else ''} ("
+                f"{a.name(p.id)} speaks for {total:.1f} s{a._in(p.video)} in {len(turns)} turn{'s' if len(turns) != 1 else ''} ("  # noqa: E501
                 + ", ".join(f"{fmt_s(t.start)}-{fmt_s(t.end)} s" for t in turns[:4])
                 + f") {_cites(a, lines[:2])}"
             )
@@ -544,7 +544,7 @@ def with_whom(a: OfflineAnswerer, question: str, form: Form) -> Answer | None:
         )
     cited = [mine[0].lines[0]] + [next(t for t in others if t.person == w).lines[0] for w in who]
     return Answer(
-        f"{a.name(p.id)} speaks with {_join([a.name(w) for w in who])}{a._in(p.video)} (they take turns in the same clips) {_cites(a, cited)}.",
+        f"{a.name(p.id)} speaks with {_join([a.name(w) for w in who])}{a._in(p.video)} (they take turns in the same clips) {_cites(a, cited)}.",  # noqa: E501
         cited,
         "",
     )

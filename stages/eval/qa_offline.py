@@ -4,7 +4,8 @@ Our QA set (tests/data/qa/) writes, beside each M3-Bench ``answer``, what a righ
 ``keywords`` (every one, case-insensitive), ``number`` (the count the answer states first), ``times``
 (each start time, stated within :data:`TIME_TOLERANCE` seconds) and ``speakers_at`` (seconds at which
 the truth people speak, from the video's truth file or RTTM; ``includes_speakers_at``: those people must be
-among the ones named, others may be too) and ``absent`` (none of these strings may appear). A memory names people by its own ids
+among the ones named, others may be too) and ``absent`` (none of these strings may appear).
+A memory names people by its own ids
 (``<character_2>``), so the truth person is found through the memory: whoever its speech lines say
 speaks at that second. The answer must then name exactly those people, no one else. The character check
 thus scores the answerer on the memory it was given; perception errors show up as wrong answers.
