@@ -341,8 +341,8 @@ def classify_older(question: str) -> Form | None:
     form = classify(question)
     kind, timed = form.kind, form.time is not None
     other = Form("fallback", topic=question)
-    if kind == "who_said" and not _SAID.search(question):
-        return other
+    # a "who" question with no verb of saying ("Who likes coffee?") stays a who-said question: the line
+    # said that matches it best ("Alice says 'I love coffee'") is the memory's best evidence
     if kind == "count_people" and form.detail == "people" and not _PEOPLE_WORDS.search(question):
         return other
     if kind == "count_times" and not (_SAID.search(question) or _SEE_VERBS.search(question)):
