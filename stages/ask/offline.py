@@ -514,6 +514,7 @@ class OfflineAnswerer:
 
         form = route(question)
         handler = getattr(self, f"_a_{form.kind}", None)
+        ans: Answer | None
         try:
             outside = uncovered(self, form.time) if form.time is not None else None
             if outside is not None:  # a time no clip of the memory holds: say so, not "nobody"

@@ -396,9 +396,10 @@ def text_on_screen(a: OfflineAnswerer, question: str, form: Form) -> Answer:
                 lines = lines[-1:]
             cited += lines[:CITE_MAX]
             quotes = [
-                f"{_TEXT_QUOTE.search(ln.text).group('q').strip()} {cite(a.facts, ln)}"
+                f"{m.group('q').strip()} {cite(a.facts, ln)}"
                 for ln in lines[:CITE_MAX]
-            ]  # type: ignore[union-attr]
+                if (m := _TEXT_QUOTE.search(ln.text))
+            ]
             lead = "The title on screen is" if form.detail == "title" else "On screen"
             at = f" at {t:g} s" if t is not None else ""
             parts.append(f"{lead}{at}{a._in(v)}: {_join(quotes)}")
@@ -464,10 +465,10 @@ def language(a: OfflineAnswerer, question: str, form: Form) -> Answer | None:
         if not langs:
             continue
         each = []
-        for p in sorted(langs, key=a.facts.people.order_key):
-            lines = [ls[0] for ls in langs[p].values()]
+        for pid in sorted(langs, key=a.facts.people.order_key):
+            lines = [ls[0] for ls in langs[pid].values()]
             cited += lines
-            each.append(f"{a.name(p)}: {_join(sorted(langs[p]))} {_cites(a, lines)}")
+            each.append(f"{a.name(pid)}: {_join(sorted(langs[pid]))} {_cites(a, lines)}")
         every = sorted({lang for got in langs.values() for lang in got})
         parts.append(
             f"{_join(every)} {'is' if len(every) == 1 else 'are'} spoken{a._in(v)} ({'; '.join(e.replace('(', '').replace(')', '') for e in each)})"  # noqa: E501
