@@ -334,6 +334,39 @@ def appearance_lines(record: ClipRecord) -> list[MemoryItem]:
     ]
 
 
+def position_lines(record: ClipRecord) -> list[MemoryItem]:
+    """Where each face is in the picture and how large, from its boxes: "<face_1> is seen on the left of
+    the picture, its face 21% of the picture's height, from 0.0 to 5.0 s". A question that describes a
+    person by place ("the man on the left") is resolved from these lines; thirds of the width by the
+    median box centre, the size by the median box height."""
+    width = record.clip.width or record.video.width
+    height = record.clip.height or record.video.height
+    if not record.faces or not width or not height:
+        return []
+    boxes: dict[str, list[tuple[float, float, float, float, float]]] = {}
+    for t in record.faces.tracks:
+        boxes.setdefault(t.face_id, []).extend(t.boxes or [])
+    out = []
+    for fid, sp in _face_spans(record).items():
+        got = boxes.get(fid)
+        if not got:
+            continue
+        cx = sorted((b[1] + b[3]) / 2 / width for b in got)[len(got) // 2]
+        hh = sorted((b[4] - b[2]) / height for b in got)[len(got) // 2]
+        place = "on the left" if cx < 1 / 3 else "on the right" if cx > 2 / 3 else "in the middle"
+        out.append(
+            MemoryItem(
+                text=f"{fid} is seen {place} of the picture, its face {round(100 * hh)}% of the "
+                f"picture's height, from {_t(sp[0][0])} to {_t(sp[-1][1])} s",
+                kind="position",
+                start=sp[0][0],
+                end=sp[-1][1],
+                entities=[fid],
+            )
+        )
+    return out
+
+
 def present_lines(record: ClipRecord) -> list[MemoryItem]:
     """Who is seen in the clip, as one line (not one per pair): "2 faces are seen in this clip:
     <face_1> (from 0.6 to 5.7 s) and <face_2> (from 5.0 to 13.0 s)"; none for fewer than two faces."""
@@ -360,6 +393,37 @@ def sight_lines(record: ClipRecord) -> list[MemoryItem]:
     return [MemoryItem(**line) for line in memory_lines(record)]
 
 
+def absence_lines(record: ClipRecord) -> list[MemoryItem]:
+    """What a stage looked or listened for over the whole clip and did not find: "no face is seen in
+    this clip" (faces ran: its frames held no face), "no text is on screen" (sight read its keyframes
+    and found none), "nothing is said in this clip" (speech ran: no turn, no word), "the clip has no
+    sound". A stage that did not run writes nothing, so a question's
+    answer can tell "nobody is seen" from "nobody looked" by the memory's own lines."""
+    s, e = record.clip.start, record.clip.end
+    out: list[MemoryItem] = []
+    faces = record.faces
+    if faces is not None and not faces.tracks:
+        looked = f" ({faces.frames} frames looked at)" if faces.frames else ""
+        text = f"no face is seen in this clip, from {_t(s)} to {_t(e)} s{looked}"
+        out.append(MemoryItem(text=text, kind="absent", start=s, end=e, entities=[]))
+    sight = record.sight
+    if sight is not None and sight.keyframes and not sight.text:
+        times = [k.t for k in sight.keyframes]
+        at = ", ".join(_t(t) for t in times[:6]) + (f" and {len(times) - 6} more" if len(times) > 6 else "")
+        text = f"no text is on screen in this clip, from {_t(s)} to {_t(e)} s ({len(times)} keyframes read, at {at} s)"  # noqa: E501
+        out.append(MemoryItem(text=text, kind="absent", start=s, end=e, entities=[]))
+    silent = record.clip.has_audio is False or record.video.has_audio is False
+    if silent:
+        text = f"the clip has no sound, from {_t(s)} to {_t(e)} s"
+        out.append(MemoryItem(text=text, kind="absent", start=s, end=e, entities=[]))
+    elif (record.utterances is not None or record.turns is not None) and not (
+        record.utterances or record.turns
+    ):
+        text = f"nothing is said in this clip, from {_t(s)} to {_t(e)} s"
+        out.append(MemoryItem(text=text, kind="absent", start=s, end=e, entities=[]))
+    return out
+
+
 def turn_lines(record: ClipRecord) -> list[MemoryItem]:
     """Who speaks when, from the diarization turns alone (untranscribed stretches, speaking spans,
     overlapping speech): every memory gets them, whoever writes the rest, since an LLM reads only the
@@ -380,7 +444,9 @@ def offline_memory(record: ClipRecord) -> MemorySection:
         + turn_lines(record)
         + appearance_lines(record)
         + present_lines(record)
+        + position_lines(record)
         + sight_lines(record)
+        + absence_lines(record)
     )
     inputs: list[MemoryInput] = ["faces"] if faces else []
     if record.utterances:
@@ -830,7 +896,7 @@ def memorize_clip(
         return out
     try:
         out.memory = llm_memory(record, client, config, cache)
-        out.memory.episodic += turn_lines(record)
+        out.memory.episodic += turn_lines(record) + absence_lines(record)
     except LlmError as exc:
         log.warning(
             "clip %d of %s: LLM memorization failed, using the offline memorizer: %s",

@@ -259,3 +259,35 @@ def test_multiple_choice_formats(memory, fmt, name, least):
     overall = summary["rows"][0]
     assert overall["type"] == "ALL" and overall["correct"] >= least, summary["rows"]
     assert all(0 <= r["ci95"][0] <= r["accuracy"] <= r["ci95"][1] <= 1 for r in summary["rows"])
+
+
+@pytest.mark.slow
+def test_first_questions_a_user_asks(memory):
+    """Issue 36's examples on a two-person video: everyone in it, every speaker, each one's language,
+    "the woman" (the memory records no looks: cannot tell, candidates listed), "the man on the left"
+    (from the face position lines), no text on screen (cited with the keyframes read), a time outside."""
+    two = ("--video", "latentsync_2people_turns.mp4")
+    for q in ("Who is in the video?", "Who are the people in this video?"):
+        rec = ask(memory, q, *two)
+        assert rec["answer"].startswith("2 people") and set(IDS.findall(rec["answer"])) == {
+            "<character_1>",
+            "<character_2>",
+        }
+    rec = ask(memory, "Who speaks?", *two)
+    assert rec["answer"].startswith("2 people speak") and len(set(IDS.findall(rec["answer"]))) == 2
+    rec = ask(memory, "What language does the first speaker speak?", *two)
+    assert "Portuguese" in rec["answer"] and rec["evidence"]
+    rec = ask(memory, "What did the woman say?", *two)
+    assert (
+        rec["answer"].startswith('The memory cannot tell who "the woman" is')
+        and "Candidates:" in rec["answer"]
+    )
+    rec = ask(memory, "What did the man on the left say?", *two)
+    assert "(in Portuguese)" in rec["answer"]  # demo2, the Portuguese speaker, sits on the left
+    rec = ask(memory, "What text was on screen?", *two)
+    assert rec["answer"].startswith("No text is on screen: ") and "keyframes read" in rec["answer"]
+    assert rec["evidence"]
+    rec = ask(memory, "What was said at 90 seconds?", *two)
+    assert rec["answer"].startswith("The memory does not cover 90 s")
+    rec = ask(memory, "What is this video about?", *two)
+    assert rec["evidence"] and not rec["answer"].startswith("No line in memory")

@@ -251,6 +251,22 @@ class LanceMemory:
         """The video file the memory's clips of ``video`` came from (for mapping benchmark names)."""
         return next((c.path for c in self._clip_table(video).values() if c.path), None)
 
+    def clips_of(self, video: str) -> list[ClipInfo]:
+        """The video's clips in time order: the span the memory covers, clip by clip."""
+        return [self._clip_table(video)[k] for k in sorted(self._clip_table(video))]
+
+    def keyframes(self, video: str) -> dict[int, list[dict[str, Any]] | None]:
+        """Per clip, the keyframes sight looked at (time, span, text read, tags), or None where sight did
+        not run on the clip (or the memory predates the column): what "no text is on screen" rests on."""
+        try:
+            names = set(self.reader.table("clips").schema.names)
+        except Exception:  # a memory without a clips table: nothing is known of what sight looked at
+            names = set()
+        if "keyframes" not in names:
+            return {c.clip: None for c in self.clips_of(video)}
+        rows = self.reader.scan("clips", ["clip", "keyframes"], f"video = {sql_literal(video)}")
+        return {int(r["clip"]): r["keyframes"] for r in rows}
+
     def clip_info(self, video: str, clip: int) -> ClipInfo | None:
         return self._clip_table(video).get(int(clip))
 

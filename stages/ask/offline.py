@@ -17,12 +17,13 @@ speaking times: they span other people's turns), and sight lines (``on screen: .
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
 
 from m3cli.stages.ask import dates
+from m3cli.stages.ask.forms import FORMS, Form, decline_reason, quote_form
 from m3cli.stages.ask.nodes import Node, Scope
 from m3cli.stages.ask.people import People, Person, resolve_people
 from m3cli.stages.ask.retrieval import hybrid
@@ -34,8 +35,12 @@ CITE_MAX = 4
 
 # 'says (in Portuguese): "..."': the note is the language the words were read in, kept in the answer
 _SPEECH = re.compile(
-    r'^(?P<who>.+?) says(?: \((?P<note>[^)]*)\))?:\s*["\u201c](?P<quote>.*)["\u201d]\s*$', re.S
+    r'^(?P<who>.+?) says(?: \((?P<note>[^)]*)\))?:\s*["\u201c](?P<quote>.*?)["\u201d]'
+    r'(?:\s*\(English:\s*["\u201c](?P<english>.*)["\u201d]\))?\s*$',
+    re.S,
 )
+# "<voice_2> speaks Portuguese, not transcribed, from 0.3 to 3.7 s": the language heard, no words
+_TURN_LANGUAGE = re.compile(r"\bspeaks? (?P<language>[A-Z][a-z]+), not transcribed\b")
 _TURN = re.compile(r"^(?P<who>\S+(?: and \S+)*) speaks?\b(?!.*\bboth\b).*?not transcribed", re.I)
 _BOTH = re.compile(r"\bboth speak\b|\bspeak at the same time\b", re.I)
 _VISIBLE = re.compile(r"\b(?:is|are) visible\b|\bvisible together\b|\bon screen together\b", re.I)
@@ -46,6 +51,13 @@ _SIGHT = SIGHT_LINE  # "0:20–0:23 on screen: 'THE PEACH …'" / "0:05 seen: la
 _SPEAKING = re.compile(r"^(?P<who>\S+) speaks (?=from \d)(?!.*not transcribed)", re.I)
 # "4 faces are seen in this clip: <face_1> (from 0.0 to 18.0 s), …": who is seen, one line per clip
 _PRESENT = re.compile(r"^\d+ (?:faces|people|persons) are seen in this clip:", re.I)
+# "no face is seen in this clip, from 0.0 to 9.6 s", "nothing is said in this clip, ...", "no text is on
+# screen in this clip, ...", "the clip has no sound, ...": what a stage looked for and did not find
+_ABSENT = re.compile(
+    r"^(?:no face is seen|nothing is said|no text is on screen|the clip has no sound)\b", re.I
+)
+# "<face_1> is seen on the left of the picture, its face 21% of the picture's height, from 0.0 to 5.0 s"
+_POSITION = re.compile(r"^\S+ is seen (?:on the left|on the right|in the middle) of the picture\b")
 
 
 # ============================================================================== lines
@@ -60,6 +72,8 @@ class Line:
     who: list[str]
     quote: str | None = None
     note: str = ""  # a speech line's "(in Portuguese)": the words are not English, and the answer says so
+    english: str = ""  # a speech line's English translation, when the memory holds one
+    language: str = ""  # the language heard ("Portuguese"); "" when the line does not say
     start: float | None = None
     end: float | None = None
     spans: list[tuple[float, float]] = field(default_factory=list)  # a visible line's own spans
@@ -85,6 +99,9 @@ def parse_line(node: Node, raw: bool = False) -> Line:
     if m:
         line.kind, line.quote = "speech", m.group("quote").strip()
         line.note = (m.group("note") or "").strip()
+        line.english = (m.group("english") or "").strip()
+        lang = re.match(r"in ([A-Z][\w -]*)$", line.note)
+        line.language = lang.group(1) if lang else ""
         line.who = who[:1]
         return line
     if _BOTH.search(text):
@@ -92,6 +109,8 @@ def parse_line(node: Node, raw: bool = False) -> Line:
     elif _TURN.match(text):
         line.kind = "turn"  # speech heard, no words: counts as speaking, never quoted
         line.who = who[:1]
+        lang = _TURN_LANGUAGE.search(text)
+        line.language = lang.group("language") if lang else ""
     elif _SPEAKING.match(text):
         line.kind = "speaking"  # its spans are the voice's turns (t_start/t_end only their envelope)
         line.who = who[:1]
@@ -107,6 +126,10 @@ def parse_line(node: Node, raw: bool = False) -> Line:
         line.kind = "sight"
     elif text.lower().startswith("the name of"):
         line.kind = "name"
+    elif _ABSENT.match(text):
+        line.kind = "absent"  # a stage looked over the clip and found no face / no text / no speech
+    elif _POSITION.match(text):
+        line.kind = "position"  # where a face is in the picture, and how large
     return line
 
 
@@ -214,15 +237,6 @@ def _said_topic(q: str) -> str:
 _WHAT_SAID_WORDS = terms("what say says said did does do tell told ask asked first last end finally")
 
 
-@dataclass
-class Form:
-    kind: str  # count_people | count_times | count_turns | order | who_times | when | what_said |
-    #            who_said | at_time | cross | seen | who_visible | fallback
-    detail: str = ""
-    time: float | None = None
-    topic: str = ""
-
-
 def classify(question: str) -> Form:
     q = " ".join(question.strip().split())
     ql = q.lower()
@@ -296,6 +310,72 @@ def classify(question: str) -> Form:
     if re.search(r"\bwhat\b.*\b(seen|on screen|shown|visible|written|displayed|appears?)\b", ql):
         return Form("seen", topic=q)
     return Form("fallback", topic=q)
+
+
+_SAID = re.compile(rf"\b{_SAID_VERBS}\b|\bspoken\b|\bheard\b", re.I)
+
+
+_PEOPLE_WORDS = re.compile(
+    r"\b(?:people|persons?|speakers?|voices?|faces?|characters?|participants?|men|women|anyone|"
+    r"individuals?|guests?|someone|somebody|nobody|everyone)\b",
+    re.I,
+)
+_SEE_VERBS = re.compile(r"\b(?:seen|see|shown|show|visible|on screen|appears?|displayed|written)\b", re.I)
+_DOING = re.compile(
+    r"\bwhat\s+(?:did|does|do|will|should|would|can|could)\s+.+?\s+(?:do|give|make|get|buy|bring|"
+    r"take|put|use|eat|drink|cook|order|choose|pick)\b",
+    re.I,
+)
+_GENERIC_SEEN = re.compile(
+    r"^\s*what\s+(?:is|was|are|were|can be|could be)\s+(?:seen|shown|visible|on screen|displayed)\b"
+    r"|^\s*what\s+(?:do|can|did)\s+(?:you|we)\s+see\b",
+    re.I,
+)
+
+
+def classify_older(question: str) -> Form | None:
+    """:func:`classify`, where its form is one the memory's structure answers. The older forms were
+    written for our own questions and take many others too; M3-Bench's questions showed which ones a
+    form wrongly takes ("How many servings of pasta..." is no count of people; "Who won the game?" no
+    who-said question; "When is Jack's birthday?" no speaking time), and those go on to the stated
+    declines or to retrieval."""
+    form = classify(question)
+    kind, timed = form.kind, form.time is not None
+    other = Form("fallback", topic=question)
+    # a "who" question with no verb of saying ("Who likes coffee?") stays a who-said question: the line
+    # said that matches it best ("Alice says 'I love coffee'") is the memory's best evidence
+    if kind == "count_people" and form.detail == "people" and not _PEOPLE_WORDS.search(question):
+        return other
+    if kind == "count_times" and not (_SAID.search(question) or _SEE_VERBS.search(question)):
+        return other
+    if kind == "when" and not (
+        _SAID.search(question) or _SEE_VERBS.search(question) or "title" in question.lower()
+    ):
+        return other
+    if kind == "what_said" and _DOING.search(question):
+        return other
+    if kind == "seen" and not timed and not _GENERIC_SEEN.search(question):
+        return other
+    return form
+
+
+#: The question forms, tried in order: each reads the question and returns a :class:`Form` or None.
+#: The form's handler is ``OfflineAnswerer._a_<kind>``, else ``overview.HANDLERS[kind]``. A new form
+#: goes into this list (before ``classify_older``, which takes every question).
+ROUTES: list[Callable[[str], Form | None]] = [*FORMS, classify_older, quote_form]
+
+
+def route(question: str) -> Form:
+    """The form of a question: the first route that takes it; a question none answers from the
+    memory's structure gets a ``decline`` form with the reason it needs more, else ``fallback``
+    (the nearest lines, retrieval only)."""
+    q = " ".join(question.strip().split())
+    for rule in ROUTES:
+        form = rule(q)
+        if form is not None and form.kind != "fallback":
+            return form
+    reason = decline_reason(q)
+    return Form("decline", reason, topic=q) if reason else Form("fallback", topic=q)
 
 
 # ============================================================================== the answerer
@@ -389,6 +469,7 @@ class OfflineAnswerer:
         # the lines a similarity search returned (the trajectory shows them); structural answers (who
         # spoke first, how many) search nothing, so a cold `m3 ask` need not load the text embedder
         self.retrieved: list[Node] = []
+        self.described: list[str] = []  # the descriptions refs() resolved ("the man on the left")
 
     # ------------------------------------------------------------------ helpers
     def name(self, pid: str) -> str:
@@ -423,17 +504,41 @@ class OfflineAnswerer:
         return ln.node.sim >= self.threshold or overlap(terms(query), ln.text) >= 0.5
 
     def refs(self, question: str) -> list[Person]:
-        return self.facts.people.find(question, self.facts.turns)
+        """The people the question names (ids, names, order), else the one it describes ("the woman",
+        "the man on the left", "the person who mentioned Disneyland"); :class:`CannotTell` when the
+        description fits several people or none the memory can tell apart."""
+        found = self.facts.people.find(question, self.facts.turns)
+        if found:
+            return found
+        from m3cli.stages.ask.overview import describe
+
+        return describe(self, question)
 
     # ------------------------------------------------------------------ answer
     def answer(self, question: str) -> Answer:
+        from m3cli.stages.ask.overview import HANDLERS, CannotTell, absence_for, uncovered
+
         dated = dates.answer(self, question)  # "on November 12", "when did we last see X": by dates
         if dated is not None:
             dated.form = "dates"
             return dated
-        form = classify(question)
-        handler = getattr(self, f"_a_{form.kind}")
-        ans = handler(question, form)
+        form = route(question)
+        handler = getattr(self, f"_a_{form.kind}", None)
+        ans: Answer | None
+        try:
+            outside = uncovered(self, form.time) if form.time is not None else None
+            if outside is not None:  # a time no clip of the memory holds: say so, not "nobody"
+                ans = outside
+            elif handler is not None:
+                ans = handler(question, form)
+            else:
+                ans = HANDLERS[form.kind](self, question, form)
+            if ans is None:
+                ans = absence_for(
+                    self, question, form
+                )  # nobody seen / nothing said, where the memory says so
+        except CannotTell as who:
+            ans = who.answer
         if ans is None:
             ans = self._a_fallback(question, form)
         ans.form = form.kind
@@ -690,6 +795,8 @@ class OfflineAnswerer:
         # pause is several lines), else the first / last line
         turns = [t for t in self.facts.turns.get(p.video, []) if t.person == p.id]
         rest = self.facts.people.strip_refs(question).lower()  # "the first speaker" is no "first"
+        for phrase in self.described:  # nor is "the man on the left" a topic
+            rest = rest.replace(phrase.lower(), " ")
         pick = None
         if re.search(r"\bfirst\b", rest):
             pick = 0

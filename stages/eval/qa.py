@@ -38,7 +38,7 @@ Z95 = 1.959963984540054
 #: ``keywords`` (all must appear), ``number`` (the answer's count), ``times`` (each start time stated,
 #: within TIME_TOLERANCE s), ``speakers_at`` (the people the answer names are exactly those the memory
 #: hears at these seconds: the truth person found through the memory's own lines).
-CHECK_KEYS = ("keywords", "number", "times", "speakers_at")
+CHECK_KEYS = ("keywords", "number", "times", "speakers_at", "includes_speakers_at", "absent")
 
 
 # ============================================================================== annotations

@@ -3,7 +3,9 @@
 Our QA set (tests/data/qa/) writes, beside each M3-Bench ``answer``, what a right answer must contain:
 ``keywords`` (every one, case-insensitive), ``number`` (the count the answer states first), ``times``
 (each start time, stated within :data:`TIME_TOLERANCE` seconds) and ``speakers_at`` (seconds at which
-the truth people speak, from the video's truth file or RTTM). A memory names people by its own ids
+the truth people speak, from the video's truth file or RTTM; ``includes_speakers_at``: those people must be
+among the ones named, others may be too) and ``absent`` (none of these strings may appear).
+A memory names people by its own ids
 (``<character_2>``), so the truth person is found through the memory: whoever its speech lines say
 speaks at that second. The answer must then name exactly those people, no one else. The character check
 thus scores the answerer on the memory it was given; perception errors show up as wrong answers.
@@ -104,7 +106,17 @@ def score(item: Any, answer: str | None, video: str | None, people: PeopleAt | N
             want = {people.at(video, float(t)) for t in c["speakers_at"]}
             checks["characters"] = None not in want and people.named(video, text) == want
             checks["characters_expected"] = sorted(w for w in want if w)
-    graded = [v for k, v in checks.items() if k not in ("exact", "characters_expected")]
+    if "includes_speakers_at" in c:
+        # "who is in the video": the people heard then must be named; people seen but silent may be too
+        if people is None or video is None:
+            checks["includes"] = False
+        else:
+            want = {people.at(video, float(t)) for t in c["includes_speakers_at"]}
+            checks["includes"] = None not in want and want <= people.named(video, text)
+            checks["includes_expected"] = sorted(w for w in want if w)
+    if "absent" in c:
+        checks["absent"] = not any(k.lower() in text.lower() for k in c["absent"])
+    graded = [v for k, v in checks.items() if k not in ("exact", "characters_expected", "includes_expected")]
     if not graded:
         words = set(_norm(item.answer).split())
         graded = [checks["exact"] or (bool(words) and words <= set(_norm(text).split()))]
