@@ -265,6 +265,16 @@ class WatchState:
         return Path(self.data["spool"])
 
 
+def _gaps(recorder: live_source.Recorder | None, probe: media.Probe | None) -> list[dict]:
+    """The stretches the memory misses: the source away (a stream's drops and restarts) and packets
+    of the recording left out as damaged (their media times: ``at`` to ``until``)."""
+    gaps = [g.to_json() for g in recorder.gaps] if recorder is not None else []
+    for a, b in probe.damaged if probe is not None else ():
+        gap = {"lost_at": None, "resumed_at": None, "reason": "damaged packets left out"}
+        gaps.append({**gap, "at": a, "until": b})
+    return gaps
+
+
 def committed_clips(memory: str | Path, video: str) -> set[int]:
     """Clip indexes of ``video`` the memory holds (its last committed version)."""
     from m3cli.stages.batch import clip_values
@@ -475,7 +485,6 @@ class Watcher:
             while not self.stopping.is_set():
                 ended = scanner.done.is_set()
                 if recorder is not None:
-                    self.status.gaps = [g.to_json() for g in recorder.gaps]
                     self.status.reconnects = recorder.reconnects
                 if (
                     recorder is None
@@ -493,6 +502,7 @@ class Watcher:
                         (recorder.error if recorder is not None and recorder.error else None) or scanner.error
                     )
                 plan, probe, arrived = self._complete(scanner, ended)
+                self.status.gaps = _gaps(recorder, probe)
                 skipped = set(self.state.data["skipped"])
                 waiting = [c for c in plan if c["index"] not in done and c["index"] not in skipped]
                 self.status.pending = len(waiting)

@@ -115,6 +115,14 @@ class Arrival:
     video_end: float = -math.inf
     #: (media seconds covered by both streams, monotonic time it was reached), increasing
     marks: list[tuple[float, float]] = field(default_factory=list)
+    #: packets with damaged timestamps are left out as :func:`media.probe` leaves them out
+    video_clock: media.TimestampFilter = field(default_factory=media.TimestampFilter)
+    audio_clock: media.TimestampFilter = field(default_factory=media.TimestampFilter)
+
+    @property
+    def damaged(self) -> list[tuple[float, float]]:
+        """Where packets with damaged timestamps were left out (media seconds)."""
+        return sorted(self.video_clock.damaged + self.audio_clock.damaged)
 
     @property
     def covered(self) -> float:
@@ -150,6 +158,7 @@ class Arrival:
             frame_times=times,
             frame_duration=frame_duration,
             start=max(0.0, min(float(times[0]), self.audio_first)),
+            damaged=tuple(self.damaged),
         )
 
 
@@ -198,12 +207,15 @@ class Scanner(threading.Thread):
                     a.width = vs.codec_context.width or None
                     a.height = vs.codec_context.height or None
                     a.has_audio = audio is not None
-                for packet in container.demux(*(s for s in (vs, audio) if s is not None)):
+                for packet in media.demux(container, *(s for s in (vs, audio) if s is not None)):
                     if packet.pts is None or packet.size == 0:
                         continue
                     with self.lock:
                         t = float(packet.pts * packet.time_base) - a.origin
                         end = t + float((packet.duration or 0) * packet.time_base)
+                        clock = a.video_clock if packet.stream.index == vs.index else a.audio_clock
+                        if not clock.accept(t):
+                            continue
                         if packet.stream.index != vs.index:
                             a.audio_first = min(a.audio_first, t)
                             a.audio_end = max(a.audio_end, end)
@@ -248,7 +260,7 @@ def spool_end(path: Path) -> float | None:
     end = None
     try:
         with av.open(os.fsdecode(path)) as container:
-            for packet in container.demux():
+            for packet in media.demux(container):
                 if packet.pts is not None and packet.time_base is not None:
                     t = float((packet.pts + (packet.duration or 0)) * packet.time_base)
                     end = t if end is None else max(end, t)

@@ -1,0 +1,131 @@
+"""Live and damaged sources: what a lossy stream leaves in a recording, and files that change while
+`m3 watch` follows them. Every stream here is a real recording (tests/data/fixture.mp4) remuxed to
+MPEG-TS with PyAV (no ffmpeg command needed), damaged the way a dropped UDP datagram damages it, or
+truncated and replaced on disk while a real `m3 watch` follows it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import av
+import orjson
+import pytest
+
+from conftest import FIXTURE, run_m3
+
+
+def remux_ts(src: Path, dst: Path, seconds: float | None = None) -> Path:
+    """``src`` (or its first ``seconds``) copied into MPEG-TS without re-encoding, as a recorder writes it."""
+    with av.open(str(src)) as inp, av.open(str(dst), "w", format="mpegts") as out:
+        streams = (inp.streams.video[0], inp.streams.audio[0])
+        outs = {s.index: out.add_stream_from_template(s) for s in streams}
+        for packet in inp.demux(*streams):
+            if packet.dts is None or (seconds is not None and packet.pts * packet.time_base >= seconds):
+                continue
+            packet.stream = outs[packet.stream.index]
+            out.mux(packet)
+    return dst
+
+
+def _crc32_mpeg(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else crc << 1
+            crc &= 0xFFFFFFFF
+    return crc
+
+
+def _ts_packets(data: bytearray, pid: int, unit_start: bool, at: float):
+    n = len(data) // 188
+    for k in range(int(n * at), n):
+        pkt = data[k * 188 : (k + 1) * 188]
+        if ((pkt[1] & 0x1F) << 8 | pkt[2]) == pid and (not unit_start or pkt[1] & 0x40):
+            yield k, pkt
+
+
+def damage_ts(ts: Path) -> Path:
+    """What a lossy UDP stream leaves in a spool, at three places of a real recording: a program table
+    announcing a stream that never comes (30% in), a video PES header whose timestamp is 3 hours off
+    (50%) and 40 video packets of garbage payload (70%)."""
+    data = bytearray(ts.read_bytes())
+    k, pkt = next(_ts_packets(data, 0x1000, True, 0.3))  # the PMT
+    off = 5 + pkt[4]
+    sec = pkt[off:]
+    body = bytearray(sec[: 3 + ((sec[1] & 0x0F) << 8 | sec[2]) - 4])
+    body[5] = (body[5] & 0xC1) | (((((body[5] >> 1) & 0x1F) + 1) % 32) << 1)  # a new version
+    body += bytes([0x06, 0xE1, 0x02, 0xF0, 0x00])  # + private data on PID 0x102
+    length = len(body) - 3 + 4
+    body[1], body[2] = (body[1] & 0xF0) | (length >> 8), length & 0xFF
+    pkt = pkt[:off] + body + _crc32_mpeg(bytes(body)).to_bytes(4, "big")
+    data[k * 188 : (k + 1) * 188] = pkt + b"\xff" * (188 - len(pkt))
+    for k, pkt in _ts_packets(data, 0x100, True, 0.5):
+        off = 4 + (1 + pkt[4] if pkt[3] & 0x20 else 0)
+        if pkt[off : off + 3] == b"\0\0\1" and pkt[off + 7] & 0x80:
+            p, b = off + 9, pkt[off + 9 : off + 14]
+            pts = ((b[0] >> 1) & 7) << 30 | b[1] << 22 | (b[2] >> 1) << 15 | b[3] << 7 | b[4] >> 1
+            pts = (pts + 3 * 3600 * 90000) % (1 << 33)
+            new = [(b[0] & 0xF1) | ((pts >> 29) & 0x0E), (pts >> 22) & 0xFF, ((pts >> 14) & 0xFE) | 1,
+                   (pts >> 7) & 0xFF, ((pts << 1) & 0xFE) | 1]  # fmt: skip
+            data[k * 188 + p : k * 188 + p + 5] = bytes(new)
+            break
+    garbage = [k for k, pkt in _ts_packets(data, 0x100, False, 0.7) if not pkt[1] & 0x40][:40]
+    for k in garbage:
+        data[k * 188 + 4 : (k + 1) * 188] = bytes((k * 7 + j * 13) % 256 for j in range(184))
+    ts.write_bytes(data)
+    return ts
+
+
+@pytest.fixture(scope="module")
+def damaged(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("damaged")
+    return damage_ts(remux_ts(FIXTURE, folder / "spool.ts", seconds=30))
+
+
+def one_error(proc: subprocess.CompletedProcess) -> str:
+    lines = [x for x in proc.stderr.decode().strip().splitlines() if x.startswith("m3: error: ")]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr.decode(), proc.stderr.decode()
+    return lines[0]
+
+
+# -- 1. damaged MPEG-TS packets mid-file ---------------------------------------------------------------
+def test_damaged_ts_packets_are_left_out_and_the_span_is_named(damaged, cache_dir):
+    """PyAV raised IndexError on the stream the damaged table announced, and the 3-hour timestamp made
+    the 30-s recording last 3 hours. Now: three clips, as the clean recording has, and a warning with
+    where the damage sat."""
+    from m3cli.stages.core import media
+
+    clean = media.probe(remux_ts(FIXTURE, damaged.parent / "clean.ts", seconds=30))
+    probe = media.probe(damaged)
+    assert abs(probe.duration - clean.duration) < 0.1 and len(probe.frame_times) >= len(clean.frame_times) - 2
+    [(a, b)] = probe.damaged
+    assert 10 < a < b < 20 and b - a < 1
+    proc = run_m3("segment", damaged, "--clip-seconds", "10")
+    assert proc.returncode == 0, proc.stderr.decode()
+    clips = [orjson.loads(line)["clip"] for line in proc.stdout.splitlines()]
+    assert [c["index"] for c in clips] == [0, 1, 2]
+    assert clips[-1]["end"] == pytest.approx(clean.duration, abs=0.1)
+    assert b"damaged timestamps left out" in proc.stderr and b"Traceback" not in proc.stderr
+    for c in clips:  # every clip still has its pictures and sound, the garbage span concealed
+        frames = media.decode_frames(damaged, c["start"], c["end"], fps=1.0, max_side=64)
+        assert len(frames) >= 9
+        assert media.clip_audio(damaged, "x", c["index"], c["start"], c["end"]).std() > 0
+
+
+def test_watch_on_a_damaged_spool_commits_every_clip_and_records_the_gap(damaged, tmp_path, cache_dir):
+    """`m3 watch` exited 2 having committed nothing, and every restart met the same spool."""
+    status, memory = tmp_path / "status.json", tmp_path / "live.lance"
+    proc = run_m3(
+        "watch", damaged, "-o", memory, "--clip-seconds", "10", "--offline", "--until-eof",
+        "--status", status, "--state", tmp_path / "state",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode()
+    final = orjson.loads(status.read_bytes())
+    assert final["state"] == "ended" and final["clips_committed"] == 3
+    [gap] = final["gaps"]
+    assert gap["reason"] == "damaged packets left out" and 10 < gap["at"] < gap["until"] < 20
+    state = orjson.loads((tmp_path / "state" / "state.json").read_bytes())
+    assert state["gaps"] == final["gaps"]
