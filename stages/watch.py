@@ -324,6 +324,13 @@ class Watcher:
             self.status = WatchStatus(source=source, stream_id="")
             return
         self.state = WatchState.open(folder, source, self.clip_seconds)
+        head = self.state.data.get("head")
+        if self.kind == "file" and head:
+            try:
+                live_source.check_same_recording(self.state.spool, head["bytes"], head["sha256"])
+            except live_source.SourceChanged as exc:
+                raise InputError(str(exc)) from None
+        self._scanner: live_source.Scanner | None = None
         self.status = WatchStatus(source=source, stream_id=self.state.stream_id)
         self.status.skipped = list(self.state.data.get("skipped", []))
         media.register_live(self.state.stream_id, self.state.spool)
@@ -340,6 +347,31 @@ class Watcher:
         """Wait (at most ``timeout``) for a commit in progress; True when none is running now."""
         got = self.commit_lock.acquire(timeout=timeout)
         return got
+
+    def _verify(self) -> None:
+        """The followed file must still be the recording read so far: what a round decoded from its
+        path is committed only then (a file truncated or replaced under the watcher ends the watch
+        with one line instead of committing another file's pictures under this stream's id)."""
+        if self._scanner is None:
+            return
+        try:
+            self._scanner.verify()
+        except live_source.SourceChanged as exc:
+            raise InputError(str(exc)) from None
+
+    def _remember_head(self, ended: bool) -> None:
+        """Keep the recording's first bytes' digest in the state, so a restart on a file truncated,
+        rewritten or replaced meanwhile is refused (:func:`live_source.check_same_recording`)."""
+        assert self.state is not None
+        source = self._scanner.source if self._scanner is not None else None
+        if self.kind != "file" or source is None or self.state.data.get("head"):
+            return
+        if len(source.head) >= live_source.HEAD_BYTES or (ended and source.head):
+            self.state.data["head"] = {
+                "bytes": len(source.head),
+                "sha256": live_source.head_digest(source.head),
+            }
+            self.state.save()
 
     # -- one round
     def _records(self, plan: list[dict], probe: Any) -> list[ClipRecord]:
@@ -371,6 +403,7 @@ class Watcher:
             return self._final
         if ended and not scanner.error:
             # the recording is complete: the plan is m3 segment's, from the file's own probe
+            self._verify()
             final = media.probe(self.state.spool)
             with scanner.lock:
                 self.status.live_edge = max(0.0, scanner.arrival.covered)
@@ -413,6 +446,7 @@ class Watcher:
         if self.stopping.is_set():
             self._folds = None  # they hold the discarded clips: a later round replays from the cache
             return  # discarded: a restart does these clips from the spool
+        self._verify()
         with self.commit_lock:
             if self.models.config.until == "index" and new:
                 if self.commit_flag is not None:
@@ -474,7 +508,7 @@ class Watcher:
         else:
             idle = 0.0 if self.config.until_eof else self.config.idle
         began = time.monotonic()
-        scanner = live_source.Scanner(self.state.spool, self.stopping, finished, idle)
+        scanner = self._scanner = live_source.Scanner(self.state.spool, self.stopping, finished, idle)
         scanner.start()
         self._warm_up()
         done = committed_clips(self.memory, self.state.stream_id)
@@ -501,6 +535,7 @@ class Watcher:
                     raise M3Error(
                         (recorder.error if recorder is not None and recorder.error else None) or scanner.error
                     )
+                self._remember_head(ended)
                 plan, probe, arrived = self._complete(scanner, ended)
                 self.status.gaps = _gaps(recorder, probe)
                 skipped = set(self.state.data["skipped"])
@@ -570,10 +605,14 @@ class Watcher:
     def _finish(self) -> None:
         """The stream ended: remember the recording's content id (what ``m3 run`` on it would use)."""
         assert self.state is not None
+        self._verify()
+        recorded = None
         try:
-            self.state.data["recorded_id"] = media.content_id(self.state.spool, self.ctx.cache)
+            recorded = media.content_id(self.state.spool, self.ctx.cache)
         except M3Error as exc:
             log.info("no content id for the recording: %s", exc)
+        self._verify()  # the id is the recording's, not a file renamed over it meanwhile
+        self.state.data["recorded_id"] = recorded
         self.state.data["gaps"] = self.status.gaps
         self.state.save()
 

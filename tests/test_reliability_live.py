@@ -6,14 +6,17 @@ truncated and replaced on disk while a real `m3 watch` follows it.
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import av
 import orjson
 import pytest
 
-from conftest import FIXTURE, run_m3
+from conftest import FIXTURE, HAMILTON, run_m3
 
 
 def remux_ts(src: Path, dst: Path, seconds: float | None = None) -> Path:
@@ -129,3 +132,85 @@ def test_watch_on_a_damaged_spool_commits_every_clip_and_records_the_gap(damaged
     assert gap["reason"] == "damaged packets left out" and 10 < gap["at"] < gap["until"] < 20
     state = orjson.loads((tmp_path / "state" / "state.json").read_bytes())
     assert state["gaps"] == final["gaps"]
+
+
+# -- 2, 3. a watched file truncated or replaced while its writer keeps writing ------------------------
+def byte_offset(ts: Path, seconds: float) -> int:
+    """Where the packets from ``seconds`` on begin in ``ts`` (whole TS packets)."""
+    with av.open(str(ts)) as container:
+        for packet in container.demux():
+            if packet.pts is not None and packet.pos is not None and packet.pts * packet.time_base >= seconds:
+                return packet.pos - packet.pos % 188
+    return ts.stat().st_size
+
+
+def wait_for_status(path: Path, test, proc: subprocess.Popen, timeout: float = 240.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            status = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError):
+            status = {}
+        if status and test(status):
+            return status
+        if proc.poll() is not None:
+            raise AssertionError(f"m3 watch ended early: {proc.communicate()[1].decode()}")
+        time.sleep(0.2)
+    raise AssertionError("the status never reached the condition")
+
+
+def watch_while(tmp_path: Path, change) -> tuple[subprocess.CompletedProcess, dict, list, Path]:
+    """`m3 watch` a file its writer is writing (no O_APPEND, as ffmpeg writes); once the first clips are
+    committed ``change(path)`` happens and the writer goes on writing the rest of the recording."""
+    recording = remux_ts(FIXTURE, tmp_path / "whole.ts", seconds=20)
+    data, first = recording.read_bytes(), byte_offset(recording, 12.0)
+    path, status, memory = tmp_path / "camera.ts", tmp_path / "status.json", tmp_path / "live.lance"
+    args = ["watch", path, "-o", memory, "--clip-seconds", "5", "--offline", "--idle", "60",
+            "--status", status, "--state", tmp_path / "state"]  # fmt: skip
+    with open(path, "wb") as writer:
+        writer.write(data[:first])
+        writer.flush()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "m3cli", *map(os.fsdecode, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        before = wait_for_status(status, lambda s: s["clips_committed"] >= 2, proc)
+        change(path)
+        for at in range(first, len(data), 32 * 188):
+            writer.write(data[at : at + 32 * 188])
+            writer.flush()
+            time.sleep(0.02)
+    out, err = proc.communicate(timeout=120)
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    from support.memory_rows import memory_view
+
+    return done, before, memory_view(memory)["clips"], tmp_path / "state" / "state.json"
+
+
+def test_a_watched_file_truncated_while_written_ends_the_watch_with_one_line(tmp_path, cache_dir):
+    """Truncated to 0 while its writer kept writing: exit 0, "ended: 2 clips committed", a stray clip
+    of zeros and a content id that was not the file's. Now the watch ends with one line, the clips
+    committed before stay, and a restart on the rewritten file is refused instead of leaving a gap."""
+    proc, before, clips, state = watch_while(tmp_path, lambda path: os.truncate(path, 0))
+    line = one_error(proc)
+    assert proc.returncode == 1 and "camera.ts" in line and "new --state folder" in line
+    assert "shrank" in line or "rewritten" in line
+    final = orjson.loads((tmp_path / "status.json").read_bytes())
+    assert final["state"] == "error" and final["clips_committed"] == len(clips) >= before["clips_committed"]
+    assert len(clips) <= 3  # nothing after the change: 12 s had arrived, 5-s clips
+    assert orjson.loads(state.read_bytes())["recorded_id"] is None
+    again = run_m3("watch", tmp_path / "camera.ts", "-o", tmp_path / "live.lance", "--clip-seconds", "5",
+                   "--offline", "--until-eof", "--state", tmp_path / "state")  # fmt: skip
+    assert again.returncode == 1 and "not the recording this watch state was made from" in one_error(again)
+
+
+def test_a_watched_file_replaced_by_another_video_ends_the_watch_with_one_line(tmp_path, cache_dir):
+    """Replaced by another video: exit 0, the rest of the recording silently dropped and the state
+    recorded the replacement's content id."""
+    other = remux_ts(HAMILTON, tmp_path / "other.ts")
+    proc, before, clips, state = watch_while(tmp_path, lambda path: os.replace(other, path))
+    line = one_error(proc)
+    assert proc.returncode == 1 and "camera.ts: replaced by another file" in line
+    assert len(clips) == before["clips_committed"] or len(clips) <= 3
+    assert orjson.loads(state.read_bytes())["recorded_id"] is None
