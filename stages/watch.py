@@ -40,6 +40,7 @@ import functools
 import hashlib
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -78,6 +79,8 @@ class WatchStatus:
     pending: int = 0
     skipped: list[int] = field(default_factory=list)
     gaps: list[dict] = field(default_factory=list)
+    #: drop-folder files that failed (names relative to the folder)
+    failed: list[str] = field(default_factory=list)
     reconnects: int = 0
     error: str | None = None
     #: the last round's clips and where its time went (see :class:`RoundClock`)
@@ -108,6 +111,7 @@ class WatchStatus:
             "pending": self.pending,
             "skipped": self.skipped,
             "gaps": self.gaps,
+            "failed": self.failed,
             "reconnects": self.reconnects,
             "rss_mb": _rss_mb(),
             "last_round": self.last_round,
@@ -297,6 +301,7 @@ class Watcher:
         status_file: Path | None = None,
         say: Callable[[str], None] | None = None,
         commit_flag: Any = None,
+        fail: Callable[[str], None] | None = None,
     ) -> None:
         self.source = source
         self.kind = source_kind(source)
@@ -311,6 +316,8 @@ class Watcher:
         folder = state_folder or state_dir(source, memory, cache_root)
         self.status_file = status_file
         self.say = say or (lambda line: None)
+        #: a drop-folder file failed (one ``m3: error:`` line); the watch goes on
+        self.fail = fail or self.say
         self.stopping = threading.Event()
         self._final: tuple[list[dict], Any, dict[int, float]] | None = None
         #: the stages' per-video folds after the clips fed so far (None: none yet in this process)
@@ -620,30 +627,61 @@ class Watcher:
     def _run_folder(self) -> WatchStatus:
         """Files appearing in the folder, each once it has not grown for ``idle`` seconds (or at once
         with ``until_eof``), through the pipeline like ``m3 run``; files already in the memory are
-        skipped (by content id), so restarts do nothing twice."""
+        skipped (by content id), so restarts do nothing twice.
+
+        A file is known by what it is, not by its name: (device, inode, size, modification time). New
+        content moved or copied over a name already processed is a new file and is processed. Entries
+        that cannot be read as files (a dangling symbolic link, a file removed between the listing and
+        its ``stat``) are passed over with one line each, never ending the watch. Each failed file is
+        one ``m3: error:`` line and is counted: ``--until-eof`` fails when any file failed."""
         from m3cli.stages.batch import expand_inputs, indexed_videos
         from m3cli.stages.pipeline import content_id, run_videos
 
         folder = Path(self.source)
-        seen: dict[Path, tuple[int, int, float]] = {}
-        handled: set[Path] = set()
+        seen: dict[Path, tuple[int, int, int, int, float]] = {}
+        handled: set[tuple[int, int, int, int]] = set()
+        told: set[tuple[Path, str]] = set()
         self.status.state = "running"
         self._publish()
+
+        def shown(path: Path) -> str:
+            try:
+                return media.display_name(path.relative_to(folder))
+            except ValueError:
+                return media.display_name(path)
+
+        def once(path: Path, why: str) -> None:
+            if (path, why) not in told:
+                told.add((path, why))
+                self.say(f"{shown(path)}: {why}; skipped")
+
         while not self.stopping.is_set():
             ready = []
             now = time.monotonic()
             for path in expand_inputs([folder]):
-                if path in handled:
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    if path.is_symlink():
+                        once(path, "a symbolic link to nothing")
+                    seen.pop(path, None)  # removed since the listing: nothing to do
                     continue
-                st = path.stat()
-                stamp = (st.st_size, st.st_mtime_ns)
-                if path not in seen or seen[path][:2] != stamp:
+                except OSError as exc:
+                    once(path, f"cannot be read ({exc.strerror or exc})")
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    once(path, "not a regular file")
+                    continue
+                stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                if stamp in handled:
+                    continue
+                if path not in seen or seen[path][:4] != stamp:
                     seen[path] = (*stamp, now)
-                if self.config.until_eof or now - seen[path][2] >= self.config.idle:
-                    ready.append(path)
+                if self.config.until_eof or now - seen[path][4] >= self.config.idle:
+                    ready.append((path, stamp))
             indexed = indexed_videos(self.memory) if ready else set()
-            for path in ready:
-                handled.add(path)
+            for path, stamp in ready:
+                handled.add(stamp)
                 if self.stopping.is_set():
                     break
                 try:
@@ -655,14 +693,17 @@ class Watcher:
                             [path], self.models, self.ctx, self.memory, keep_going=True
                         ):
                             if outcome.error:
-                                self.say(f"{path}: {outcome.error}")
+                                self._failed(shown(path), outcome.error)
                             else:
                                 self.status.clips_committed += outcome.clips
                                 self.status.last_commit = _now()
                                 self.status.latencies.append(round(time.monotonic() - start, 3))
-                                self.say(f"{path.name}: {outcome.clips} clips committed")
+                                self.say(f"{shown(path)}: {outcome.clips} clips committed")
                 except M3Error as exc:
-                    self.say(f"{path}: {exc}")
+                    if not os.path.lexists(path):
+                        once(path, "removed before it was read")
+                    else:
+                        self._failed(shown(path), str(exc))
                 self._publish()
             if self.config.until_eof and not ready:
                 break
@@ -670,3 +711,13 @@ class Watcher:
         self.status.state = "stopped" if self.stopping.is_set() else "ended"
         self._publish()
         return self.status
+
+    def _failed(self, name: str, error: str) -> None:
+        """One drop-folder file failed: counted, and one ``m3: error:`` line that names it once."""
+        self.status.failed.append(name)
+        full = media.display_name(Path(self.source) / name)
+        for prefix in (full, name):  # the stages' messages begin with the path already
+            if error.startswith(prefix + ":"):
+                error = error[len(prefix) + 1 :].lstrip()
+                break
+        self.fail(f"{name}: {error}")

@@ -7,6 +7,8 @@ truncated and replaced on disk while a real `m3 watch` follows it.
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -16,7 +18,9 @@ import av
 import orjson
 import pytest
 
-from conftest import FIXTURE, HAMILTON, run_m3
+from conftest import DATA, FIXTURE, HAMILTON, run_m3
+
+SPEAKERS3 = DATA / "speakers3.mp4"
 
 
 def remux_ts(src: Path, dst: Path, seconds: float | None = None) -> Path:
@@ -214,3 +218,64 @@ def test_a_watched_file_replaced_by_another_video_ends_the_watch_with_one_line(t
     assert proc.returncode == 1 and "camera.ts: replaced by another file" in line
     assert len(clips) == before["clips_committed"] or len(clips) <= 3
     assert orjson.loads(state.read_bytes())["recorded_id"] is None
+
+
+# -- 4, 5, 10. drop folders: hostile entries, hostile names, content moved over a processed name -----
+def test_a_drop_folder_with_hostile_entries_and_names(tmp_path, cache_dir):
+    """A dangling symlink ended the watch in a traceback; names reached the terminal raw (ESC/BEL, and
+    a newline forged an `m3: error:` line); --until-eof exited 0 although files failed."""
+    folder = tmp_path / "incoming"
+    folder.mkdir()
+    shutil.copy(HAMILTON, folder / "a.mp4")
+    (folder / "gone.mp4").symlink_to(tmp_path / "nowhere.mp4")
+    forged = "evil\x1b]0;pwned\x07\nm3: error: forged.mp4"
+    (folder / forged).write_bytes(b"\x00not a video" * 100)
+    (folder / "red\x1b[31m.mp4").write_bytes(HAMILTON.read_bytes()[:4000])  # cut short
+    proc = run_m3("watch", folder, "-o", tmp_path / "m.lance", "--offline", "--until-eof")
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    assert "\x1b" not in err and "\x07" not in err
+    lines = err.strip().splitlines()
+    errors = [x for x in lines if x.startswith("m3: error: ")]
+    assert len(errors) == 2 and not any(x.startswith("m3: error: forged") for x in lines)
+    assert any(x.startswith("m3: error: evil\\x1b]0;pwned\\x07\\nm3: error: forged.mp4: ") for x in errors)
+    assert any(x.startswith("m3: error: red\\x1b[31m.mp4: ") for x in errors)
+    assert all(str(folder) not in x.split(": ", 2)[2] for x in errors)  # the path is not repeated
+    assert "m3 watch: gone.mp4: a symbolic link to nothing; skipped" in lines
+    assert "m3 watch: a.mp4: 1 clips committed" in lines
+    assert lines[-1] == "m3 watch: ended: 1 clips committed, 2 files failed"
+
+
+def test_new_content_moved_over_a_processed_name_is_processed(tmp_path, cache_dir):
+    """Files were remembered by path: new content renamed over a processed name was never processed
+    while the watcher ran."""
+    folder, status, memory = tmp_path / "incoming", tmp_path / "status.json", tmp_path / "m.lance"
+    folder.mkdir()
+    shutil.copy(HAMILTON, folder / "a.mp4")
+    watch = subprocess.Popen(
+        [sys.executable, "-m", "m3cli", "watch", str(folder), "-o", str(memory), "--offline", "--idle", "1",
+         "--status", str(status)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        wait_for_status(status, lambda s: s["clips_committed"] >= 1, watch)
+        shutil.copy(SPEAKERS3, tmp_path / "b.mp4")
+        os.replace(tmp_path / "b.mp4", folder / "a.mp4")
+        final = wait_for_status(status, lambda s: s["clips_committed"] >= 2, watch)
+    finally:
+        watch.send_signal(signal.SIGTERM)
+        _, err = watch.communicate(timeout=60)
+    assert err.decode().count("a.mp4: 1 clips committed") == 2 and final["failed"] == []
+    from m3cli.stages.batch import indexed_videos
+    from m3cli.stages.core.media import content_id
+
+    assert indexed_videos(memory) == {content_id(HAMILTON), content_id(SPEAKERS3)}
+
+
+def test_watching_a_complete_mp4_says_to_use_m3_run(tmp_path, cache_dir):
+    proc = run_m3("watch", HAMILTON, "-o", tmp_path / "m.lance", "--offline", "--until-eof")
+    line = one_error(proc)
+    assert (
+        proc.returncode == 1 and "short_hamilton_clip.mp4: cannot be followed as a growing recording" in line
+    )
+    assert f"use `m3 run {HAMILTON} -o MEMORY`" in line and "MPEG-TS" in line

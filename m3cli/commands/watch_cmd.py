@@ -65,7 +65,7 @@ def watch(
     from m3cli.stages.core.errors import M3Error
     from m3cli.stages.pipeline import Models
     from m3cli.stages.watch import Watcher, bound_heap
-    from m3cli.terminal import error_line
+    from m3cli.terminal import error_line, safe
 
     settings = context.settings(ctx)
     config = pipeline_from_flags(
@@ -78,8 +78,11 @@ def watch(
     run_ctx = context.run_context(ctx, settings)
     watch_config = stage_config(WatchConfig, ctx.params)
 
-    def say(line: str) -> None:
-        print(f"m3 watch: {line}", file=sys.stderr, flush=True)
+    def say(line: str) -> None:  # names come from the source (file names, URLs): shown, never obeyed
+        print(f"m3 watch: {safe(line)}", file=sys.stderr, flush=True)
+
+    def fail(line: str) -> None:
+        print(error_line(line), file=sys.stderr, flush=True)
 
     # The watcher runs in a child process so that a signal is answered within a second even while a
     # model holds the interpreter lock for seconds (dlib and others do): the parent waits for a commit
@@ -105,10 +108,14 @@ def watch(
                 Path(status) if status else None,
                 say,
                 commit_flag=committing,
+                fail=fail,
             )
             final = watcher.run()
             ended = f" ({final.error})" if final.error else ""
-            say(f"{final.state}: {final.clips_committed} clips committed{ended}")
+            failed = f", {len(final.failed)} files failed" if final.failed else ""
+            say(f"{final.state}: {final.clips_committed} clips committed{failed}{ended}")
+            if final.failed:
+                code = 1
         except M3Error as exc:
             print(error_line(exc), file=sys.stderr)
             code = 1

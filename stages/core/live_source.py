@@ -250,6 +250,16 @@ class Scanner(threading.Thread):
         self.error: str | None = None
         self.done = threading.Event()
         self.source: Growing | None = None
+        self.format = ""  # the container format FFmpeg found
+
+    def _not_growable(self, exc: av.error.FFmpegError) -> str:
+        name = media.display_name(self.path)
+        return (
+            f"{name}: cannot be followed as a growing recording ({exc.strerror or exc}): an MP4, MOV, MKV "
+            f"or AVI file can be read only once it is complete; for a finished file use `m3 run {name} "
+            "-o MEMORY`, and to watch a recording while it grows, have the recorder write MPEG-TS "
+            "(ffmpeg ... -f mpegts FILE.ts)"
+        )
 
     def verify(self) -> None:
         """Raise :class:`SourceChanged` when the file followed is no longer the recording read so far
@@ -263,6 +273,9 @@ class Scanner(threading.Thread):
         except SourceChanged as exc:
             self.error = str(exc)
         except av.error.FFmpegError as exc:
+            if any(f in self.format for f in ("mov", "mp4", "matroska", "avi")):
+                self.error = self._not_growable(exc)
+                return
             self.error = f"{media.display_name(self.path)}: cannot read the recording: {exc}"
         except OSError as exc:
             self.error = f"{media.display_name(self.path)}: cannot read: {exc.strerror or exc}"
@@ -276,7 +289,13 @@ class Scanner(threading.Thread):
             time.sleep(0.05)
         source = self.source = Growing(self.path, self.stop, self.finished, self.idle)
         try:
-            with av.open(source, mode="r") as container:
+            container = av.open(source, mode="r")
+        except av.error.FFmpegError as exc:
+            self.error = self._not_growable(exc)
+            return
+        self.format = container.format.name or ""
+        try:
+            with container:
                 if not container.streams.video:
                     self.error = f"{media.display_name(self.path)}: no video stream"
                     return
