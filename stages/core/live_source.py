@@ -289,7 +289,7 @@ class Scanner(threading.Thread):
             time.sleep(0.05)
         source = self.source = Growing(self.path, self.stop, self.finished, self.idle)
         try:
-            container = av.open(source, mode="r")
+            container: Any = av.open(source, mode="r")
         except av.error.FFmpegError as exc:
             self.error = self._not_growable(exc)
             return
