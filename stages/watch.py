@@ -40,6 +40,7 @@ import functools
 import hashlib
 import logging
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -78,6 +79,8 @@ class WatchStatus:
     pending: int = 0
     skipped: list[int] = field(default_factory=list)
     gaps: list[dict] = field(default_factory=list)
+    #: drop-folder files that failed (names relative to the folder)
+    failed: list[str] = field(default_factory=list)
     reconnects: int = 0
     error: str | None = None
     #: the last round's clips and where its time went (see :class:`RoundClock`)
@@ -108,6 +111,7 @@ class WatchStatus:
             "pending": self.pending,
             "skipped": self.skipped,
             "gaps": self.gaps,
+            "failed": self.failed,
             "reconnects": self.reconnects,
             "rss_mb": _rss_mb(),
             "last_round": self.last_round,
@@ -265,6 +269,16 @@ class WatchState:
         return Path(self.data["spool"])
 
 
+def _gaps(recorder: live_source.Recorder | None, probe: media.Probe | None) -> list[dict]:
+    """The stretches the memory misses: the source away (a stream's drops and restarts) and packets
+    of the recording left out as damaged (their media times: ``at`` to ``until``)."""
+    gaps = [g.to_json() for g in recorder.gaps] if recorder is not None else []
+    for a, b in probe.damaged if probe is not None else ():
+        gap = {"lost_at": None, "resumed_at": None, "reason": "damaged packets left out"}
+        gaps.append({**gap, "at": a, "until": b})
+    return gaps
+
+
 def committed_clips(memory: str | Path, video: str) -> set[int]:
     """Clip indexes of ``video`` the memory holds (its last committed version)."""
     from m3cli.stages.batch import clip_values
@@ -287,6 +301,7 @@ class Watcher:
         status_file: Path | None = None,
         say: Callable[[str], None] | None = None,
         commit_flag: Any = None,
+        fail: Callable[[str], None] | None = None,
     ) -> None:
         self.source = source
         self.kind = source_kind(source)
@@ -301,6 +316,8 @@ class Watcher:
         folder = state_folder or state_dir(source, memory, cache_root)
         self.status_file = status_file
         self.say = say or (lambda line: None)
+        #: a drop-folder file failed (one ``m3: error:`` line); the watch goes on
+        self.fail = fail or self.say
         self.stopping = threading.Event()
         self._final: tuple[list[dict], Any, dict[int, float]] | None = None
         #: the stages' per-video folds after the clips fed so far (None: none yet in this process)
@@ -314,6 +331,13 @@ class Watcher:
             self.status = WatchStatus(source=source, stream_id="")
             return
         self.state = WatchState.open(folder, source, self.clip_seconds)
+        head = self.state.data.get("head")
+        if self.kind == "file" and head:
+            try:
+                live_source.check_same_recording(self.state.spool, head["bytes"], head["sha256"])
+            except live_source.SourceChanged as exc:
+                raise InputError(str(exc)) from None
+        self._scanner: live_source.Scanner | None = None
         self.status = WatchStatus(source=source, stream_id=self.state.stream_id)
         self.status.skipped = list(self.state.data.get("skipped", []))
         media.register_live(self.state.stream_id, self.state.spool)
@@ -330,6 +354,31 @@ class Watcher:
         """Wait (at most ``timeout``) for a commit in progress; True when none is running now."""
         got = self.commit_lock.acquire(timeout=timeout)
         return got
+
+    def _verify(self) -> None:
+        """The followed file must still be the recording read so far: what a round decoded from its
+        path is committed only then (a file truncated or replaced under the watcher ends the watch
+        with one line instead of committing another file's pictures under this stream's id)."""
+        if self._scanner is None:
+            return
+        try:
+            self._scanner.verify()
+        except live_source.SourceChanged as exc:
+            raise InputError(str(exc)) from None
+
+    def _remember_head(self, ended: bool) -> None:
+        """Keep the recording's first bytes' digest in the state, so a restart on a file truncated,
+        rewritten or replaced meanwhile is refused (:func:`live_source.check_same_recording`)."""
+        assert self.state is not None
+        source = self._scanner.source if self._scanner is not None else None
+        if self.kind != "file" or source is None or self.state.data.get("head"):
+            return
+        if len(source.head) >= live_source.HEAD_BYTES or (ended and source.head):
+            self.state.data["head"] = {
+                "bytes": len(source.head),
+                "sha256": live_source.head_digest(source.head),
+            }
+            self.state.save()
 
     # -- one round
     def _records(self, plan: list[dict], probe: Any) -> list[ClipRecord]:
@@ -378,6 +427,7 @@ class Watcher:
             return self._final
         if ended and not scanner.error:
             # the recording is complete: the plan is m3 segment's, from the file's own probe
+            self._verify()
             final = media.probe(self.state.spool)
             with scanner.lock:
                 self.status.live_edge = max(0.0, scanner.arrival.covered)
@@ -420,6 +470,7 @@ class Watcher:
         if self.stopping.is_set():
             self._folds = None  # they hold the discarded clips: a later round replays from the cache
             return  # discarded: a restart does these clips from the spool
+        self._verify()
         with self.commit_lock:
             if self.models.config.until == "index" and new:
                 if self.commit_flag is not None:
@@ -481,7 +532,7 @@ class Watcher:
         else:
             idle = 0.0 if self.config.until_eof else self.config.idle
         began = time.monotonic()
-        scanner = live_source.Scanner(self.state.spool, self.stopping, finished, idle)
+        scanner = self._scanner = live_source.Scanner(self.state.spool, self.stopping, finished, idle)
         scanner.start()
         self._warm_up()
         done = committed_clips(self.memory, self.state.stream_id)
@@ -492,7 +543,6 @@ class Watcher:
             while not self.stopping.is_set():
                 ended = scanner.done.is_set()
                 if recorder is not None:
-                    self.status.gaps = [g.to_json() for g in recorder.gaps]
                     self.status.reconnects = recorder.reconnects
                 if (
                     recorder is None
@@ -509,7 +559,9 @@ class Watcher:
                     raise M3Error(
                         (recorder.error if recorder is not None and recorder.error else None) or scanner.error
                     )
+                self._remember_head(ended)
                 plan, probe, arrived = self._complete(scanner, ended)
+                self.status.gaps = _gaps(recorder, probe)
                 skipped = set(self.state.data["skipped"])
                 waiting = [c for c in plan if c["index"] not in done and c["index"] not in skipped]
                 self.status.pending = len(waiting)
@@ -577,10 +629,14 @@ class Watcher:
     def _finish(self) -> None:
         """The stream ended: remember the recording's content id (what ``m3 run`` on it would use)."""
         assert self.state is not None
+        self._verify()
+        recorded = None
         try:
-            self.state.data["recorded_id"] = media.content_id(self.state.spool, self.ctx.cache)
+            recorded = media.content_id(self.state.spool, self.ctx.cache)
         except M3Error as exc:
             log.info("no content id for the recording: %s", exc)
+        self._verify()  # the id is the recording's, not a file renamed over it meanwhile
+        self.state.data["recorded_id"] = recorded
         self.state.data["gaps"] = self.status.gaps
         self.state.save()
 
@@ -588,30 +644,61 @@ class Watcher:
     def _run_folder(self) -> WatchStatus:
         """Files appearing in the folder, each once it has not grown for ``idle`` seconds (or at once
         with ``until_eof``), through the pipeline like ``m3 run``; files already in the memory are
-        skipped (by content id), so restarts do nothing twice."""
+        skipped (by content id), so restarts do nothing twice.
+
+        A file is known by what it is, not by its name: (device, inode, size, modification time). New
+        content moved or copied over a name already processed is a new file and is processed. Entries
+        that cannot be read as files (a dangling symbolic link, a file removed between the listing and
+        its ``stat``) are passed over with one line each, never ending the watch. Each failed file is
+        one ``m3: error:`` line and is counted: ``--until-eof`` fails when any file failed."""
         from m3cli.stages.batch import expand_inputs, indexed_videos
         from m3cli.stages.pipeline import content_id, run_videos
 
         folder = Path(self.source)
-        seen: dict[Path, tuple[int, int, float]] = {}
-        handled: set[Path] = set()
+        seen: dict[Path, tuple[int, int, int, int, float]] = {}
+        handled: set[tuple[int, int, int, int]] = set()
+        told: set[tuple[Path, str]] = set()
         self.status.state = "running"
         self._publish()
+
+        def shown(path: Path) -> str:
+            try:
+                return media.display_name(path.relative_to(folder))
+            except ValueError:
+                return media.display_name(path)
+
+        def once(path: Path, why: str) -> None:
+            if (path, why) not in told:
+                told.add((path, why))
+                self.say(f"{shown(path)}: {why}; skipped")
+
         while not self.stopping.is_set():
             ready = []
             now = time.monotonic()
             for path in expand_inputs([folder]):
-                if path in handled:
+                try:
+                    st = path.stat()
+                except FileNotFoundError:
+                    if path.is_symlink():
+                        once(path, "a symbolic link to nothing")
+                    seen.pop(path, None)  # removed since the listing: nothing to do
                     continue
-                st = path.stat()
-                stamp = (st.st_size, st.st_mtime_ns)
-                if path not in seen or seen[path][:2] != stamp:
+                except OSError as exc:
+                    once(path, f"cannot be read ({exc.strerror or exc})")
+                    continue
+                if not stat.S_ISREG(st.st_mode):
+                    once(path, "not a regular file")
+                    continue
+                stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                if stamp in handled:
+                    continue
+                if path not in seen or seen[path][:4] != stamp:
                     seen[path] = (*stamp, now)
-                if self.config.until_eof or now - seen[path][2] >= self.config.idle:
-                    ready.append(path)
+                if self.config.until_eof or now - seen[path][4] >= self.config.idle:
+                    ready.append((path, stamp))
             indexed = indexed_videos(self.memory) if ready else set()
-            for path in ready:
-                handled.add(path)
+            for path, stamp in ready:
+                handled.add(stamp)
                 if self.stopping.is_set():
                     break
                 try:
@@ -623,14 +710,17 @@ class Watcher:
                             [path], self.models, self.ctx, self.memory, keep_going=True
                         ):
                             if outcome.error:
-                                self.say(f"{path}: {outcome.error}")
+                                self._failed(shown(path), outcome.error)
                             else:
                                 self.status.clips_committed += outcome.clips
                                 self.status.last_commit = _now()
                                 self.status.latencies.append(round(time.monotonic() - start, 3))
-                                self.say(f"{path.name}: {outcome.clips} clips committed")
+                                self.say(f"{shown(path)}: {outcome.clips} clips committed")
                 except M3Error as exc:
-                    self.say(f"{path}: {exc}")
+                    if not os.path.lexists(path):
+                        once(path, "removed before it was read")
+                    else:
+                        self._failed(shown(path), str(exc))
                 self._publish()
             if self.config.until_eof and not ready:
                 break
@@ -638,3 +728,13 @@ class Watcher:
         self.status.state = "stopped" if self.stopping.is_set() else "ended"
         self._publish()
         return self.status
+
+    def _failed(self, name: str, error: str) -> None:
+        """One drop-folder file failed: counted, and one ``m3: error:`` line that names it once."""
+        self.status.failed.append(name)
+        full = media.display_name(Path(self.source) / name)
+        for prefix in (full, name):  # the stages' messages begin with the path already
+            if error.startswith(prefix + ":"):
+                error = error[len(prefix) + 1 :].lstrip()
+                break
+        self.fail(f"{name}: {error}")

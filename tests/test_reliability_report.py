@@ -136,3 +136,33 @@ def test_a_damaged_memory_is_one_line(memory, tmp_path, damage):
     assert proc.returncode == 1 and len(lines) == 1, lines
     assert "the memory is damaged" in lines[0] and "rebuild it with `m3 index -o`" in lines[0]
     assert not (tmp_path / "p.html").exists()
+
+
+@pytest.mark.parametrize(
+    "table,damage", [("clips", "data missing"), ("clips", "data truncated"), ("edges", "versions deleted")]
+)
+def test_every_reader_refuses_a_damaged_memory_with_the_same_line(memory, tmp_path, table, damage):
+    """`m3 ask` printed `internal error: ArrowInvalid` on a clips data file gone or cut short, and with
+    the edges versions deleted it answered as if the memory were whole; `m3 report` said one line.
+    Both now run the one integrity check and say the same line."""
+    crafted = tmp_path / "m.lance"
+    shutil.copytree(memory, crafted)
+    folder = crafted / f"{table}.lance"
+    if damage == "versions deleted":
+        shutil.rmtree(folder / "_versions")
+    for f in (folder / "data").iterdir():
+        if damage == "data missing":
+            f.unlink()
+        elif damage == "data truncated":
+            os.truncate(f, f.stat().st_size // 2)
+    said = []
+    for args in (("ask", crafted, "who speaks?"), ("report", crafted, "-o", tmp_path / "p.html")):
+        proc = run_m3(*args, env=OFFLINE)
+        lines = proc.stderr.decode().strip().splitlines()
+        assert proc.returncode == 1 and len(lines) == 1 and proc.stdout == b"", (args, lines)
+        assert (
+            lines[0].startswith(f"m3: error: {crafted}: the memory is damaged (") and f"'{table}'" in lines[0]
+        )
+        assert "rebuild it with `m3 index -o`" in lines[0]
+        said.append(lines[0])
+    assert said[0] == said[1] and not (tmp_path / "p.html").exists()

@@ -72,7 +72,7 @@ def watch(
     from m3cli.stages.core.errors import M3Error
     from m3cli.stages.pipeline import Models
     from m3cli.stages.watch import Watcher, bound_heap
-    from m3cli.terminal import error_line
+    from m3cli.terminal import error_line, safe
 
     settings = context.settings(ctx)
     config = pipeline_from_flags(
@@ -93,8 +93,11 @@ def watch(
     run_ctx = context.run_context(ctx, settings, bar=bar.progress)
     watch_config = stage_config(WatchConfig, ctx.params)
 
-    def say(line: str) -> None:
-        bar.write(f"m3 watch: {line}")
+    def say(line: str) -> None:  # names come from the source (file names, URLs): shown, never obeyed
+        bar.write(f"m3 watch: {safe(line)}")
+
+    def fail(line: str) -> None:
+        bar.write(error_line(line))
 
     # The watcher runs in a child process so that a signal is answered within a second even while a
     # model holds the interpreter lock for seconds (dlib and others do): the parent waits for a commit
@@ -120,13 +123,17 @@ def watch(
                 Path(status) if status else None,
                 say,
                 commit_flag=committing,
+                fail=fail,
             )
             bar.begin(lambda: watcher.status)
             final = watcher.run()
             bar.close()
             ended = f" ({final.error})" if final.error else ""
-            what = f"{count(final.clips_committed, 'clip')} committed"
+            failed = f", {len(final.failed)} files failed" if final.failed else ""
+            what = f"{count(final.clips_committed, 'clip')} committed{failed}"
             context.wrote(ctx, what, output, memory=True, detail=f"the source {final.state}{ended}")
+            if final.failed:
+                code = 1
         except M3Error as exc:
             bar.close()
             print(error_line(exc), file=sys.stderr)

@@ -14,8 +14,29 @@ from typing import Any
 from m3cli.stages.ask.text import overlap, terms
 from m3cli.stages.core.entity_ids import ID_RE, entities_in
 
-LETTERS = "ABCDEFGHIJ"
-_PREFIX = re.compile(r"^\s*[\(\[]?([A-Ja-j])[\)\].:：]\s*")
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+_PREFIX = re.compile(r"^\s*[\(\[]?([A-Za-z])[\)\].:：]\s*")
+
+
+def letter(i: int) -> str:
+    """The letter of option ``i`` as benchmarks letter them: A..Z, then AA, AB, ... (any number of
+    options; A-J alone made the 11th option an IndexError)."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = LETTERS[r] + out
+    return out
+
+
+def index_of(answer_letter: str) -> int:
+    """The option number of a letter (inverse of :func:`letter`)."""
+    n = 0
+    for ch in answer_letter.upper():
+        n = n * 26 + LETTERS.index(ch) + 1
+    return n - 1
+
+
 NUMBER_WORDS = {
     "no": 0, "none": 0, "zero": 0, "one": 1, "once": 1, "two": 2, "twice": 2, "three": 3, "thrice": 3,
     "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10,
@@ -36,7 +57,7 @@ def parse_options(values: list[str] | None) -> list[str]:
 
 def with_options(question: str, options: list[str]) -> str:
     """The question an LLM sees: the options lettered, and the form of the answer asked for."""
-    listed = "\n".join(f"{LETTERS[i]}. {o}" for i, o in enumerate(options))
+    listed = "\n".join(f"{letter(i)}. {o}" for i, o in enumerate(options))
     return f"{question}\nOptions:\n{listed}\nAnswer with the letter of the one correct option."
 
 
@@ -44,11 +65,11 @@ def letter_in(answer: str | None, n: int) -> str | None:
     """The option letter an answer gives ("B", "(B) Bob", "The answer is B."); None when it gives none."""
     if not answer:
         return None
-    valid = LETTERS[:n]
-    m = re.match(rf"^\s*[\(\[]?([{valid}])(?:[\)\].:：,\s]|$)", answer.strip())
+    valid = "|".join(sorted((letter(i) for i in range(n)), key=len, reverse=True))
+    m = re.match(rf"^\s*[\(\[]?({valid})(?:[\)\].:：,\s]|$)", answer.strip())
     if m:
         return m.group(1)
-    found = re.findall(rf"(?:answer|option)\s*(?:is|:)?\s*[\(\[]?([{valid}])\b", answer, re.I)
+    found = re.findall(rf"(?:answer|option)\s*(?:is|:)?\s*[\(\[]?({valid})\b", answer, re.I)
     return found[-1].upper() if found else None
 
 
@@ -96,7 +117,7 @@ def offline_choice(answerer: Any, question: str, options: list[str]) -> tuple[st
         tied.sort(key=lambda i: (-cos[i], i))
         for i in tied:
             scores[i] += 0.01 * cos[i]
-    return LETTERS[tied[0]], ans, scores
+    return letter(tied[0]), ans, scores
 
 
 def _best_cosine(answerer: Any, text: str) -> float:

@@ -536,6 +536,8 @@ def evidence(
 
 def render_text(record: dict[str, Any]) -> str:
     """A readable view of one answer record for people (``--format text``)."""
+    from m3cli.stages.ask.choice import letter
+
     lines = [f"Q: {record['question']}"]
     if record.get("id"):
         lines[0] += f"  [{record['id']}]"
@@ -545,7 +547,7 @@ def render_text(record: dict[str, Any]) -> str:
         label = "A" if record["mode"] == "llm" else "A (retrieval only, no LLM)"
         lines.append(f"{label}: {record['answer']}")
         for i, opt in enumerate(record.get("options") or []):
-            lines.append(f"  {'ABCDEFGHIJ'[i]}. {opt}")
+            lines.append(f"  {letter(i)}. {opt}")
         if record.get("answer_text"):
             lines.append(f"  because: {record['answer_text']}")
     if record.get("evidence"):

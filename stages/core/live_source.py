@@ -58,12 +58,54 @@ def is_device(source: str) -> bool:
     return source.startswith("/dev/video")
 
 
+#: How much of a recording's start identifies it (its program tables and first pictures).
+HEAD_BYTES = 64 * 1024
+_CHANGED_HINT = (
+    "the watch ends here and the clips committed so far stay in the memory; to watch what the file "
+    "holds now as a new recording, give a new --state folder"
+)
+
+
+class SourceChanged(Exception):
+    """The followed file is no longer the recording that was being read (one line for the user)."""
+
+
+def head_digest(head: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(head).hexdigest()
+
+
+def check_same_recording(path: Path, head_bytes: int, digest: str) -> None:
+    """Fail with one line when ``path`` no longer starts with the bytes a watch state recorded.
+
+    Why: a restart after the file was truncated, rewritten or replaced would plan the new content's
+    clips under the old recording's stream id, skip the indexes already committed and leave a gap
+    nobody is told about."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(head_bytes)
+    except FileNotFoundError:
+        return  # waited for, as a recorder about to start
+    if len(head) < head_bytes or head_digest(head) != digest:
+        raise SourceChanged(
+            f"{media.display_name(path)}: not the recording this watch state was made from (it was "
+            "truncated, rewritten or replaced since it was watched); to watch it as a new recording, "
+            "give a new --state folder"
+        )
+
+
 class Growing:
     """A read-only file object over a file another writer is still appending to (``tail -f``).
 
     ``read`` waits for more bytes while the writer may still write: until ``finished()`` is true (the
     recorder stopped), until the file has not grown for ``idle`` seconds (``None``: no limit), or until
-    ``stop`` is set; then it returns what is left and the empty string (end of file)."""
+    ``stop`` is set; then it returns what is left and the empty string (end of file).
+
+    The file must stay the recording it was (:meth:`check`, whenever a read waits and at least once a
+    second while data flows): replaced by another file (another inode at the path), shrunk below what
+    was read (truncated: a writer that keeps writing leaves zeros before its offset) or rewritten (its
+    first bytes differ) raises :class:`SourceChanged`; nothing after that is read."""
 
     def __init__(
         self,
@@ -80,13 +122,45 @@ class Growing:
         self.poll = poll
         self.fh = self.path.open("rb")
         self.last_growth = time.monotonic()
+        self.head = b""  # the file's first HEAD_BYTES, as read
+        self.read_bytes = 0
+        self._checked = time.monotonic()
+
+    def check(self) -> None:
+        """Raise :class:`SourceChanged` when the path no longer holds the recording being read."""
+        if self.fh.closed:
+            return
+        name = media.display_name(self.path)
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            raise SourceChanged(f"{name}: removed while it was watched; {_CHANGED_HINT}") from None
+        own = os.fstat(self.fh.fileno())
+        if (st.st_ino, st.st_dev) != (own.st_ino, own.st_dev):
+            raise SourceChanged(f"{name}: replaced by another file while it was watched; {_CHANGED_HINT}")
+        if st.st_size < self.read_bytes:
+            raise SourceChanged(
+                f"{name}: shrank from {self.read_bytes} to {st.st_size} bytes while it was watched "
+                f"(truncated or rewritten by its writer); {_CHANGED_HINT}"
+            )
+        if self.head and os.pread(self.fh.fileno(), len(self.head), 0) != self.head:
+            raise SourceChanged(
+                f"{name}: rewritten while it was watched (its first bytes changed); {_CHANGED_HINT}"
+            )
+        self._checked = time.monotonic()
 
     def read(self, n: int = -1) -> bytes:
         while True:
+            if time.monotonic() - self._checked >= 1.0:
+                self.check()
             data = self.fh.read(n)
             if data:
+                if len(self.head) < HEAD_BYTES:
+                    self.head += data[: HEAD_BYTES - len(self.head)]
+                self.read_bytes += len(data)
                 self.last_growth = time.monotonic()
                 return data
+            self.check()
             if self.stop.is_set() or self.finished():
                 return self.fh.read(n)
             if self.idle is not None and time.monotonic() - self.last_growth >= self.idle:
@@ -115,6 +189,14 @@ class Arrival:
     video_end: float = -math.inf
     #: (media seconds covered by both streams, monotonic time it was reached), increasing
     marks: list[tuple[float, float]] = field(default_factory=list)
+    #: packets with damaged timestamps are left out as :func:`media.probe` leaves them out
+    video_clock: media.TimestampFilter = field(default_factory=media.TimestampFilter)
+    audio_clock: media.TimestampFilter = field(default_factory=media.TimestampFilter)
+
+    @property
+    def damaged(self) -> list[tuple[float, float]]:
+        """Where packets with damaged timestamps were left out (media seconds)."""
+        return sorted(self.video_clock.damaged + self.audio_clock.damaged)
 
     @property
     def covered(self) -> float:
@@ -150,6 +232,7 @@ class Arrival:
             frame_times=times,
             frame_duration=frame_duration,
             start=max(0.0, min(float(times[0]), self.audio_first)),
+            damaged=tuple(self.damaged),
         )
 
 
@@ -166,11 +249,33 @@ class Scanner(threading.Thread):
         self.arrival = Arrival()
         self.error: str | None = None
         self.done = threading.Event()
+        self.source: Growing | None = None
+        self.format = ""  # the container format FFmpeg found
+
+    def _not_growable(self, exc: av.error.FFmpegError) -> str:
+        name = media.display_name(self.path)
+        return (
+            f"{name}: cannot be followed as a growing recording ({exc.strerror or exc}): an MP4, MOV, MKV "
+            f"or AVI file can be read only once it is complete; for a finished file use `m3 run {name} "
+            "-o MEMORY`, and to watch a recording while it grows, have the recorder write MPEG-TS "
+            "(ffmpeg ... -f mpegts FILE.ts)"
+        )
+
+    def verify(self) -> None:
+        """Raise :class:`SourceChanged` when the file followed is no longer the recording read so far
+        (the watcher asks before each commit: a round decodes its clips from the path)."""
+        if self.source is not None:
+            self.source.check()
 
     def run(self) -> None:
         try:
             self._scan()
+        except SourceChanged as exc:
+            self.error = str(exc)
         except av.error.FFmpegError as exc:
+            if any(f in self.format for f in ("mov", "mp4", "matroska", "avi")):
+                self.error = self._not_growable(exc)
+                return
             self.error = f"{media.display_name(self.path)}: cannot read the recording: {exc}"
         except OSError as exc:
             self.error = f"{media.display_name(self.path)}: cannot read: {exc.strerror or exc}"
@@ -182,9 +287,15 @@ class Scanner(threading.Thread):
             if self.stop.is_set() or (self.finished and self.finished()):
                 return
             time.sleep(0.05)
-        source = Growing(self.path, self.stop, self.finished, self.idle)
+        source = self.source = Growing(self.path, self.stop, self.finished, self.idle)
         try:
-            with av.open(source, mode="r") as container:
+            container: Any = av.open(source, mode="r")
+        except av.error.FFmpegError as exc:
+            self.error = self._not_growable(exc)
+            return
+        self.format = container.format.name or ""
+        try:
+            with container:
                 if not container.streams.video:
                     self.error = f"{media.display_name(self.path)}: no video stream"
                     return
@@ -198,12 +309,15 @@ class Scanner(threading.Thread):
                     a.width = vs.codec_context.width or None
                     a.height = vs.codec_context.height or None
                     a.has_audio = audio is not None
-                for packet in container.demux(*(s for s in (vs, audio) if s is not None)):
+                for packet in media.demux(container, *(s for s in (vs, audio) if s is not None)):
                     if packet.pts is None or packet.size == 0:
                         continue
                     with self.lock:
                         t = float(packet.pts * packet.time_base) - a.origin
                         end = t + float((packet.duration or 0) * packet.time_base)
+                        clock = a.video_clock if packet.stream.index == vs.index else a.audio_clock
+                        if not clock.accept(t):
+                            continue
                         if packet.stream.index != vs.index:
                             a.audio_first = min(a.audio_first, t)
                             a.audio_end = max(a.audio_end, end)
@@ -216,7 +330,7 @@ class Scanner(threading.Thread):
                         if not a.marks or covered > a.marks[-1][0]:
                             a.marks.append((covered, time.monotonic()))
         finally:
-            source.close()
+            pass  # the file stays open: the watcher asks :meth:`verify` until its last commit
 
 
 # ------------------------------------------------------------------------------------- recording
@@ -248,7 +362,7 @@ def spool_end(path: Path) -> float | None:
     end = None
     try:
         with av.open(os.fsdecode(path)) as container:
-            for packet in container.demux():
+            for packet in media.demux(container):
                 if packet.pts is not None and packet.time_base is not None:
                     t = float((packet.pts + (packet.duration or 0)) * packet.time_base)
                     end = t if end is None else max(end, t)

@@ -264,6 +264,9 @@ class Probe:
     frame_duration: float
     start: float = 0.0
     audio_tracks: int = 0  # how many the file has; the one used is the one asked for
+    #: spans (s) whose packets carried timestamps far from their neighbours' (damaged headers in a
+    #: lossy stream's recording): those packets were left out, and the span is a gap in the video
+    damaged: tuple[tuple[float, float], ...] = ()
 
 
 def open_container(path: Path) -> av.container.InputContainer:
@@ -278,6 +281,88 @@ def open_container(path: Path) -> av.container.InputContainer:
         ) from None
     except av.error.FFmpegError as exc:
         raise InputError(f"{name}: cannot open as media: {exc}") from None
+
+
+def demux(container: av.container.InputContainer, *streams: av.stream.Stream) -> Iterator[av.Packet]:
+    """``container.demux(*streams)``, robust to a damaged stream announcing new streams.
+
+    Why: a lossy MPEG-TS recording (a UDP stream's spool) can carry a damaged program table that makes
+    FFmpeg add a stream mid-file; PyAV knows only the streams it found on opening and raises
+    ``IndexError`` when it flushes the new one, after the last packet. Nothing of the streams asked
+    for is lost by ending there."""
+    packets = container.demux(*streams)
+    while True:
+        try:
+            packet = next(packets)
+        except StopIteration:
+            return
+        except IndexError:
+            log.info("%s: a stream appeared mid-file (a damaged program table); ignored", container.name)
+            return
+        yield packet
+
+
+def decode(container: av.container.InputContainer, stream: av.stream.Stream, name: str) -> Iterator[Any]:
+    """The decoded frames of ``stream``, and None where a packet the decoder rejects was skipped.
+
+    Why: ``container.decode`` ends at the first packet the decoder rejects, so one damaged packet of a
+    lossy recording (a dropped UDP datagram, a cut PES) ended the clip's pictures or sound there. As
+    ``ffmpeg`` does, the packet is skipped and decoding goes on (the codec conceals what it can);
+    every other error still ends the stream."""
+    for packet in demux(container, stream):
+        try:
+            frames = packet.decode()
+        except av.error.InvalidDataError as exc:
+            at = float(packet.pts * packet.time_base) if packet.pts is not None and packet.time_base else None
+            log.warning("%s: a damaged %s packet near %s s skipped (%s)", name, stream.type, at, exc)
+            yield None
+            continue
+        yield from frames
+
+
+class TimestampFilter:
+    """Leaves out packets whose timestamps jump away from their stream's recent ones, one at a time.
+
+    Why: a damaged PES header can carry any timestamp; one such packet among good ones made a 50-s
+    recording "last" 11,904 s (thousands of empty clips). A timestamp further than ``tolerance``
+    seconds from the median of the last ``window`` accepted ones is left out, unless ``confirm`` such
+    packets in a row agree with each other (a real jump of the stream's clock: they start the new
+    timeline). B-frame reordering moves timestamps by fractions of a second, so good packets are never
+    left out. It only looks back, so the watcher following a growing file (packet by packet) and the
+    probe of the finished file leave out the same packets and plan the same clips.
+
+    ``damaged`` collects where left-out packets sat: from the accepted timestamp before them to the
+    one after."""
+
+    def __init__(self, tolerance: float = 5.0, window: int = 7, confirm: int = 4) -> None:
+        self.tolerance, self.window, self.confirm = tolerance, window, confirm
+        self.recent: list[float] = []
+        self.pending: list[float] = []
+        self.left_out = 0
+        self.damaged: list[tuple[float, float]] = []
+        self._since: float | None = None  # the last accepted time before left-out packets
+
+    def accept(self, t: float) -> bool:
+        if self.recent and abs(t - float(np.median(self.recent))) > self.tolerance:
+            if self._since is None:
+                self._since = self.recent[-1]
+            self.pending = [*self.pending[-(self.confirm - 1) :], t]
+            agree = max(self.pending) - min(self.pending) <= self.tolerance
+            if len(self.pending) < self.confirm or not agree:
+                self.left_out += 1
+                return False
+            self.recent = self.pending[:-1]  # a new timeline: the ones before this were left out
+        if self._since is not None:
+            span = (round(min(self._since, t), 3), round(max(self._since, t), 3))
+            if self.damaged and span[0] <= self.damaged[-1][1]:
+                span = (self.damaged[-1][0], max(span[1], self.damaged[-1][1]))
+                self.damaged.pop()
+            self.damaged.append(span)
+            self._since = None
+        self.pending = []
+        self.recent.append(t)
+        del self.recent[: -self.window]
+        return True
 
 
 def _origin(container: av.container.InputContainer) -> float:
@@ -308,8 +393,9 @@ def _display_rotation(path: Path) -> int:
     first decoded frame: 0 when the video has none or it cannot be decoded."""
     try:
         with open_container(path) as container:
-            for frame in container.decode(container.streams.video[0]):
-                return int(round((frame.rotation or 0) / 90.0)) * 90 % 360
+            for frame in decode(container, container.streams.video[0], display_name(path)):
+                if frame is not None:
+                    return int(round((frame.rotation or 0) / 90.0)) * 90 % 360
     except (av.error.FFmpegError, InputError):
         return 0
     return 0
@@ -336,14 +422,18 @@ def probe(path: Path, audio_track: int = 0) -> Probe:
         durations: list[int] = []
         audio_first = math.inf
         audio_end = -math.inf
+        video_clock, audio_clock = TimestampFilter(), TimestampFilter()
         try:
-            for packet in container.demux(*(s for s in (vs, audio) if s is not None)):
+            for packet in demux(container, *(s for s in (vs, audio) if s is not None)):
                 if packet.pts is None or packet.size == 0:
                     continue
                 if packet.stream.index != vs.index:
                     t = float(packet.pts * packet.time_base) - origin
-                    audio_first = min(audio_first, t)
-                    audio_end = max(audio_end, t + float((packet.duration or 0) * packet.time_base))
+                    if audio_clock.accept(t):
+                        audio_first = min(audio_first, t)
+                        audio_end = max(audio_end, t + float((packet.duration or 0) * packet.time_base))
+                    continue
+                if not video_clock.accept(packet.pts * tb - origin):
                     continue
                 pts.append(packet.pts)
                 if packet.duration:
@@ -364,6 +454,14 @@ def probe(path: Path, audio_track: int = 0) -> Probe:
             frame_duration = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
         video_end = float(times[-1] + frame_duration)
         _check_not_truncated(container, name, video_end)
+        damaged = sorted(video_clock.damaged + audio_clock.damaged)
+        if damaged:
+            log.warning(
+                "%s: %d packets with damaged timestamps left out (%s)",
+                name,
+                video_clock.left_out + audio_clock.left_out,
+                ", ".join(f"{a:.2f}-{b:.2f} s" for a, b in damaged),
+            )
         width, height = vs.codec_context.width or None, vs.codec_context.height or None
     if _display_rotation(path) in (90, 270):
         width, height = height, width
@@ -378,6 +476,7 @@ def probe(path: Path, audio_track: int = 0) -> Probe:
         frame_duration=frame_duration,
         start=max(0.0, min(float(times[0]), audio_first)),
         audio_tracks=tracks,
+        damaged=tuple(damaged),
     )
 
 
@@ -472,11 +571,14 @@ def iter_sampled(
         eps = 1e-6
         _seek_to(container, vs, start, origin)
         target = start
+        clock = TimestampFilter()  # a frame with a damaged timestamp is not the clip's end
         try:
-            for frame in container.decode(vs):
-                if frame.pts is None:
+            for frame in decode(container, vs, name):
+                if frame is None or frame.pts is None:
                     continue
                 t = frame.pts * tb - origin
+                if not clock.accept(t):
+                    continue
                 if t < start - eps:
                     continue
                 if t >= end - eps:
@@ -611,23 +713,6 @@ def _unpack_frames(packed: dict[str, np.ndarray]) -> Frames:
 
 
 # -- audio -------------------------------------------------------------------------------------
-def _audio_frames(container: Any, stream: Any, name: str) -> Iterator[Any]:
-    """The decoded frames of ``stream``, and None where a packet the decoder rejects was skipped.
-
-    Why: a live recording keeps the packet a dropped UDP stream cut short (`m3 watch`), and
-    ``container.decode`` ends at the first such packet, which silenced the rest of the clip. Every
-    other decoder error still ends the audio, as before."""
-    for packet in container.demux(stream):
-        try:
-            frames = packet.decode()
-        except av.error.InvalidDataError as exc:
-            at = float(packet.pts * packet.time_base) if packet.pts is not None and packet.time_base else None
-            log.warning("%s: a damaged audio packet near %s s skipped (%s)", name, at, exc)
-            yield None
-            continue
-        yield from frames
-
-
 def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray:
     name = display_name(path)
     n_out = max(0, int(round((end - start) * rate)))
@@ -645,14 +730,17 @@ def _decode_audio(path: Path, start: float, end: float, rate: int) -> np.ndarray
         first_t: float | None = None
         got = 0
         resync = False  # after a damaged packet: frames are placed by their timestamps until aligned
+        clock = TimestampFilter()
         try:
-            for frame in _audio_frames(container, stream, name):
+            for frame in decode(container, stream, name):
                 if frame is None:
                     resync = True
                     continue
                 if frame.pts is None:
                     continue
                 t = frame.pts * float(frame.time_base) - origin
+                if not clock.accept(t):  # a damaged timestamp: not where this sound belongs
+                    continue
                 if t + frame.samples / frame.sample_rate <= start:
                     continue
                 if first_t is None:

@@ -46,6 +46,20 @@ class MemoryReader:
             self._tables[name] = lance.dataset(table_uri(self.path, name), version=version)
         return self._tables[name]
 
+    def check(self) -> None:
+        """The memory is whole (:func:`~m3cli.stages.core.memory_integrity.check_memory`): every table
+        of the manifest opens at its version and its files are all there; else one line."""
+        from m3cli.stages.core.memory_integrity import check_memory
+
+        opened: dict[str, Any] = {}
+        names = set(self.versions) if self.versions else set(table_names(self.path))
+        for name in names:
+            try:
+                opened[name] = self.table(name)
+            except Exception as exc:  # noqa: BLE001 - reported as the damaged table
+                opened[name] = exc
+        check_memory(self.path, opened)
+
     @property
     def embed_model(self) -> str:
         """``version`` of the embedder that made the vectors: queries must use the same one."""
@@ -144,6 +158,9 @@ def open_reader(path: str | Path) -> MemoryReader:
     try:
         reader = MemoryReader(path, versions)
     except Exception as exc:
-        raise InputError(f"{path}: the memory's meta table is damaged: {exc}") from None
+        from m3cli.stages.core.storage import damaged_memory
+
+        raise damaged_memory(path, exc) from None
     check_meta(path, reader.meta)
+    reader.check()
     return reader

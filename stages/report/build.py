@@ -64,8 +64,11 @@ def write_report(
             f"-o {output}: is a directory; name the HTML file to write, e.g. {output / 'report.html'}"
         )
     answer_rows, answers_total = read_answers(answers, limits.max_answers) if answers else ([], 0)
+    from m3cli.stages.core.memory_reader import open_reader
+
     try:
         store = open_memory(memory)
+        open_reader(memory)  # the integrity check every reader runs (one line for a damaged memory)
         data = gather(store, video, clips, limits)
     except (OSError, ValueError, RuntimeError) as exc:  # the engine's errors: one line, not a traceback
         raise damaged_memory(memory, exc) from None
