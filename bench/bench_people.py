@@ -35,7 +35,9 @@ def _bases() -> tuple[list[np.ndarray], list[np.ndarray]]:
         if faces and voices:
             return faces, voices
     rng = np.random.default_rng(0)
-    return list(rng.normal(size=(8, 128)).astype(np.float32)), list(rng.normal(size=(8, 192)).astype(np.float32))
+    return list(rng.normal(size=(8, 128)).astype(np.float32)), list(
+        rng.normal(size=(8, 192)).astype(np.float32)
+    )
 
 
 def _person(rng: np.random.Generator, base: np.ndarray, scale: float) -> np.ndarray:

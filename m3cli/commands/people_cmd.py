@@ -14,7 +14,7 @@ from m3cli.terminal import echo, safe
 class _ListByDefault(TyperGroup):
     """`m3 people MEMORY` is `m3 people list MEMORY`: a first word that is no subcommand is a memory."""
 
-    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+    def parse_args(self, ctx, args):
         first = next((a for a in args if not a.startswith("-")), None)
         if (
             first is not None

@@ -525,7 +525,7 @@ def evidence(
                 node_ids=[n.id for n in nodes[:5]],
                 quote=ctx.text_of(best),
                 characters=_character_list(ctx, nodes[:5]),
-                **({"at": at} if at else {}),
+                **({"at": at} if at else {}),  # type: ignore[arg-type]  # an extra field
             )
         )
     return out

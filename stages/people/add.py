@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from m3cli.schemas.records import ClipRecord
+from m3cli.schemas.records import ClipRecord, Turn, Utterance
 from m3cli.stages.core.entity_ids import parse_id
 from m3cli.stages.people.match import Appearance, KnownPeople, Thresholds, assign_video, unit
 from m3cli.stages.people.store import (
@@ -45,7 +45,8 @@ def appearance_spans(clips: list[ClipRecord], mapping: dict[str, str]) -> dict[s
         for t in r.faces.tracks if r.faces else []:
             c = mapping.get(t.face_id, t.face_id)
             spans[c] += [[float(s), float(e)] for s, e in t.spans]
-        for u in [*(r.utterances or []), *(r.turns or [])]:
+        heard: list[Utterance | Turn] = [*(r.utterances or []), *(r.turns or [])]
+        for u in heard:
             if u.speaker:
                 spans[mapping.get(u.speaker, u.speaker)].append([float(u.start), float(u.end)])
     return {c: merge_spans(s) for c, s in spans.items()}
@@ -178,7 +179,7 @@ def _same(old: dict, new: dict) -> bool:
     for k, v in new.items():
         o = old.get(k)
         if k in ("face", "voice"):
-            if len(o or []) != len(v or []) or (v and not np.allclose(o, v, atol=1e-5)):
+            if len(o or []) != len(v or []) or (v and o is not None and not np.allclose(o, v, atol=1e-5)):
                 return False
         elif k == "spans":
             if [list(map(float, s)) for s in (o or [])] != [list(map(float, s)) for s in (v or [])]:
