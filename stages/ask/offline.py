@@ -575,7 +575,7 @@ class OfflineAnswerer:
             )
         if not parts:
             return None
-        return Answer("There are " + "; ".join(parts) + ".", cited, "")
+        return Answer(_there(parts) + "; ".join(parts) + ".", cited, "")
 
     def _count_with_turns(self, n: int) -> Answer | None:
         parts, cited = [], []
@@ -658,7 +658,7 @@ class OfflineAnswerer:
                 parts.append(f"{_plural(len(turns), 'speaking turn')}{self._in(v)}")
         if not parts:
             return None
-        return Answer("There are " + "; ".join(parts) + f" {_cites(self, cited)}.", cited, "")
+        return Answer(_there(parts) + "; ".join(parts) + f" {_cites(self, cited)}.", cited, "")
 
     def _a_who_times(self, question: str, form: Form) -> Answer | None:
         n = int(form.detail)
@@ -1070,3 +1070,8 @@ def evidence_of(a: OfflineAnswerer, lines: list[Line]) -> list[dict[str, Any]]:
         if at is not None:
             out[-1]["at"] = at  # the line's absolute time, when its video's recording start is known
     return out
+
+
+def _there(parts: list[str]) -> str:
+    """ "There is" before a single count of one ("1 person"), else "There are"."""
+    return "There is " if len(parts) == 1 and parts[0].startswith("1 ") else "There are "
