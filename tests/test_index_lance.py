@@ -19,6 +19,7 @@ from m3cli.stages.core.memory_reader import open_reader
 from m3cli.stages.core.memory_store import TABLES
 from m3cli.stages.core.memory_writer import MemoryWriter
 from m3cli.stages.index import IndexConfig, index_records
+from m3cli.stages.people.store import EDITS, PEOPLE
 from support.import_probe import m3_imports
 from support.memory_rows import memory_rows
 from support.s3_server import s3_server
@@ -44,7 +45,8 @@ def test_index_never_imports_lancedb_and_lancedb_reads_the_memory(tmp_path):
     assert index_cli(out, recs, tmp_path / "cache") == []  # merges into them, rebuilds the indexes
     db = lancedb.connect(str(out))
     listed = db.list_tables()
-    assert sorted(getattr(listed, "tables", listed)) == sorted(TABLES)
+    # the memory's own tables, and the people of every video added (stages/people/store.py)
+    assert sorted(getattr(listed, "tables", listed)) == sorted((*TABLES, PEOPLE, EDITS))
     reader = open_reader(out)
     by_lancedb = memory_rows(out)
     for name in TABLES:  # LanceDB reads what the Lance reader reads, at the committed versions
@@ -163,7 +165,7 @@ def test_an_uncommitted_run_is_rolled_back_on_s3(tmp_path, s3_env, monkeypatch, 
     lance.write_dataset(pa.table({"id": ["x"]}), f"{uri}/half_written.lance")
     assert "half_written" in MemoryWriter(uri).table_names()
     index_records(pipeline(3)[2:], uri, embedder, ctx=ctx)
-    assert MemoryWriter(uri).table_names() == set(TABLES)  # the stray table is gone
+    assert MemoryWriter(uri).table_names() == {*TABLES, PEOPLE, EDITS}  # the stray table is gone
     after = memory_rows(uri)
     assert "stray" not in {r["id"] for r in after["nodes"]}
     assert {r["clip"] for r in after["clips"]} == {0, 1, 2}
