@@ -121,6 +121,12 @@ def run(
     )
     if config.until == "index" and not output:
         raise InputError("-o MEMORY is required (or stop earlier with --until STAGE to write records)")
+    # before the models load (their weights are checked and exported once, which can take seconds)
+    context.stop_at_once_on_interrupt(
+        "m3: interrupted: videos finished so far are kept"
+        + (f" in {safe(mask_credentials(str(output)))}" if output and config.until == "index" else "")
+        + ", and the finished clips' work is in the cache; run the same command again to resume"
+    )
     models = Models(config, settings)
     from m3cli.progress import PipelineProgress, shown
 
@@ -132,11 +138,6 @@ def run(
         enabled=shown(context.state(ctx).quiet),
     )
     run_ctx = context.run_context(ctx, settings, bar=bar.progress)
-    context.stop_at_once_on_interrupt(
-        "m3: interrupted: videos finished so far are kept"
-        + (f" in {safe(mask_credentials(str(output)))}" if output and config.until == "index" else "")
-        + ", and the finished clips' work is in the cache; run the same command again to resume"
-    )
     records = []
     failures = 0
     outcomes = run_videos(
