@@ -150,7 +150,8 @@ def test_run_reports_bad_input_in_one_line(m3, tmp_path, cache_dir):
     proc = m3("run", bad, "--set", "faces.fps=x")
     assert proc.returncode == 1 and b"faces.fps: expected float" in proc.stderr
     proc = m3("run", "--options")
-    assert proc.returncode == 0 and b"faces:\n  faces.backend = " in proc.stdout and b"  faces.fps = " in proc.stdout
+    assert proc.returncode == 0
+    assert b"faces:\n  faces.backend = " in proc.stdout and b"  faces.fps = " in proc.stdout
 
 
 @pytest.mark.slow
