@@ -384,6 +384,26 @@ def test_a_talk_overs_second_voice_takes_the_utterance_both_turns_cover_alike():
     # a word B's turn covers less than half of stays with the speaker whose turns cover most of it
     late = AsrSegment(3.2, 3.9, "Late.", (Word(3.2, 3.9, " Late.", 0.9),))
     assert [u["speaker_local"] for u in split_by_speaker([segs[0], late], turns, relabel=False)] == ["A", "A"]
+    # a sentence of its own whose first word Whisper times before B's turn begins is B's still
+    # (sample.wav's "Neither did I."); one with an inner word outside B's turn is not
+    edge = AsrSegment(
+        1.3,
+        2.3,
+        "Neither did I.",
+        (Word(1.3, 1.45, " Neither"), Word(1.5, 1.8, " did"), Word(1.8, 2.3, " I.")),
+    )
+    assert [u["speaker_local"] for u in split_by_speaker([segs[0], edge, segs[2]], turns, relabel=False)] == [
+        "A",
+        "B",
+        "A",
+    ]
+    inner = AsrSegment(
+        1.6, 3.8, "Me too, yes.", (Word(1.6, 2.4, " Me"), Word(3.5, 3.6, " too,"), Word(3.6, 3.8, " yes."))
+    )
+    assert [u["speaker_local"] for u in split_by_speaker([segs[0], inner], turns, relabel=False)] == [
+        "A",
+        "A",
+    ]
 
 
 def test_a_voice_whose_turn_lies_inside_anothers_sentence_takes_the_words_its_turn_holds():
@@ -427,9 +447,11 @@ def test_a_voice_whose_turn_lies_inside_anothers_sentence_takes_the_words_its_tu
 @pytest.mark.slow
 @pytest.mark.skipif(not (SHARED_MEDIA / "diarization").is_dir(), reason="needs the shared media")
 def test_sample_second_voice_inside_a_sentence_gets_its_own_words(tmp_path):
-    """sample.wav: Sheila's "Neither did I." (9.84-10.78 s, read "I need the design." by tiny.en) lay
-    inside Diane's run of words and was written as Diane's; the reference transcript (sample.stm) gives
-    it to Sheila, as her turn there does now."""
+    """sample.wav: Sheila's "Neither did I." (9.84-10.78 s in sample.stm) lies inside Diane's turn and
+    was written as Diane's, first inside her run of words (tiny.en once read it "I need the design."),
+    then as a sentence of its own whose first word Whisper timed before Sheila's turn began. The
+    utterance that starts last before 10.5 s and runs past it is Sheila's (who introduces herself as
+    Sheila), not Diane's (Diane's sentence before it may run on under it: her turn does)."""
     res = diarize_file(
         SHARED_MEDIA / "diarization" / "sample.wav", DiarizeConfig(), RunContext(cache=Cache(tmp_path))
     )
@@ -437,7 +459,8 @@ def test_sample_second_voice_inside_a_sentence_gets_its_own_words(tmp_path):
     def speaker(said: str) -> str:
         return next(u["speaker_local"] for u in res.utterances if said in u["text"])
 
-    assert speaker("design") == speaker("Sheila") != speaker("know you were there")
+    at = max((u for u in res.utterances if u["start"] <= 10.5 <= u["end"]), key=lambda u: u["start"])
+    assert at["speaker_local"] == speaker("Sheila") != speaker("know you were there")
 
 
 @pytest.mark.slow
