@@ -172,9 +172,13 @@ class Utterance(_Open):
     speaker_local: str | None = None
     speaker: str | None = Field(default=None, pattern=r"^<voice_[0-9]+>$")
     voice_score: float | None = None
-    #: Whisper's code of the language it was read in, where a second reading (not the first ASR) read it
+    #: Whisper's code (ISO 639-1) of the language it was read in
     language: str | None = None
+    #: how sure the language ID was of ``language`` (None: the speaker was too briefly heard to ask)
+    language_p: float | None = None
     second_reading: bool | None = None
+    #: English translation of ``text`` (``m3 diarize --translate``, speech in another language)
+    translation: str | None = None
 
 
 class Turn(_Open):
@@ -185,8 +189,9 @@ class Turn(_Open):
     speaker_local: str
     speaker: str | None = Field(default=None, pattern=r"^<voice_[0-9]+>$")
     overlap: bool = False
-    #: the language the turn was detected in with confidence, where the first ASR left it without words
+    #: the language the turn's speaker was heard in with confidence, and its probability
     language: str | None = None
+    language_p: float | None = None
 
 
 class VoicesSection(_Open):

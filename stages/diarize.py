@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from m3cli.schemas.records import AsrSection, ClipRecord, Turn, Utterance
-from m3cli.stages import diarize_second
+from m3cli.stages import asr_guards, diarize_second, language_id
 from m3cli.stages.backends.asr import (
     ASR_BACKENDS,
     DIARIZERS,
@@ -78,7 +78,7 @@ from m3cli.stages.core.common import RunContext, by_video
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/13"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/14"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
@@ -89,7 +89,8 @@ STAGE_VERSION = "diarize/13"  # 3: words stay out of long pauses; one turn, one 
 # again by multilingual base where it is installed (stages/diarize_second.py); 11: an utterance both
 # speakers' turns cover alike goes to a talk-over's second voice that has no words otherwise; 12: no
 # language decided (nor read) on a speaker's turns under diarize_second.MIN_LANGUAGE_SECONDS in a clip;
-# 13: a run of words is cut where another speaker's wordless stretch lies inside it (_voice_nested_turns)
+# 13: a run of words is cut where another speaker's wordless stretch lies inside it (_voice_nested_turns);
+# 14: every speaker's language heard before tiny.en reads (language_id), guards on tiny.en's text
 MIN_AUDIO_SECONDS = 0.5
 MAX_WORD_GAP = 1.0  # an utterance is also cut where its words pause this long (s)
 UNSURE_WORD = 0.5  # a word below this probability at a segment's end, outside every turn, is dropped
@@ -223,6 +224,7 @@ class Pipeline:
         parts = [STAGE_VERSION, _identity_asr(self.config)]
         if self.second_reading:
             parts.append(f"second reading: {diarize_second.identity()}")
+            parts.append(f"{language_id.identity()}; {asr_guards.identity()}")
         for dist in (
             "silero-vad",
             "faster-whisper",
@@ -261,16 +263,45 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     # the ASR hears the turns too: speech the VAD gated out but the diarizer heard (0.6 s of trn07,
     # 0.7 s of trn00) was otherwise in a turn that no word could reach
     heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])
+    spoken: dict[str, language_id.Heard] = {}
+    if pipe.second_reading and turns:
+        # every speaker's language first: tiny.en never hears a speaker surely of another language
+        spoken = language_id.speaker_languages(audio, turns, pipe.second_reader)
+        heard = subtract_spans(heard, _foreign_alone(turns, spoken))
     transcript = transcribe_speech(audio, heard, asr, pipe.config.language)
     utterances = fit_to_turns(split_by_speaker(transcript.segments, turns, relabel=False), turns)
     languages: list[list] = []
     if pipe.second_reading and turns:
-        # turns the first reading left without words: read again by the multilingual model
-        utterances, languages = diarize_second.second_reading(audio, turns, utterances, pipe.second_reader)
+        utterances, _ = asr_guards.guard(utterances, transcript.segments, turns, spoken)
+        # the speakers of another language: read by the multilingual model in it
+        utterances, languages = diarize_second.second_reading(
+            audio, turns, utterances, pipe.second_reader, spoken, pipe.config.translate
+        )
+    _tag_language(utterances, spoken, transcript.language)
     turns = _same_labels(utterances, turns, languages)
     if not utterances:
         log.info("%.1f s of speech found but the recogniser produced no words", speech_seconds)
     return ClipResult(utterances, turns, transcript.language, speech_seconds, languages)
+
+
+def _foreign_alone(turns: Sequence[SpeakerTurn], spoken: dict[str, language_id.Heard]) -> list[Span]:
+    """Where only speakers surely of another language speak: what tiny.en is not given to read."""
+    foreign = [(t.start, t.end) for t in turns if t.speaker in spoken and spoken[t.speaker].foreign]
+    others = [(t.start, t.end) for t in turns if not (t.speaker in spoken and spoken[t.speaker].foreign)]
+    return subtract_spans(foreign, others)
+
+
+def _tag_language(utterances: list[dict], spoken: dict[str, language_id.Heard], read_in: str | None) -> None:
+    """Every utterance says in what language it was read (``language``) and how sure the language ID
+    was of it (``language_p``; None where the speaker was not asked or heard in another language).
+    ``read_in``: the first model's language (None: leave the first reading's utterances untagged, as
+    without the second reading)."""
+    for u in utterances:
+        if "language" in u or read_in is None:
+            continue
+        known = spoken.get(u["speaker_local"])
+        u["language"] = read_in
+        u["language_p"] = known.p if known is not None and known.language == read_in else None
 
 
 def speaker_turns(audio: np.ndarray, speech: Sequence[Span], pipe: Pipeline) -> list[SpeakerTurn]:
@@ -711,7 +742,7 @@ def turn_records(
     """Turns on the video's clock, each cut where another speaker starts or stops talking over it, so
     ``overlap`` is true or false for the whole piece. A piece inside a stretch the second reading heard
     in a language it was sure of (``languages``) records that ``language``."""
-    sure = [(a, b, spk, lang) for a, b, spk, lang, p in languages if p >= diarize_second.LANGUAGE_P]
+    sure = [(a, b, spk, (lang, p)) for a, b, spk, lang, p in languages if p >= diarize_second.LANGUAGE_P]
     out: list[Turn] = []
     for t in turns:
         others = [o for o in turns if o.speaker != t.speaker and o.end > t.start and o.start < t.end]
@@ -730,7 +761,7 @@ def turn_records(
                     end=round(b + offset, 3),
                     speaker_local=t.speaker,
                     overlap=overlapped,
-                    **({"language": spoken[0]} if spoken else {}),
+                    **({"language": spoken[0][0], "language_p": spoken[0][1]} if spoken else {}),
                 )
             )
     return sorted(out, key=lambda x: (x.start, x.end, x.speaker_local))

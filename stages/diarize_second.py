@@ -50,13 +50,16 @@ from m3cli.stages.backends.asr_faster_whisper import (
     NO_SPEECH_THRESHOLD,
     FasterWhisperAsr,
 )
+from m3cli.stages.language_id import Heard
 
 log = logging.getLogger(__name__)
 
-VERSION = "second-reading/4"  # the rule below; a change must not reuse results read by another
+VERSION = "second-reading/6"  # the rule below; a change must not reuse results read by another
 # 2: no language decided on less than MIN_LANGUAGE_SECONDS of a speaker's turns
 # 3: one decoding temperature (TEMPERATURES); what another speaker's utterance holds is not read again
 # 4: a speaker found to speak another language is read whole; its first-reading utterances give way
+# 5: every speaker's language is heard first (stages/language_id.py); the foreign ones are read
+# 6: the no-speech probability refuses only with an unsure text (Whisper's own rule)
 MODEL = "base"  # the packaged multilingual model that reads a second time (installed with the package)
 MODES = ("auto", "off")
 LANGUAGE_P = 0.5  # a language detected with less probability is not read (faster-whisper's own default)
@@ -136,28 +139,42 @@ def through_pauses(spans: Sequence[Span], speaker: str, turns: Sequence[SpeakerT
 
 
 def trustworthy(seg: AsrSegment) -> bool:
-    """Whether Whisper's own measures of a segment all pass (a measure the backend does not give
-    fails: text of unknown quality is not kept)."""
+    """Whether Whisper's own measures of a segment pass, as Whisper applies them (a measure the backend
+    does not give fails: text of unknown quality is not kept): mean log-probability at least
+    ``MIN_LOGPROB``, compression ratio at most ``MAX_COMPRESSION``, and not "no speech" (no-speech
+    probability over ``MAX_NO_SPEECH`` *with* an unsure text, which the first test already refuses).
+
+    The no-speech probability alone refuses nothing: the speaker's turns are speech by the diarizer's
+    and the language ID's word, and on the LatentSync kitchen man (Portuguese over kitchen noise) every
+    segment of his 19.5 s came with a no-speech probability of 0.72 at log-probability -0.55 ("Eu
+    cheguei e faz um mês, um mês que eu cheguei."), so refusing on it alone kept none of his words."""
     return (
         seg.avg_logprob is not None
         and seg.avg_logprob >= MIN_LOGPROB
         and seg.no_speech_prob is not None
-        and seg.no_speech_prob <= MAX_NO_SPEECH
         and seg.compression_ratio is not None
         and seg.compression_ratio <= MAX_COMPRESSION
     )
 
 
 def second_reading(
-    audio: np.ndarray, turns: Sequence[SpeakerTurn], utterances: list[dict], reader_of
+    audio: np.ndarray,
+    turns: Sequence[SpeakerTurn],
+    utterances: list[dict],
+    reader_of,
+    languages: dict[str, Heard],
+    translate: bool = False,
 ) -> tuple[list[dict], list[list]]:
-    """(the clip's utterances after the second reading, the stretches whose language was heard:
-    ``[start, end, speaker, language, p]``).
+    """(the clip's utterances after the second reading, every speaker's stretches with the language
+    heard on them: ``[start, end, speaker, language, p]``).
 
-    A speaker found to speak another language is read again whole, and the first reading's utterances
-    of that speaker give way: tiny.en reads English only, so what it wrote for such a speaker is its
-    guess in English (the kitchen man through speakers6: "Then said", "Arta. This"; latentsync's A: "both
-    the first time in Disneyland in", a line of the other man's, in his second turn).
+    ``languages`` is what :func:`m3cli.stages.language_id.speaker_languages` heard before tiny.en read
+    anything. A speaker surely heard in another language is read whole by the multilingual model in
+    that language, and whatever the first reading wrote for it gives way: tiny.en reads English only, so
+    what it wrote for such a speaker is its guess in English (the kitchen man through speakers6: "Then
+    said", "Arta. This"; latentsync's A: "both the first time in Disneyland in", a line of the other
+    man's, in his second turn). With ``translate`` every utterance read so also carries Whisper's
+    English translation of its audio (``translation``).
 
     ``reader_of()`` gives the multilingual model (loaded on the first clip that needs it)."""
     from m3cli.stages.diarize import fit_to_turns, split_by_speaker, transcribe_speech
@@ -166,51 +183,34 @@ def second_reading(
     heard: list[list] = []
     replaced: set[str] = set()
     stretches = speaker_stretches(turns)
-    for speaker, spans in unread(turns, utterances).items():
-        voice = stretches[speaker]
-        unread_seconds, voice_seconds = sum(b - a for a, b in spans), sum(b - a for a, b in voice)
-        if unread_seconds < MIN_SECONDS:
-            continue
-        if voice_seconds < MIN_LANGUAGE_SECONDS:
-            log.debug(
-                "second reading of %s: under %.1f s of turns, no language", speaker, MIN_LANGUAGE_SECONDS
-            )
+    for speaker, known in sorted(languages.items()):
+        voice = stretches.get(speaker, [])
+        heard += [[a, b, speaker, known.language, known.p] for a, b in voice]
+        if not known.foreign or not voice:
             continue
         reader = reader_of()
         cpu = time.process_time()
-        language, p = reader.detect_language(
-            np.concatenate([audio[int(round(a * RATE)) : int(round(b * RATE))] for a, b in voice])
-        )
-        if language == "en" or p < LANGUAGE_P:
-            heard += [[a, b, speaker, language, round(p, 3)] for a, b in spans]
-            log.debug(
-                "second reading of %s: %.1f s unread of %.1f s, %s at %.2f, not read",
-                speaker,
-                unread_seconds,
-                voice_seconds,
-                language,
-                p,
-            )
-            continue
-        heard += [[a, b, speaker, language, round(p, 3)] for a, b in voice]
-        transcript = transcribe_speech(audio, through_pauses(voice, speaker, turns), reader, language)
+        transcript = transcribe_speech(audio, through_pauses(voice, speaker, turns), reader, known.language)
         kept = [seg for seg in transcript.segments if trustworthy(seg)]
         own = [SpeakerTurn(a, b, speaker) for a, b in voice]
         found = split_by_speaker(kept, own, relabel=False)
         for u in found:
             u["speaker_local"] = speaker
-            u["language"] = language
+            u["language"] = known.language
+            u["language_p"] = known.p
             u["second_reading"] = True
-        new += fit_to_turns(found, turns)
+        found = fit_to_turns(found, turns)
+        if translate:
+            for u in found:
+                u["translation"] = translation(audio, u, reader, known.language)
+        new += found
         replaced.add(speaker)
         log.debug(
-            "second reading of %s: %.1f s unread of %.1f s, %s at %.2f: %d of %d segments kept, "
-            "%d words of the first reading replaced, %.2f CPU s",
+            "%s heard in %s at %.2f: %d of %d segments kept, %d words of the first reading replaced, "
+            "%.2f CPU s",
             speaker,
-            unread_seconds,
-            voice_seconds,
-            language,
-            p,
+            known.language,
+            known.p,
             len(kept),
             len(transcript.segments),
             sum(len(u["words"]) for u in utterances if u["speaker_local"] == speaker),
@@ -220,3 +220,13 @@ def second_reading(
         return utterances, heard
     first = [u for u in utterances if u["speaker_local"] not in replaced]
     return sorted(first + new, key=lambda u: (u["start"], u["end"])), heard
+
+
+def translation(audio: np.ndarray, u: dict, reader, language: str) -> str:
+    """Whisper's English translation (its translate task) of the audio of utterance ``u``; segments that
+    fail the guards are left out, so an unsure translation is shorter, not invented."""
+    piece = audio[int(round(u["start"] * RATE)) : int(round(u["end"] * RATE))]
+    if len(piece) < RATE // 2:
+        return ""
+    out = reader.transcribe(piece, language, task="translate")
+    return " ".join(seg.text.strip() for seg in out.segments if trustworthy(seg)).strip()

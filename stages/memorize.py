@@ -184,11 +184,9 @@ def speech_lines(record: ClipRecord) -> list[MemoryItem]:
             continue
         who, ents = _who(u.speaker)
         said_in = f" (in {language_name(u.language)})" if u.language and u.language != "en" else ""
-        out.append(
-            MemoryItem(
-                text=f'{who} says{said_in}: "{text}"', kind="speech", start=u.start, end=u.end, entities=ents
-            )
-        )
+        english = (getattr(u, "translation", None) or "").strip() if said_in else ""
+        line = f'{who} says{said_in}: "{text}"' + (f' (English: "{english}")' if english else "")
+        out.append(MemoryItem(text=line, kind="speech", start=u.start, end=u.end, entities=ents))
         for kind, name in names_said(text):
             if kind == "self":
                 line = f'{who} says their name is {name} ("{text}")'
@@ -248,7 +246,8 @@ def untranscribed_lines(record: ClipRecord) -> list[MemoryItem]:
         for s, e in gaps:
             if untouched or e - s >= UNTRANSCRIBED_MIN_S:
                 who, ents = _who(t.speaker)
-                spoken = f" {language_name(t.language)}" if t.language else ""
+                # English footage keeps its lines: only another language is named
+                spoken = f" {language_name(t.language)}" if t.language and t.language != "en" else ""
                 out.append(
                     MemoryItem(
                         text=f"{who} speaks{spoken}, not transcribed, from {_t(s)} to {_t(e)} s",

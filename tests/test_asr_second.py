@@ -43,7 +43,7 @@ def test_the_portuguese_speaker_gets_his_language_and_words(cache_dir):
     assert not any("disneyland" in u["text"].lower() for u in second)
     first_turns = [t for r in records for t in r["turns"] if t["speaker_local"] == a and t["end"] <= 5.0]
     assert first_turns and all(t.get("language") == "pt" for t in first_turns)
-    assert all("language" not in u for u in utterances if not u.get("second_reading"))
+    assert all(u["language"] == "en" for u in utterances if not u.get("second_reading"))
     assert records[0]["asr"]["model"] == "tiny.en"
 
     # the memory says which language was heard: the utterance read in it, and a turn whose text was not kept
@@ -61,7 +61,7 @@ def test_the_portuguese_speaker_gets_his_language_and_words(cache_dir):
     assert not any(u["start"] < 3.0 for u in off)  # tiny.en: nothing in A's first turn ...
     # ... and made up in his second
     assert any("disneyland" in u["text"].lower() for u in off if u["speaker_local"] == a)
-    assert not any("language" in u or u.get("second_reading") for u in off)
+    assert not any(u.get("second_reading") for u in off)
 
 
 @pytest.mark.slow
@@ -79,8 +79,8 @@ def test_a_speaker_heard_too_briefly_in_a_clip_gets_no_language(cache_dir):
     short = [t for t in second["turns"] if t["speaker_local"] == man]
     assert sum(t["end"] - t["start"] for t in short) < MIN_LANGUAGE_SECONDS
     assert not any(u["speaker_local"] == man for u in second["utterances"])  # unread: once detected
-    assert not any(t.get("language") for t in second["turns"])
-    assert not any(u.get("second_reading") or u.get("language") for u in second["utterances"])
+    assert not any(t.get("language") for t in short)  # other speakers' turns do carry theirs
+    assert not any(u.get("second_reading") for u in second["utterances"])
 
 
 @pytest.mark.slow
@@ -108,7 +108,6 @@ def test_text_is_kept_only_where_every_guard_passes():
     assert trustworthy(good)
     for bad in (
         AsrSegment(0.0, 1.0, "x", (), -1.2, 0.1, 1.2),  # unsure
-        AsrSegment(0.0, 1.0, "x", (), -0.5, 0.7, 1.2),  # probably no speech
         AsrSegment(0.0, 1.0, "x", (), -0.5, 0.1, 2.6),  # loops
         AsrSegment(0.0, 1.0, "x"),  # measures unknown
     ):

@@ -12,7 +12,8 @@ Examples:
   m3 segment talk.mp4 | m3 diarize | jq -c '.utterances[] | [.start, .speaker_local, .text]'
   m3 segment talk.mp4 | m3 diarize --max-speakers 4 -o diarized.jsonl
   m3 segment talk.mp4 | m3 diarize | jq -c '.turns[] | select(.overlap)'
-  m3 segment talk.mp4 | m3 diarize | jq -c '.utterances[] | select(.second_reading) | [.language, .text]'
+  m3 segment talk.mp4 | m3 diarize | jq -c '.utterances[] | [.language, .language_p, .text]'
+  m3 segment talk.mp4 | m3 diarize --translate | jq -c '.utterances[] | [.text, .translation]'
   m3 segment talk.mp4 | m3 diarize --second-reading off -o diarized.jsonl   # tiny.en's reading only
   m3 diarize --diarizer cluster --speaker-backend resemblyzer clips.jsonl > diarized.jsonl
   m3 diarize --vad faster-whisper --asr-model ~/models/whisper-small-ct2 clips.jsonl > diarized.jsonl
@@ -28,6 +29,7 @@ def diarize(
     model: str | None = options.stage_option(DiarizeConfig, "model"),
     language: str | None = options.stage_option(DiarizeConfig, "language"),
     second_reading: str = options.stage_option(DiarizeConfig, "second_reading"),
+    translate: bool = options.stage_option(DiarizeConfig, "translate"),
     device: str | None = typer.Option(None, "--device", help="cpu or cuda (default: the global --device)."),
     compute_type: str | None = options.stage_option(DiarizeConfig, "compute_type"),
     vad: str = options.stage_option(DiarizeConfig, "vad"),

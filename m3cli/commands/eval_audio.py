@@ -236,6 +236,63 @@ def asr(
     echo("(untranscr: seconds of speaker turns in no utterance)")
 
 
+LANG_EPILOG = """\b
+Examples:
+  m3 eval languages ../shared/media/speech/languages/*.wav
+  m3 eval languages talk.wav=pt interview.mp4=ru --json
+  m3 eval languages ../shared/media/speech/languages/*.wav --second-reading off   # tiny.en alone
+"""
+
+
+def languages(
+    ctx: typer.Context,
+    files: list[str] = typer.Argument(
+        ..., help="FILE=LANG, or files named <lang>_*.wav; FILE.txt beside one is its reference."
+    ),
+    model: str | None = options.stage_option(DiarizeConfig, "model"),
+    second_reading: str = options.stage_option(DiarizeConfig, "second_reading"),
+    device: str | None = typer.Option(None, "--device", help="cpu or cuda."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON lines instead of a table."),
+) -> None:
+    """Per recording of known language: turns (>= 3 s) heard in it, WER (CER for zh/ja), English
+    utterances invented, and CPU seconds against plain faster-whisper base."""
+    from m3cli.stages.eval.languages import score_languages
+
+    config = options.stage_config(DiarizeConfig, ctx.params)
+    rows = score_languages(files, config, _run_context(ctx, device).device)
+    if as_json:
+        for row in rows:
+            typer.echo(json.dumps(row.as_dict(), ensure_ascii=False))
+        return
+    header = [
+        "file",
+        "lang",
+        "turns>=3s right",
+        "heard",
+        "WER/CER",
+        "utts",
+        "invented",
+        "CPU-s",
+        "base CPU-s",
+    ]
+    table = [
+        [
+            safe(r.file),
+            r.language,
+            f"{r.turns_right}/{r.turns}",
+            r.heard or "-",
+            "-" if r.error is None else f"{r.metric} {100 * r.error:.1f}%",
+            str(r.utterances),
+            str(r.invented),
+            f"{r.cpu:.2f}",
+            f"{r.plain_cpu:.2f}",
+        ]
+        for r in rows
+    ]
+    echo(_table(header, table))
+
+
 def register_eval(eval_app: typer.Typer) -> None:
     eval_app.command("diarization", epilog=DIAR_EPILOG)(diarization)
     eval_app.command("asr", epilog=ASR_EPILOG)(asr)
+    eval_app.command("languages", epilog=LANG_EPILOG)(languages)

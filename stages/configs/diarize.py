@@ -53,9 +53,16 @@ class DiarizeConfig:
     second_reading: str = option(
         "auto",
         "--second-reading",
-        help="Turns the ASR left without words are read again by multilingual Whisper base, in the "
-        "language it detects (not English, probability >= 0.5), keeping only text that passes Whisper's "
-        "guards: auto (the default; needs the packaged Whisper base, part of the install) or off.",
+        help="Every speaker's language is heard first by multilingual Whisper base; speakers of another "
+        "language (probability >= 0.5) are read by base in that language, and tiny.en's text that shows "
+        "the marks of invented English is dropped: auto (the default; needs the packaged Whisper base, "
+        "part of the install) or off (tiny.en's reading only).",
+    )
+    translate: bool = option(
+        False,
+        "--translate/--no-translate",
+        help="Speech read in another language also gets Whisper's English translation (``translation`` "
+        "beside ``text``); needs the second reading.",
     )
     compute_type: str | None = option(
         None, "--compute-type", help="CTranslate2 compute type (default: int8 on CPU, float16 on CUDA)."

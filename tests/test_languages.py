@@ -1,0 +1,45 @@
+"""Speech in every language, never invented: language per speaker before tiny.en reads, guards on what
+tiny.en writes, scoring normalised as the FLEURS references."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import DATA, run_m3
+from m3cli.stages.asr_guards import loops, words_of
+from m3cli.stages.eval.languages import error_rate, normalize
+
+LANG = DATA / "languages"
+
+
+def test_invented_loops_are_caught_and_english_sentences_are_not():
+    assert loops(words_of("Thank you very much. " * 9))
+    assert loops(
+        words_of("I also have a lot of long-term work, and I also have a lot of long-term work, " * 2)
+    )
+    assert not loops(
+        words_of("And so my fellow Americans, ask not what your country can do for you, ask what")
+    )
+
+
+def test_normalisation_matches_fleurs_references():
+    assert normalize("Il a ajouté qu’« on ne devrait »", "fr") == normalize(
+        "il a ajouté qu'on ne devrait", "fr"
+    )
+    assert normalize("桥下垂直净空 15 米，该项目", "zh") == "桥下垂直净空15米该项目"
+    assert error_rate("el uso adecuado", "El uso adecuado.", "es") == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["es_2", "de_2"])
+def test_real_speech_is_read_in_its_language(name, cache_dir):
+    """FLEURS read speech (tests/data/languages, CC BY 4.0): the speaker is heard in its language, the
+    text stays in it (WER <= 35%), and no utterance is English."""
+    language = name[:2]
+    out = run_m3("eval", "languages", str(LANG / f"{name}.wav"), "--json", check=True).stdout
+    row = json.loads(out.splitlines()[-1])
+    assert row["turns"] >= 1 and row["turns_right"] == row["turns"]
+    assert row["heard"].startswith(language)
+    assert row["invented"] == 0 and row["error"] <= 0.35
