@@ -189,9 +189,10 @@ class FasterWhisperAsr:
                 )
         return Transcript(tuple(out), info.language)
 
-    def language_of(self, audio: np.ndarray) -> tuple[str, float]:
+    def language_of(self, audio: np.ndarray) -> tuple[str, float, float]:
         """The language Whisper hears in ``audio`` (its language token after the encoder has read the
-        audio at its own length) and its probability; an English-only model hears English.
+        audio at its own length), its probability, and the probability of English; an English-only
+        model hears English.
 
         Unlike :meth:`detect_language`, the audio is not padded to Whisper's 30-s window: CTranslate2's
         encoder takes shorter features, and the language token is as sure on them (the 12 dev recordings
@@ -199,7 +200,7 @@ class FasterWhisperAsr:
         (base, one thread: 0.15-0.26 CPU-s for 6-10 s against 1.5-1.7 s for the padded window), which is
         what lets every speaker of every clip be asked its language before tiny.en reads it."""
         if not self.multilingual:
-            return "en", 1.0
+            return "en", 1.0, 1.0
         audio = np.asarray(audio, dtype=np.float32)
         with one_blas_thread():
             features = self._model.feature_extractor(audio)
@@ -207,7 +208,8 @@ class FasterWhisperAsr:
             encoded = self._model.encode(np.ascontiguousarray(features[:, :frames]))
             ranked = self._model.model.detect_language(encoded)[0]
         token, probability = ranked[0]
-        return token[2:-2], float(probability)
+        english = next((float(p) for t, p in ranked if t == "<|en|>"), 0.0)
+        return token[2:-2], float(probability), english
 
     def detect_language(self, audio: np.ndarray) -> tuple[str, float]:
         """The language Whisper hears in (the first 30 s of) ``audio`` and its probability; an
