@@ -54,7 +54,7 @@ from m3cli.stages.language_id import Heard
 
 log = logging.getLogger(__name__)
 
-VERSION = "second-reading/6"  # the rule below; a change must not reuse results read by another
+VERSION = "second-reading/7"  # the rule below; a change must not reuse results read by another
 # 2: no language decided on less than MIN_LANGUAGE_SECONDS of a speaker's turns
 # 3: one decoding temperature (TEMPERATURES); what another speaker's utterance holds is not read again
 # 4: a speaker found to speak another language is read whole; its first-reading utterances give way
@@ -166,7 +166,8 @@ def second_reading(
     translate: bool = False,
 ) -> tuple[list[dict], list[list]]:
     """(the clip's utterances after the second reading, every speaker's stretches with the language
-    heard on them: ``[start, end, speaker, language, p]``).
+    heard on them: ``[start, end, speaker, language, p]``; a speaker heard in another language while
+    English stayed a candidate has none: LibriSpeech readers heard as Latin were written "speaks Latin").
 
     ``languages`` is what :func:`m3cli.stages.language_id.speaker_languages` heard before tiny.en read
     anything. A speaker surely heard in another language is read whole by the multilingual model in
@@ -185,7 +186,8 @@ def second_reading(
     stretches = speaker_stretches(turns)
     for speaker, known in sorted(languages.items()):
         voice = stretches.get(speaker, [])
-        heard += [[a, b, speaker, known.language, known.p] for a, b in voice]
+        if known.foreign or known.language == "en":  # not a language English might still be
+            heard += [[a, b, speaker, known.language, known.p] for a, b in voice]
         if not known.foreign or not voice:
             continue
         reader = reader_of()
