@@ -133,3 +133,42 @@ def test_two_photo_videos_share_obama_and_edits_bind(m3, tmp_path, cache_dir):
         m3("eval", "people", DATA / "photos" / "truth.json", "-m", mem, "--json", check=True).stdout
     )
     assert report["splits"] == 1 and report["false_joins"] == 0
+
+
+def test_questions_about_people_across_videos_are_recognised():
+    from m3cli.stages.ask.across import _COUNT, _RECUR, _WHERE
+
+    assert _COUNT.search("How many different people appear across all the videos?")
+    assert _COUNT.search("How many people are there in total?")
+    assert not _COUNT.search("How many people speak?")  # each video's own count
+    assert _RECUR.search("Who appears in more than one video?")
+    assert _RECUR.search("Which people are seen again?")
+    assert not _RECUR.search("Who speaks first?")
+    assert _WHERE.search("In which videos does <person_2> appear?")
+    assert _WHERE.search("On which days does Alice appear?").group("what") == "days"
+    assert not _WHERE.search("What did Alice say?")
+
+
+@pytest.mark.slow
+def test_questions_across_the_photo_videos_are_answered_from_the_people(m3, tmp_path, cache_dir):
+    """The four photo videos (truth.json): Obama, Biden and reader 367 appear in two videos each,
+    readers 1998 and 533 in one; five people in all. Asked as issue 34 asks, offline."""
+    mem = tmp_path / "mem.lance"
+    m3("batch", DATA / "photos", "--offline", "-o", mem, check=True)
+    people = [json.loads(x) for x in m3("people", mem, "-f", "jsonl", check=True).stdout.splitlines()]
+
+    def ask(q: str) -> dict:
+        return json.loads(m3("ask", mem, q, "--no-llm", check=True).stdout)
+
+    count = ask("How many different people appear across all the videos?")
+    assert count["answer"].startswith("5 different people across the 4 videos: ") and count["evidence"]
+    recur = ask("Who appears in more than one video?")["answer"]
+    twice = [p for p in people if len(p["videos"]) == 2]
+    assert len(twice) == 3 and all(f"{p['id']} in 2 videos" in recur for p in twice)
+    assert all(p["id"] not in recur for p in people if len(p["videos"]) == 1)
+    pid = twice[0]["id"]
+    days = sorted(v["recorded"][:10] for v in twice[0]["videos"])
+    on = ask(f"On which days does {pid} appear?")["answer"]
+    assert on.startswith(f"{pid} appears on 2 days: {days[0]} and {days[1]}")
+    files = [Path(v["path"]).name for v in twice[0]["videos"]]
+    assert all(f in ask(f"In which videos does {pid} appear?")["answer"] for f in files)

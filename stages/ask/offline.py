@@ -522,6 +522,12 @@ class OfflineAnswerer:
         if dated is not None:
             dated.form = "dates"
             return dated
+        from m3cli.stages.ask import across
+
+        known = across.answer(self, question)  # people across videos, from the memory's people table
+        if known is not None:
+            known.form = "people"
+            return known
         form = route(question)
         handler = getattr(self, f"_a_{form.kind}", None)
         ans: Answer | None
