@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from m3cli.stages.people.pages import PeopleBook, Person, edits_of
+from m3cli.stages.people.pages import PeopleBook, Person
 from m3cli.stages.people.store import PEOPLE, PERSON_RE
 
 _PEOPLE = r"(?:people|persons|individuals|characters|speakers)"
@@ -65,13 +65,11 @@ def _book(memory: Any) -> PeopleBook | None:
     reader = getattr(memory, "reader", None)
     if reader is None or (reader.versions is not None and PEOPLE not in reader.versions):
         return None
-    from m3cli.stages.people.pages import COLUMNS
-
     try:
-        rows = reader.scan(PEOPLE, COLUMNS)
+        book = PeopleBook.of_reader(reader)
     except Exception:  # noqa: BLE001 - no people table: the per-video answers stand
         return None
-    return PeopleBook(rows, edits_of(reader)) if rows else None
+    return book if book.people else None
 
 
 def _named(a: Any, book: PeopleBook, question: str) -> Person | None:

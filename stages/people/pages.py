@@ -140,7 +140,11 @@ class PeopleBook:
 
     @classmethod
     def open(cls, memory: str | Path) -> PeopleBook:
-        reader = _reader(memory)
+        return cls.of_reader(_reader(memory))
+
+    @classmethod
+    def of_reader(cls, reader: Any) -> PeopleBook:
+        """The people of an open memory reader (its people table, edits applied)."""
         return cls(reader.scan(PEOPLE, COLUMNS), edits_of(reader))
 
     def find(self, ref: str) -> Person:
