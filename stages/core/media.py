@@ -405,7 +405,7 @@ def _video_from(
     whole clips had none). So while the first picture decoded lands more than one frame after
     ``start``, the seek starts again twice as far back (2, 4, 8 ... s, at most ``MAX_SEEK_BACK``);
     frames before ``start`` are dropped by the caller, so nothing else changes."""
-    tb = float(stream.time_base)
+    tb = float(stream.time_base or 0)
     rate = float(stream.average_rate or stream.guessed_rate or 25)
     late = 1.0 / rate + 1e-6
     first_t = (stream.start_time or 0) * tb - origin
