@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import av
@@ -122,6 +123,23 @@ def test_mpeg_ts_with_negative_start_loses_nothing(tmp_path):
 
 
 # ------------------------------------------------------------------------- rotated footage
+
+
+def test_a_ts_remux_decodes_every_clip_from_its_start(tmp_path):
+    """A plain `ffmpeg -i v.mp4 -c copy -f mpegts` remux (the growing file `m3 watch` reads) starts at
+    1.54 s and has no index: a seek lands on a frame that is not a keyframe, sometimes past the clip,
+    and pictures were lost until the next keyframe (the 20-s clip's first at 21.66 s, the 40-s clip's
+    at 42.06 s). Each 10-s clip now starts where the MP4's does (the video starts 64 ms after the
+    audio in both: clip times count from the first sample of any stream)."""
+    ts = tmp_path / "fixture.ts"
+    subprocess.run(
+        ["ffmpeg", "-v", "error", "-i", str(FIXTURE), "-c", "copy", "-f", "mpegts", str(ts)], check=True
+    )
+    for k in range(5):
+        mp4 = list(media.iter_sampled(FIXTURE, 10.0 * k, 10.0 * (k + 1), 1.0))
+        got = list(media.iter_sampled(ts, 10.0 * k, 10.0 * (k + 1), 1.0))
+        assert len(got) == len(mp4) == 10
+        assert abs(got[0][0] - mp4[0][0]) <= 0.1, (k, got[0][0], mp4[0][0])
 
 
 def test_rotated_phone_video_is_decoded_upright_and_its_faces_found(tmp_path):

@@ -41,8 +41,9 @@ log = logging.getLogger(__name__)
 
 AUDIO_RATE = 16000
 #: Part of every decoded-media cache key; the suffix changes when how frames or samples are cut changes
-#: (2: seeks before the container's zero and display rotation).
-DECODER_VERSION = f"pyav-{av.__version__}/2"
+#: (2: seeks before the container's zero and display rotation; 3: a seek that lands after a clip's start
+#: in a file without an index starts again further back).
+DECODER_VERSION = f"pyav-{av.__version__}/3"
 FRAME_JPEG_QUALITY = 95
 _HASH_CHUNK = 1 << 20
 #: The most frames per second a stage may sample from a clip (more than any camera records).
@@ -388,6 +389,48 @@ def _seek_to(
     container.seek(target, stream=stream, backward=True, any_frame=False)
 
 
+MAX_SEEK_BACK = 64.0  # seconds: how far before a clip a seek may start to find its first keyframe
+
+
+def _video_from(
+    container: av.container.InputContainer, stream: av.stream.Stream, start: float, origin: float, name: str
+) -> Iterator[Any]:
+    """The decoded frames of video ``stream`` from its first frame at or before ``start`` on (as
+    :func:`decode`: None for a skipped packet).
+
+    Why: a seek in a file without an index (MPEG-TS, the growing file ``m3 watch`` reads) lands where
+    the demuxer guesses by bytes, on a frame that is not a keyframe and sometimes past the target, and
+    the decoder then drops pictures until the next keyframe (a ``-c copy`` TS remux of fixture.mp4:
+    the 20-s clip's first picture at 21.66 s, the 40-s clip's at 42.06 s; with keyframes every 10 s
+    whole clips had none). So while the first picture decoded lands more than one frame after
+    ``start``, the seek starts again twice as far back (2, 4, 8 ... s, at most ``MAX_SEEK_BACK``);
+    frames before ``start`` are dropped by the caller, so nothing else changes."""
+    tb = float(stream.time_base or 0)
+    rate = float(stream.average_rate or stream.guessed_rate or 25)
+    late = 1.0 / rate + 1e-6
+    first_t = (stream.start_time or 0) * tb - origin
+    back = 0.0
+    while True:
+        if back and start - back <= first_t:  # again, from the stream's first packet
+            container.seek(stream.start_time or 0, stream=stream, backward=True, any_frame=False)
+        else:
+            _seek_to(container, stream, start - back, origin)  # none at all where already there
+        frames = decode(container, stream, name)
+        held: list[Any] = []
+        first = None
+        for frame in frames:
+            held.append(frame)
+            if frame is not None and frame.pts is not None:
+                first = frame
+                break
+        at_start = start - back <= first_t
+        if first is None or first.pts * tb - origin <= start + late or at_start or back >= MAX_SEEK_BACK:
+            yield from held
+            yield from frames
+            return
+        back = min(max(2.0 * back, 2.0), MAX_SEEK_BACK)
+
+
 def _display_rotation(path: Path) -> int:
     """The display matrix's rotation in degrees (counter-clockwise, a multiple of 90), read from the
     first decoded frame: 0 when the video has none or it cannot be decoded."""
@@ -569,11 +612,10 @@ def iter_sampled(
         tb = float(vs.time_base)
         origin = _origin(container)
         eps = 1e-6
-        _seek_to(container, vs, start, origin)
         target = start
         clock = TimestampFilter()  # a frame with a damaged timestamp is not the clip's end
         try:
-            for frame in decode(container, vs, name):
+            for frame in _video_from(container, vs, start, origin, name):
                 if frame is None or frame.pts is None:
                     continue
                 t = frame.pts * tb - origin
