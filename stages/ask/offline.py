@@ -516,14 +516,18 @@ class OfflineAnswerer:
 
     # ------------------------------------------------------------------ answer
     def answer(self, question: str) -> Answer:
+        from m3cli.stages.ask import across, by_person
         from m3cli.stages.ask.overview import HANDLERS, CannotTell, absence_for, uncovered
 
+        if by_person.PERSON_RE.search(question):  # "<person_2>": the memory-wide person, video by video
+            known = across.answer(self, question) or by_person.answer(self, question)
+            if known is not None:
+                known.form = "people"
+                return known
         dated = dates.answer(self, question)  # "on November 12", "when did we last see X": by dates
         if dated is not None:
             dated.form = "dates"
             return dated
-        from m3cli.stages.ask import across
-
         known = across.answer(self, question)  # people across videos, from the memory's people table
         if known is not None:
             known.form = "people"
