@@ -86,9 +86,8 @@ def _per_video(a: Any, book: PeopleBook, person: Person, question: str, token: s
     if not parts:
         return Answer(f"{who} does not appear in the videos this question may see.", [], "", supported=False)
     shown = supported or parts
-    if len(shown) == 1:
-        where, ans = shown[0]
-        text = ans.text if len(parts) == 1 else f"In {where}: {ans.text}"
+    if len(shown) == 1:  # its citations name the video and its date
+        text = shown[0][1].text
     else:
         text = " ".join(f"In {where}: {ans.text}" for where, ans in shown)
     cited = [ln for _, ans in shown for ln in ans.cited]
