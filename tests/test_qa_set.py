@@ -284,6 +284,8 @@ def test_first_questions_a_user_asks(memory):
     )
     rec = ask(memory, "What did the man on the left say?", *two)
     assert "(in Portuguese)" in rec["answer"]  # demo2, the Portuguese speaker, sits on the left
+    rec = ask(memory, "When does the man on the left speak?", *two)  # the description is not a topic
+    assert rec["answer"].startswith("<character_1> speaks from 0.3 to 3.7 s and from 10.0 to 13.9 s")
     rec = ask(memory, "What text was on screen?", *two)
     assert rec["answer"].startswith("No text is on screen: ") and "keyframes read" in rec["answer"]
     assert rec["evidence"]

@@ -754,7 +754,11 @@ class OfflineAnswerer:
             if not lines:
                 return None
             return Answer(f"{self.name(p.id)} is visible {_spans(self, lines)}.", lines, "")
-        if refs and not _has_topic(question, self.facts.people):
+        # "When does the man speak?": the description that picked the person is not a topic
+        undescribed = (
+            re.sub("|".join(map(re.escape, self.described)), " ", question) if self.described else question
+        )
+        if refs and not _has_topic(undescribed, self.facts.people):
             p = refs[0]
             turns = [t for t in self.facts.turns.get(p.video, []) if t.person == p.id]
             if not turns:
