@@ -64,10 +64,24 @@ def list_people(memory: str = _MEMORY, fmt: str = _FORMAT) -> None:
             typer.echo(orjson.dumps(rec).decode())
             continue
         files = ", ".join(Path(v["path"]).name for v in rec["videos"])
+        n = len(rec["videos"])
         echo(
-            f"{safe(p.id)}\t{safe(p.name or '-')}\t{len(rec['videos'])} video(s)\t"
-            f"{rec['first_seen'] or '-'} .. {rec['last_seen'] or '-'}\t{safe(files)}"
+            f"{safe(p.id)}\t{safe(p.name or '-')}\t{n} video{'' if n == 1 else 's'}\t"
+            f"{_shown(rec['first_seen'])} .. {_shown(rec['last_seen'])}\t{safe(files)}"
         )
+
+
+def _shown(iso: str | None) -> str:
+    """An ISO 8601 time as a person reads it in a table: to the second, UTC named ('-' unknown)."""
+    if not iso:
+        return "-"
+    from datetime import datetime
+
+    t = datetime.fromisoformat(iso)
+    zone = (
+        " UTC" if t.utcoffset() is not None and not t.utcoffset() else t.strftime(" %z") if t.tzinfo else ""
+    )
+    return t.strftime("%Y-%m-%d %H:%M:%S") + zone
 
 
 @people_app.command("show")
