@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from support.fake_openai import FakeOpenAI
+
 PHOTOS = Path(__file__).parent / "data" / "people" / "photos"
 
 
@@ -50,3 +52,17 @@ def test_a_person_is_answered_from_their_own_lines_in_every_video(m3, tmp_path, 
     nobody = ask("What did <person_99> say?")
     assert nobody["answer"].startswith("The memory knows no <person_99>: it knows 5 people")
     assert nobody["evidence"] == []
+
+    # through an LLM: [Character] <person_N> says which character the person is in each video
+    with FakeOpenAI() as server:
+        server.script(f"[Character] {biden['id']}", "[Answer] done")
+        env = {"M3_LLM_BASE_URL": server.url, "M3_LLM_MODEL": "fake-model", "M3_LLM_MAX_RETRIES": "1"}
+        rec = json.loads(
+            m3("ask", mem, f"What did {biden['id']} say?", "--tools", "character", env=env, check=True).stdout
+        )
+    step = rec["trajectory"][0]
+    assert step["tool"] == "character" and step["error"] is None
+    shown = server.chat_requests[1]["messages"][-1]["content"]
+    assert f"{biden['id']} is the same person as: <character_" in shown
+    assert shown.count("(recorded 2026-11-10)") == 1 and shown.count("(recorded 2026-11-12)") == 1
+    assert {r["id"].split(":")[0] for r in step["results"]} == set(spans)  # lines of both videos

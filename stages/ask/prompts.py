@@ -55,7 +55,8 @@ TOOL_DOCS: dict[str, tuple[str, str, str]] = {
         "Character",
         "<name, or an id such as <character_1>, <face_2>, <voice_3>>",
         "who is who: a character's name, id, face and voice ids, the clips they appear in and "
-        "what memory says about them.",
+        "what memory says about them; a person of many videos (<person_2>) is shown as the character "
+        "they are in each video.",
     ),
     "expand": (
         "Expand",

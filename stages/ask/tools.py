@@ -21,7 +21,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,6 +194,9 @@ def tool_character(ctx: ToolContext, arg: str) -> ToolResult:
     who = " ".join(arg.split()).strip("\"'")
     if not who or len(who) > 100:
         raise ToolError("[Character] needs a name or an id such as <character_1> (at most 100 characters)")
+    person = _person_of(ctx, who)
+    if person is not None:
+        return person
     looks_like_id = who.startswith("<") or parse_id(f"<{who}>") is not None
     if looks_like_id:
         token = who if who.startswith("<") else f"<{who}>"
@@ -248,6 +251,47 @@ def tool_character(ctx: ToolContext, arg: str) -> ToolResult:
                 else " No names are known; search what people said."
             )
         )
+    return ToolResult("character", who, nodes, lines)
+
+
+def _person_of(ctx: ToolContext, who: str) -> ToolResult | None:
+    """[Character] <person_N>: a person of the memory's people table, across videos. Each video names its
+    own characters, so the tool says which character the person is in each video (with its recording
+    date), then shows their lines there as for a character (None: ``who`` is no person id, or the
+    memory has no people table)."""
+    from m3cli.stages.ask.across import _book
+    from m3cli.stages.people.store import PERSON_RE
+
+    m = PERSON_RE.fullmatch(who if who.startswith("<") else f"<{who}>")
+    book = _book(ctx.memory) if m else None
+    if m is None or book is None:
+        return None
+    pid = book.edits.resolve(f"<person_{int(m.group(1))}>")
+    person = book.people.get(pid)
+    if person is None:
+        return ToolResult(
+            "character",
+            who,
+            [],
+            [f"No person {who} in this memory; it knows {', '.join(list(book.people)[:30])}."],
+        )
+    rows = [r for r in person.rows if not ctx.scope.video or r["video"] == ctx.scope.video]
+    where = [
+        f"{r['character']} in video {r['video']}"
+        + (f" (recorded {r['recorded'][:10]})" if r.get("recorded") else "")
+        for r in rows
+    ]
+    lines = [
+        f"{book.display(pid)} is the same person as: {'; '.join(where) or 'nobody in the videos in scope'}."
+    ]
+    nodes: list[Node] = []
+    for r in rows[:5]:
+        sub = tool_character(
+            replace(ctx, scope=Scope(r["video"], ctx.scope.before_clip, ctx.scope.kinds, ctx.scope.raw_ids)),
+            r["character"],
+        )
+        nodes += sub.nodes
+        lines += sub.lines
     return ToolResult("character", who, nodes, lines)
 
 

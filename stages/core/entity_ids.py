@@ -27,8 +27,10 @@ _KIND = "|".join(KINDS)
 
 #: Any id inside text; group 1 is its kind, group 2 its number.
 ID_RE = re.compile(rf"<({_KIND})_(\d+)>")
-#: An id as prompts and their data blocks accept it: at most six digits.
-PROMPT_ID_RE = re.compile(rf"<(?:{_KIND})_\d{{1,6}}>")
+#: A person of the memory's people table (the same person across videos), not a perception kind.
+PERSON = "person"
+#: An id as prompts and their data blocks accept it (a person's too): at most six digits.
+PROMPT_ID_RE = re.compile(rf"<(?:{_KIND}|{PERSON})_\d{{1,6}}>")
 #: Ids of one kind inside text.
 FACE_ID_RE = re.compile(rf"<{FACE}_\d+>")
 VOICE_ID_RE = re.compile(rf"<{VOICE}_\d+>")
