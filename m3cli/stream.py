@@ -181,8 +181,8 @@ def _media_message(name: str, kind: str) -> str:
     shown = name if name != "<stdin>" else "VIDEO"
     if kind == "audio":
         return (
-            f"{name}: is an audio file, not clip records; stages after `m3 segment` read the JSONL that "
-            f"`m3 segment` writes for a video: m3 segment VIDEO | m3 {stage}"
+            f"{name}: is an audio file, not clip records; cut it into clips first: "
+            f"m3 segment {name if name != '<stdin>' else 'AUDIO'} | m3 {stage}"
         )
     return (
         f"{name}: is a video file, not clip records; cut it into clips first: m3 segment {shown} | m3 {stage}"

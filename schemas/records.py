@@ -40,6 +40,7 @@ class VideoInfo(_Open):
     width: int | None = Field(default=None, ge=0)
     height: int | None = Field(default=None, ge=0)
     has_audio: bool | None = None
+    has_video: bool | None = None  # False: an audio-only recording (no pictures)
     size_bytes: int | None = Field(default=None, ge=0)
     audio_track: int | None = Field(default=None, ge=0)  # set when the file has several audio tracks
     #: when the recording began: ISO 8601 with its UTC offset; absent when nothing says
@@ -59,6 +60,7 @@ class ClipInfo(_Open):
     fps: float | None = Field(default=None, ge=0)
     frames: int | None = Field(default=None, ge=0)
     has_audio: bool | None = None
+    has_video: bool | None = None  # False: an audio-only recording (no pictures)
     width: int | None = Field(default=None, ge=0)
     height: int | None = Field(default=None, ge=0)
 
@@ -95,6 +97,7 @@ class FacesSection(_Open):
     model: str | None = None
     fps: float | None = None
     frames: int | None = Field(default=None, ge=0)
+    pictures: bool | None = None  # False: nothing to look at (an audio-only recording)
     detections: int | None = Field(default=None, ge=0)
     dropped: int | None = Field(default=None, ge=0)
     embeddings: str | None = None
@@ -144,6 +147,7 @@ class SightSection(_Open):
     tags: list[SightTag]
     tag_threshold: float | None = None
     frames: int | None = Field(default=None, ge=0)
+    pictures: bool | None = None  # False: nothing to look at (an audio-only recording)
 
 
 class AsrSection(_Open):

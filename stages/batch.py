@@ -43,6 +43,9 @@ log = logging.getLogger(__name__)
 VIDEO_SUFFIXES = frozenset(
     ".mp4 .m4v .mkv .mov .webm .avi .mpg .mpeg .ts .mts .m2ts .flv .wmv .3gp .ogv".split()
 )
+#: Recordings without pictures: `m3 segment` plans them by time; faces and sight pass them through.
+AUDIO_SUFFIXES = frozenset(".wav .flac .mp3 .m4a .aac .ogg .oga .opus .wma".split())
+MEDIA_SUFFIXES = VIDEO_SUFFIXES | AUDIO_SUFFIXES
 MANIFEST_SUFFIXES = frozenset(".txt .list .lst .jsonl .m3u".split())
 JOURNAL_NAME = "_m3_batch_journal.jsonl"
 
@@ -114,7 +117,9 @@ def _folder_videos(folder: Path) -> list[Path]:
     found = []
     for root, dirs, files in os.walk(folder):
         dirs[:] = sorted(d for d in dirs if not d.startswith(".") and not d.endswith(".lance"))
-        found += [Path(root) / f for f in sorted(files) if Path(f).suffix.lower() in VIDEO_SUFFIXES]
+        found += [
+            Path(root) / f for f in sorted(files) if Path(f).suffix.lower() in VIDEO_SUFFIXES | AUDIO_SUFFIXES
+        ]
     return found
 
 

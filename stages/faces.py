@@ -625,6 +625,17 @@ class FacesFold:
     per_clip: list[tuple[ClipFaces, ClipAssignment]] = field(default_factory=list)
 
 
+def no_pictures(record: ClipRecord, model: FaceModel) -> ClipRecord:
+    """The clip of a recording without pictures, passed through with ``faces.pictures: false``: no
+    face tracks because there is nothing to look at, which the memory says as such (not "no face is
+    seen", which would claim someone looked)."""
+    new = record.model_copy(deep=True)
+    new.faces = FacesSection(
+        backend=model.name, model=model.model, tracks=[], frames=0, detections=0, pictures=False
+    )
+    return new
+
+
 def faces_video(
     clips: list[ClipRecord],
     model: FaceModel,
@@ -643,6 +654,9 @@ def faces_video(
     bank = fold.bank
     out: list[ClipRecord] = []
     for record in ctx.progress(clips, desc="faces", total=len(clips)):
+        if media.pictureless(record):  # an audio-only recording: nobody can be seen, nothing decoded
+            out.append(no_pictures(record, model))
+            continue
         faces = detect_clip(record, model, config, ctx.cache, counters)
         keep, q = quality(faces, model, config)
         result = assign_clip(faces, keep, q, bank, model.metric, cut, config.min_cluster_size)

@@ -402,11 +402,16 @@ def absence_lines(record: ClipRecord) -> list[MemoryItem]:
     s, e = record.clip.start, record.clip.end
     out: list[MemoryItem] = []
     faces = record.faces
+    pictureless = record.video.has_video is False or record.clip.has_video is False
+    if pictureless:  # nothing to look at: said once, instead of "no face is seen"
+        text = f"the recording has no pictures (sound only): nobody can be seen, from {_t(s)} to {_t(e)} s"
+        out.append(MemoryItem(text=text, kind="absent", start=s, end=e, entities=[]))
+        faces = None
     if faces is not None and not faces.tracks:
         looked = f" ({faces.frames} frames looked at)" if faces.frames else ""
         text = f"no face is seen in this clip, from {_t(s)} to {_t(e)} s{looked}"
         out.append(MemoryItem(text=text, kind="absent", start=s, end=e, entities=[]))
-    sight = record.sight
+    sight = None if pictureless else record.sight
     if sight is not None and sight.keyframes and not sight.text:
         times = [k.t for k in sight.keyframes]
         at = ", ".join(_t(t) for t in times[:6]) + (f" and {len(times) - 6} more" if len(times) > 6 else "")
@@ -470,7 +475,7 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
     from m3cli.stages.backends.llm_media import image_part
     from m3cli.stages.core import media
 
-    if config.frames == 0:
+    if config.frames == 0 or media.pictureless(record):  # an audio-only recording has no frames
         return []
     from m3cli.stages.sight import keyframe_parts  # the sight stage's keyframes, where it ran
 

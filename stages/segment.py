@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 STAGE = "segment"
 #: Changes when how clips are planned changes (2: clip 0 from the earliest sample of any stream;
 #: 3: still images renamed as videos are refused, not planned as one-frame clips; 4: the container's
-#: recording-time tags are kept with the plan).
-PLAN_VERSION = 4
+#: recording-time tags are kept with the plan; 5: recordings without pictures planned by time).
+PLAN_VERSION = 5
 
 
 def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
@@ -36,6 +36,8 @@ def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
     often starts before the first frame) and the last ends with the last sample of any stream, so no
     audio or video falls outside every clip.
     """
+    if not probe.has_video:
+        return plan_audio_clips(probe, clip_seconds)
     times = probe.frame_times
     bins = np.floor(np.maximum(times, 0.0) / clip_seconds + 1e-9).astype(np.int64)
     firsts = np.flatnonzero(np.r_[True, bins[1:] != bins[:-1]])
@@ -59,6 +61,42 @@ def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
     return clips
 
 
+#: The shortest end of a recording without pictures that is a clip of its own (s).
+TAIL_S = 0.05
+
+
+def plan_audio_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
+    """Clips of a recording without pictures: clip k holds [k*L, (k+1)*L) of its sound, the first
+    from its earliest sample and the last to its end, as a video's clips would be cut; no frames.
+
+    Why by time: a video's clips fall on frame boundaries, and sound has none that matter (the
+    audio reader cuts at any sample); the same clip length gives an audio file and the same sound
+    in a video the same clips, so their memories line up."""
+    if probe.duration <= probe.start:
+        return []
+    first = int(np.floor(probe.start / clip_seconds + 1e-9))
+    # a remainder under TAIL_S (a last packet's rounding: 30.000063 s of a 30-s file) joins the clip before
+    last = max(first, int(np.ceil((probe.duration - TAIL_S) / clip_seconds - 1e-9)) - 1)
+    clips = []
+    for index, k in enumerate(range(first, last + 1)):
+        start = probe.start if index == 0 else k * clip_seconds
+        end = probe.duration if k == last else (k + 1) * clip_seconds
+        clips.append(
+            {
+                "index": index,
+                "start": round(start, 6),
+                "end": round(end, 6),
+                "frames": 0,
+                "fps": None,
+                "has_audio": True,
+                "has_video": False,
+                "width": None,
+                "height": None,
+            }
+        )
+    return clips
+
+
 #: Options that say when a video was recorded, not how it is cut: they stay out of the plan's cache key.
 TIME_OPTIONS = ("recorded_at", "recorded_from_file_time")
 
@@ -76,6 +114,7 @@ def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None
             "width": probe.width,
             "height": probe.height,
             "has_audio": probe.has_audio,
+            **({} if probe.has_video else {"has_video": False}),
             "clips": plan_clips(probe, config.clip_seconds),
             "recorded_tags": media.recorded_tags(path),
         }
@@ -119,6 +158,8 @@ def segment_video(path: Path, config: SegmentConfig, cache: Cache | None = None)
         has_audio=plan["has_audio"],
         size_bytes=os.stat(pinned).st_size,
     )
+    if plan.get("has_video") is False:
+        video.has_video = False
     if tracks > 1 or config.audio_track:
         video.audio_track = config.audio_track
     start = recorded_start(path, plan, config)

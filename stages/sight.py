@@ -352,6 +352,12 @@ def sight_video(
     out = []
     for record in ctx.progress(clips, desc="sight", total=len(clips)):
         new = record.model_copy(deep=True)
+        if media.pictureless(record):  # an audio-only recording: no keyframes to read, said as such
+            new.sight = SightSection(
+                backend=models.version, keyframes=[], text=[], tags=[], frames=0, pictures=False
+            )
+            out.append(new)
+            continue
         section = analyse_clip(record, models, config, ctx.cache)
         new.sight = SightSection.model_validate(section)
         if not section["keyframes"] and (record.clip.frames or 0) > 0:

@@ -75,3 +75,47 @@ def test_base_reads_jfk_and_the_speaker_tiny_en_cannot(cache_dir):
     assert {r["asr"]["model"] for r in records} == {"base"} and records[0]["asr"]["language"] == "en"
     first = [u for r in records for u in r["utterances"] if u["start"] < 4.0]
     assert first and first[0]["start"] < 1.0 and any(c.isalpha() for c in first[0]["text"])
+
+
+@pytest.mark.parametrize("size", ["small", "medium"])
+def test_a_whisper_size_not_on_the_machine_is_one_line_saying_where_to_put_it(cache_dir, tmp_path, size):
+    """`--asr-model small` on a machine with an empty model folder and an empty Hugging Face cache: one
+    line naming where m3 looked and how to provide the weights; nothing is downloaded."""
+    clips = run_m3("segment", DATA / "jfk.wav", check=True).stdout
+    models, hub = tmp_path / "models", tmp_path / "hf"
+    models.mkdir(), hub.mkdir()
+    env = {"M3_MODEL_DIR": str(models), "HF_HOME": str(hub), "HF_HUB_OFFLINE": "1"}
+    proc = run_m3("diarize", "--asr-model", size, input=clips, env=env)
+    assert proc.returncode == 1 and proc.stdout == b""
+    err = proc.stderr.decode().strip().splitlines()
+    assert len(err) == 1, err
+    assert err[0].startswith(f"m3: error: --asr-model {size}: Whisper {size} is not on this machine")
+    assert f"{models}/whisper-{size}" in err[0] and f"Systran/faster-whisper-{size}" in err[0]
+    assert "never downloads" in err[0] and f"--model openai/whisper-{size}" in err[0]
+    assert list(hub.iterdir()) == [] and list(models.iterdir()) == []  # nothing fetched or written
+
+
+def test_a_whisper_size_is_looked_for_in_the_model_folder_then_the_cache(tmp_path, monkeypatch):
+    """Where a size is found (only where it is looked for; what is placed there is the user's): the
+    folder ``$M3_MODEL_DIR/whisper-<size>`` first, then faster-whisper's repository in the local
+    Hugging Face cache; a folder that is no CTranslate2 model is one line."""
+    from m3cli.stages.backends.asr_faster_whisper import bundled_model_dir
+
+    hub = tmp_path / "hf" / "hub" / "models--Systran--faster-whisper-small" / "snapshots" / ("0" * 40)
+    hub.mkdir(parents=True)
+    for name in ("model.bin", "config.json"):
+        (hub / name).write_bytes(b"")  # the lookup reads no file: loading is faster-whisper's
+    (tmp_path / "hf" / "hub" / "models--Systran--faster-whisper-small" / "refs").mkdir()
+    (tmp_path / "hf" / "hub" / "models--Systran--faster-whisper-small" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.delenv("M3_MODEL_DIR", raising=False)
+    found = resolve("small", bundled_model_dir)
+    assert found.name == "small" and found.path == str(hub)
+    placed = tmp_path / "models" / "whisper-small"
+    placed.mkdir(parents=True)
+    monkeypatch.setenv("M3_MODEL_DIR", str(tmp_path / "models"))
+    with pytest.raises(M3Error, match="not a CTranslate2 Whisper model directory"):
+        resolve("small", bundled_model_dir)
+    for name in ("model.bin", "config.json"):
+        (placed / name).write_bytes(b"")
+    assert resolve("small", bundled_model_dir).path == str(placed.resolve())

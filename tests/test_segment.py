@@ -13,7 +13,7 @@ import numpy as np
 import orjson
 import pytest
 
-from conftest import DATA, FIXTURE, HAMILTON, run_m3
+from conftest import FIXTURE, HAMILTON, run_m3
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.errors import InputError
@@ -121,17 +121,23 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     empty.touch()
     folder = tmp_path / "folder.mp4"
     folder.mkdir()
+    subtitles = tmp_path / "talk.srt"  # a container FFmpeg opens, holding neither pictures nor sound
+    subtitles.write_text(
+        "1\n00:00:00,000 --> 00:00:01,500\nhello there\n\n2\n00:00:02,000 --> 00:00:03,000\nbye\n"
+    )
     return {
         "missing": (tmp_path / "nope.mp4", "no such file"),
         "text": (text, "not a video"),
         "truncated": (truncated, "truncated"),
-        "audio only": (DATA / "jfk.wav", "no video stream"),
+        "no picture or sound": (subtitles, "neither a video nor an audio stream"),
         "empty": (empty, "empty file"),
         "directory": (folder, "is a directory"),
     }
 
 
-@pytest.mark.parametrize("case", ["missing", "text", "truncated", "audio only", "empty", "directory"])
+@pytest.mark.parametrize(
+    "case", ["missing", "text", "truncated", "no picture or sound", "empty", "directory"]
+)
 def test_bad_input_gives_one_clear_line(cache_dir, tmp_path, case):
     path, reason = _bad_inputs(tmp_path)[case]
     proc = run_m3("segment", path)

@@ -48,13 +48,16 @@ _SPAN = re.compile(r"\bfrom (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?)\b")
 MIN_OVERLAP = 0.5  # seconds: seen "while" someone speaks means more than a shared turn edge
 _SIGHT = SIGHT_LINE  # "0:20–0:23 on screen: 'THE PEACH …'" / "0:05 seen: laptop, desk"
 # "<voice_1> speaks from 0.8 to 2.4 s and from 15.8 to 17.4 s": every span one voice speaks in a clip
-_SPEAKING = re.compile(r"^(?P<who>\S+) speaks (?=from \d)(?!.*not transcribed)", re.I)
+# (a named voice: "Andrew (<character_1>) speaks from 2.0 to 12.5 s")
+_SPEAKING = re.compile(r"^(?P<who>\S+|[^<>()]+ \(<\w+>\)) speaks (?=from \d)(?!.*not transcribed)", re.I)
 # "4 faces are seen in this clip: <face_1> (from 0.0 to 18.0 s), …": who is seen, one line per clip
 _PRESENT = re.compile(r"^\d+ (?:faces|people|persons) are seen in this clip:", re.I)
 # "no face is seen in this clip, from 0.0 to 9.6 s", "nothing is said in this clip, ...", "no text is on
 # screen in this clip, ...", "the clip has no sound, ...": what a stage looked for and did not find
 _ABSENT = re.compile(
-    r"^(?:no face is seen|nothing is said|no text is on screen|the clip has no sound)\b", re.I
+    r"^(?:no face is seen|nothing is said|no text is on screen|the clip has no sound"
+    r"|the recording has no pictures)\b",
+    re.I,
 )
 # "<face_1> is seen on the left of the picture, its face 21% of the picture's height, from 0.0 to 5.0 s"
 _POSITION = re.compile(r"^\S+ is seen (?:on the left|on the right|in the middle) of the picture\b")

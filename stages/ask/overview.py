@@ -60,11 +60,20 @@ def _videos(a: OfflineAnswerer) -> list[str]:
 def _absent(a: OfflineAnswerer, video: str, what: str, t: float | None = None) -> list[Line]:
     """The memory's lines saying a stage found no face / no text / no speech in a clip of ``video``
     (covering ``t`` when given)."""
-    prefix = {"faces": "no face is seen", "text": "no text is on screen", "speech": "nothing is said"}[what]
+    prefix = {
+        "faces": "no face is seen",
+        "text": "no text is on screen",
+        "speech": "nothing is said",
+        "pictures": "the recording has no pictures",
+    }[what]
     out = []
     for ln in a.facts.lines_of("absent", video):
         low = ln.text.lower()
-        if low.startswith(prefix) or (what == "speech" and low.startswith("the clip has no sound")):
+        if (
+            low.startswith(prefix)
+            or (what == "speech" and low.startswith("the clip has no sound"))
+            or (what == "faces" and low.startswith("the recording has no pictures"))
+        ):
             if t is None or _overlaps(ln, t, t):
                 out.append(ln)
     return out
@@ -222,8 +231,11 @@ def _none_of(a: OfflineAnswerer, what: str, t: float | None = None, count: bool 
         cited += lines
         at = f" at {t:g} s" if t is not None else ""
         sound = any(ln.text.lower().startswith("the clip has no sound") for ln in lines)
+        blind = all(ln.text.lower().startswith("the recording has no pictures") for ln in lines)
         said = {
-            "faces": ("0 people are seen" if count else "nobody is seen") + f"{at}{where}: no face is seen",
+            "faces": ("0 people are seen" if count else "nobody is seen")
+            + f"{at}{where}"
+            + (": the recording has no pictures" if blind else ": no face is seen"),
             "text": f"no text is on screen{at}{where}",
             "speech": ("0 people speak" if count else "nothing is said")
             + f"{at}{where}"
@@ -277,7 +289,11 @@ def who_in(a: OfflineAnswerer, question: str, form: Form) -> Answer:
             said.append(text)
             cited += lines
         notes = []
-        if not _seen(a, v) and _absent(a, v, "faces"):
+        pictureless = _absent(a, v, "pictures")  # an audio-only recording: people are heard, never seen
+        if not _seen(a, v) and pictureless:
+            notes.append("the recording has no pictures, so they are only heard")
+            cited += pictureless[:1]
+        elif not _seen(a, v) and _absent(a, v, "faces"):
             notes.append("no face is seen")
             cited += _absent(a, v, "faces")[:1]
         if not _speakers(a, v) and _absent(a, v, "speech"):

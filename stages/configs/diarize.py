@@ -44,8 +44,9 @@ class DiarizeConfig:
         "--model",
         "--asr-model",
         help="ASR model: a CTranslate2 Whisper directory (base.en, small.en, distil, large-v3 on GPU), "
-        "base (multilingual Whisper base, installed with the package) or a name in the Hugging Face "
-        "cache (default: the bundled Whisper tiny.en).",
+        "base (multilingual Whisper base, installed with the package), a Whisper size (small, medium, "
+        "large-v3 ...) placed in $M3_MODEL_DIR/whisper-SIZE or the Hugging Face cache, or a name in that "
+        "cache (default: the bundled Whisper tiny.en; nothing is downloaded).",
     )
     language: str | None = option(
         None, "--language", help="Spoken language code (default: the model's, or detected)."

@@ -268,6 +268,8 @@ class Probe:
     #: spans (s) whose packets carried timestamps far from their neighbours' (damaged headers in a
     #: lossy stream's recording): those packets were left out, and the span is a gap in the video
     damaged: tuple[tuple[float, float], ...] = ()
+    #: False for an audio-only recording (a .wav, .flac, .mp3 ... or a container with sound alone)
+    has_video: bool = True
 
 
 def open_container(path: Path) -> av.container.InputContainer:
@@ -278,7 +280,7 @@ def open_container(path: Path) -> av.container.InputContainer:
         return av.open(os.fsdecode(path), mode="r")
     except av.error.InvalidDataError:
         raise InputError(
-            f"{name}: not a video (no decodable container; truncated or not a media file)"
+            f"{name}: not a video or audio file (no decodable container; truncated or not a media file)"
         ) from None
     except av.error.FFmpegError as exc:
         raise InputError(f"{name}: cannot open as media: {exc}") from None
@@ -449,7 +451,7 @@ def probe(path: Path, audio_track: int = 0) -> Probe:
     name = display_name(path)
     with open_container(path) as container:
         if not container.streams.video:
-            raise InputError(f"{name}: no video stream (audio-only or data file)")
+            return _probe_audio_only(container, path, audio_track)
         _refuse_still_image(container, name)
         vs = container.streams.video[0]
         tracks = len(container.streams.audio)
@@ -520,6 +522,75 @@ def probe(path: Path, audio_track: int = 0) -> Probe:
         start=max(0.0, min(float(times[0]), audio_first)),
         audio_tracks=tracks,
         damaged=tuple(damaged),
+    )
+
+
+def _probe_audio_only(container: av.container.InputContainer, path: Path, audio_track: int) -> Probe:
+    """The :class:`Probe` of a recording without pictures (a call, a meeting, a podcast): its audio
+    track's packet times give its start and end; it has no frames, so its clips are planned by time.
+
+    Why its own path: the clip-oriented layer learns everything from the video stream's packets, and
+    an audio file has none; refusing it ("no video stream") refused every audio recording. Decoding
+    is tried on the first packets, so a stream FFmpeg cannot decode (an unknown codec, garbage with a
+    valid header) is one clear error here, not silent empty clips later."""
+    name = display_name(path)
+    tracks = len(container.streams.audio)
+    if not tracks:
+        raise InputError(f"{name}: neither a video nor an audio stream (a data or subtitle file?)")
+    if audio_track >= tracks:
+        raise InputError(
+            f"{name}: --audio-track {audio_track} does not exist: the file has audio tracks 0..{tracks - 1}"
+        )
+    stream = container.streams.audio[audio_track]
+    if stream.codec_context is None or not stream.codec_context.name:
+        raise InputError(f"{name}: its audio stream uses a codec this FFmpeg cannot decode")
+    origin = _origin(container)
+    first, end = math.inf, -math.inf
+    clock = TimestampFilter()
+    decoded = 0
+    try:
+        for packet in demux(container, stream):
+            if packet.pts is None or packet.size == 0 or packet.time_base is None:
+                continue
+            if decoded < 3:  # a few packets prove the stream decodes; the rest are only timed
+                try:
+                    decoded += len(packet.decode()) > 0
+                except av.error.InvalidDataError:
+                    pass
+            t = float(packet.pts * packet.time_base) - origin
+            if clock.accept(t):
+                first = min(first, t)
+                end = max(end, t + float((packet.duration or 0) * packet.time_base))
+    except av.error.FFmpegError as exc:
+        raise InputError(f"{name}: corrupt or truncated audio stream: {exc}") from None
+    if not math.isfinite(first) or not decoded:
+        raise InputError(f"{name}: the audio stream holds no decodable sound (truncated, empty or damaged)")
+    if end <= first:
+        declared = (container.duration or 0) / av.time_base
+        end = max(end, declared)
+    if end <= first:
+        raise InputError(f"{name}: unknown duration; cannot plan its clips")
+    check_unchanged(path)
+    return Probe(
+        duration=end,
+        fps=None,
+        width=None,
+        height=None,
+        has_audio=True,
+        frame_times=np.zeros(0, dtype=np.float64),
+        frame_duration=0.0,
+        start=max(0.0, first),
+        audio_tracks=tracks,
+        damaged=tuple(clock.damaged),
+        has_video=False,
+    )
+
+
+def pictureless(record: Any) -> bool:
+    """Whether a clip record (or anything with its ``video`` and ``clip``) is of a recording without
+    pictures: stages that look at frames pass such clips through with ``pictures: false``."""
+    return (
+        getattr(record.video, "has_video", None) is False or getattr(record.clip, "has_video", None) is False
     )
 
 
