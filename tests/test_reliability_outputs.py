@@ -293,3 +293,135 @@ def test_a_stream_that_never_delivered_leaves_no_state_folder(tmp_path, cache_di
     proc = run_m3("watch", f"udp://127.0.0.1:{port}", "-o", tmp_path / "m.lance", "--offline",
                   "--connect-timeout", "2", "--state", state)  # fmt: skip
     assert proc.returncode == 1 and (state / "notes.txt").read_text() == "mine"
+
+
+# -- 7. duplicated question ids ---------------------------------------------------------------------------
+def test_ask_refuses_a_questions_file_with_a_duplicated_id(memory, tmp_path):
+    """`m3 ask --questions` answered both lines of an id given twice: a scorer joining answers to its
+    key by id scored one question against the other's answer. Now one line naming the id and both
+    lines, before anything is asked; the same file with its ids made unique is answered."""
+    lines = [
+        {"id": "q1", "question": "Who speaks?"},
+        {"id": "q2", "question": "What is said?"},
+        {"id": "q3", "question": "How many people are seen?", "options": ["1", "2", "3"]},
+        {"id": "q2", "question": "Who is seen?"},
+    ]
+    questions = tmp_path / "questions.jsonl"
+    questions.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    proc = run_m3("ask", memory, "--questions", questions, "--no-llm", env=OFFLINE)
+    line = one_error(proc)
+    assert proc.returncode == 1 and proc.stdout == b""
+    assert line == (
+        f"m3: error: {questions}: question id 'q2' is on lines 2 and 4; each question needs its own id "
+        "(answers are matched to questions by id)"
+    )
+    lines[3]["id"] = "q4"
+    questions.write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    proc = run_m3("ask", memory, "--questions", questions, "--no-llm", env=OFFLINE)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert [orjson.loads(x)["id"] for x in proc.stdout.splitlines()] == ["q1", "q2", "q3", "q4"]
+
+
+@pytest.mark.parametrize("fmt", ["videomme", "lvbench"])
+def test_eval_qa_refuses_a_benchmark_file_with_a_duplicated_id(memory, tmp_path, fmt):
+    from conftest import DATA
+
+    source = DATA / "qa" / ("videomme.json" if fmt == "videomme" else "lvbench.jsonl")
+    if fmt == "videomme":
+        rows = orjson.loads(source.read_bytes())
+        rows[2]["question_id"] = rows[0]["question_id"]
+        dup, qid, where = orjson.dumps(rows), rows[0]["question_id"], "questions 1 and 3"
+    else:
+        rows = [orjson.loads(x) for x in source.read_bytes().splitlines() if x.strip()]
+        rows[1]["qa"][0]["uid"] = rows[0]["qa"][0]["uid"]
+        dup, qid, where = b"".join(orjson.dumps(r) + b"\n" for r in rows), "1", "questions 1 and 2"
+    bench = tmp_path / source.name
+    bench.write_bytes(dup)
+    proc = run_m3("eval", "qa", bench, "--format", fmt, "--memory", memory, "--no-llm", "--json", env=OFFLINE)
+    line = one_error(proc)
+    assert (
+        proc.returncode == 1 and f"{bench}: question id {qid!r} is given twice ({where} of the file)" in line
+    )
+
+
+# -- smaller: the report's voice-sample check reads nothing a crafted path names -------------------------
+def _read_moves_atime(folder: Path) -> bool:
+    probe = folder / "atime-probe.bin"
+    probe.write_bytes(b"x" * 4096)
+    os.utime(probe, (1000, probe.stat().st_mtime))
+    probe.read_bytes()
+    return probe.stat().st_atime != 1000
+
+
+def test_the_report_refuses_a_crafted_clip_path_by_its_name_before_reading_it(memory, tmp_path):
+    """The voice-sample check hashed whatever file `clips.path` named (all of it) before refusing it.
+    Now a name that cannot be a video is refused first: the file's access time does not move."""
+    from test_reliability_report import _craft
+
+    if not _read_moves_atime(tmp_path):
+        pytest.skip("this file system does not record access times (noatime)")
+    secret = tmp_path / "id_ed25519"
+    secret.write_bytes(os.urandom(1 << 20))
+    (tmp_path / "clip.mp4").symlink_to(secret)  # a video's name, linking to it
+    for named, why in ((secret, "not a video file name (id_ed25519)"), (tmp_path / "clip.mp4", "id_ed25519")):
+        os.utime(secret, (1000, secret.stat().st_mtime))
+        crafted = _craft(memory, tmp_path / f"m-{named.name}.lance", video=str(named))
+        page = tmp_path / f"{named.name}.html"
+        proc = run_m3("report", crafted, "-o", page)
+        err = proc.stderr.decode()
+        assert proc.returncode == 0 and "Traceback" not in err, err
+        assert "it was not read" in err and why in err and "data:audio/ogg" not in page.read_text()
+        assert secret.stat().st_atime == 1000  # never opened
+
+
+# -- smaller: an LLM memorizer keeps the on-screen text, as the offline one does -------------------------
+def _page_video(dst: Path, seconds: int = 4) -> Path:
+    """A real printed page (tests/data/sight/ocr/skimage_page.png) filmed still for ``seconds``."""
+    import av
+    import numpy as np
+    from PIL import Image
+
+    from conftest import DATA
+
+    page = Image.open(DATA / "sight" / "ocr" / "skimage_page.png").convert("RGB")
+    page = page.resize((page.width // 2 * 2, page.height // 2 * 2))
+    with av.open(str(dst), "w") as out:
+        stream = out.add_stream("libx264", rate=5)
+        stream.width, stream.height, stream.pix_fmt = page.width, page.height, "yuv420p"
+        for _ in range(5 * seconds):
+            frame = av.VideoFrame.from_ndarray(np.asarray(page), format="rgb24")
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    return dst
+
+
+@pytest.mark.slow
+def test_the_llm_memorizer_keeps_the_on_screen_text(tmp_path):
+    """With an LLM memorizer the memory held what the model chose to say of the on-screen text (often
+    nothing); the offline memorizer keeps every line sight read. Now both keep the sight lines."""
+    import json
+
+    from m3cli.stages.backends.llm import LlmClient
+    from m3cli.stages.core.cache import Cache
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.memorize import MemorizeConfig, memorize_records, offline_memory
+    from m3cli.stages.segment import SegmentConfig, segment_video
+    from m3cli.stages.sight import SightConfig, SightModels, memory_lines, run_sight
+    from support.fake_openai import FakeOpenAI
+
+    cache = Cache(tmp_path / "cache")
+    records = segment_video(_page_video(tmp_path / "page.mp4"), SegmentConfig(), cache)
+    [record] = run_sight(records, SightModels(SightConfig()), SightConfig(), RunContext(cache=cache))
+    wanted = [(x["kind"], x["text"]) for x in memory_lines(record)]
+    assert any(kind == "on_screen" for kind, _ in wanted), wanted  # sight read the page
+    offline = [(m.kind, m.text) for m in offline_memory(record).episodic]
+    assert all(line in offline for line in wanted)
+    reply = {"episodic": [{"text": "A printed page is shown", "start": 0.0, "end": 4.0}], "semantic": []}
+    with FakeOpenAI() as server:
+        server.script(json.dumps(reply))
+        client = LlmClient(server.url, "fake-vlm", backoff=0.01, timeout=5.0, max_retries=2)
+        [out] = memorize_records([record], MemorizeConfig(jobs=1), client, RunContext(cache=cache))
+    assert out.memory.source == "llm" and not out.memory.fallback
+    kept = [(m.kind, m.text) for m in out.memory.episodic]
+    assert ("event", "A printed page is shown") in kept
+    assert all(line in kept for line in wanted), (wanted, kept)
