@@ -164,6 +164,11 @@ def test_watch_status_into_a_file_used_as_a_folder_fails_before_any_work(tmp_pat
         f"m3: error: {status}: cannot write the watch status there"
     )
     assert not (tmp_path / "m.lance").exists()
+    memory = tmp_path / "afile" / "m.lance"  # the memory itself: refused before the first clip too
+    proc = run_m3("watch", ts, "-o", memory, "--offline", "--until-eof", "--state", tmp_path / "state")
+    line = one_error(proc)
+    assert proc.returncode == 1 and line.startswith(f"m3: error: {memory}: cannot write the memory there")
+    assert not (cache_dir / "v1" / "diarize").exists()
 
 
 def test_watch_status_made_read_only_while_watching_ends_with_one_line(switchable, tmp_path, cache_dir):

@@ -87,8 +87,10 @@ def watch(
             "segment.recorded_at": recorded_at,
         },
     )
+    from m3cli.stages.batch import check_memory_target
     from m3cli.stages.core.outputs import check_writable
 
+    check_memory_target(output)  # a read-only or misnamed memory folder: said now, before any clip
     if status:  # said now, not after the first clip's work
         check_writable(status, "the watch status", "give a writable --status path")
     from m3cli.progress import WatchProgress, shown
