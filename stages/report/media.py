@@ -83,6 +83,8 @@ MEDIA_SUFFIXES = frozenset(
     ".mp4 .m4v .mkv .mov .webm .avi .mpg .mpeg .ts .mts .m2ts .flv .wmv .3gp .ogv "
     ".wav .mp3 .m4a .flac .ogg .opus .aac".split()
 )
+#: clip paths already refused (and said) in this process
+_REFUSED: set[str] = set()
 #: kernel and device trees: never a recording, and reading some of them costs or blocks
 SYSTEM_TREES = ("/proc", "/sys", "/dev")
 
@@ -120,7 +122,9 @@ def voice_sample(video: Path, start: float, end: float, video_id: str | None = N
         return None
     refused = refuse_by_path(video)
     if refused is not None:  # refused by its name, before a byte of it is read (or hashed)
-        log.warning("no voice sample from %s: %s; it was not read", display_name(video), refused)
+        if str(video) not in _REFUSED:  # said once, not once per character
+            _REFUSED.add(str(video))
+            log.warning("no voice sample from %s: %s; it was not read", display_name(video), refused)
         return None
     if not video.is_file():
         log.info("%s not found: voice samples are left out", display_name(video))
