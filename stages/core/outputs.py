@@ -12,6 +12,7 @@ import errno
 import os
 import tempfile
 from pathlib import Path
+from typing import TypeGuard
 
 from m3cli.stages.core.errors import InputError
 
@@ -50,7 +51,7 @@ def check_writable(path: str | os.PathLike, what: str, hint: str, folder: bool =
     os.unlink(probe)
 
 
-def unwritable(exc: BaseException) -> bool:
+def unwritable(exc: BaseException) -> TypeGuard[OSError]:
     """An ``OSError`` of an output folder that cannot be written (read-only, no permission, a file
     where a folder should be)."""
     return isinstance(exc, OSError) and exc.errno in UNWRITABLE
