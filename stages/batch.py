@@ -35,6 +35,7 @@ from typing import Any
 import orjson
 
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.outputs import check_writable, unwritable
 from m3cli.stages.core.redact import mask_credentials
 from m3cli.stages.core.storage import is_uri, memory_location, store_failure, write_atomic
 
@@ -460,6 +461,15 @@ def run_batch(
 
     start = time.perf_counter()
     summary = BatchSummary()
+
+    def note(entry: dict) -> None:  # the journal, in a memory that cannot be written: one line
+        try:
+            journal.append(entry)
+        except OSError as exc:
+            if not unwritable(exc):
+                raise
+            raise M3Error(_cannot_write(memory, journal.path, exc, None)) from None
+
     done_before = {v for v, e in journal.read().items() if e.get("status") == "indexed"}
     in_memory = indexed_videos(memory) if done_before else set()
     work: list[tuple[str, str]] = []
@@ -479,7 +489,7 @@ def run_batch(
             vid = content_id(path, ctx)
         except M3Error as exc:
             journal_entry = {"video": f"path:{os.path.abspath(path)}", "path": str(path), "status": "failed"}
-            journal.append({**journal_entry, "error": str(exc)})
+            note({**journal_entry, "error": str(exc)})
             tell(VideoReport(str(path), "failed", error=str(exc)))
             continue
         if vid in first_path:
@@ -507,22 +517,41 @@ def run_batch(
                 clips += len(records)
             except (M3Error, OSError, ValueError, RuntimeError) as exc:  # storage (full disk, object
                 # store): this video failed, its journal says so, and the batch goes on with the others
+                if unwritable(exc):  # a read-only memory: no video can land; its work stays cached
+                    raise M3Error(
+                        _cannot_write(memory, getattr(exc, "filename", None), exc, result.path)
+                    ) from None
                 report.error = str(exc) if isinstance(exc, M3Error) else _one_line(exc)
                 if (reason := store_failure(str(exc))) is not None:
                     # no bucket, no credentials, no endpoint: no video can land; stop now, one line
-                    journal.append(
-                        {"video": result.video, "path": result.path, "status": "failed", "error": reason}
-                    )
+                    note({"video": result.video, "path": result.path, "status": "failed", "error": reason})
                     raise M3Error(f"{mask_credentials(str(memory))}: {reason}") from None
         else:
             report.error = result.error
         entry = {"video": result.video, "path": result.path, "status": report.status, "clips": report.clips}
-        journal.append({**entry, **({"error": report.error} if report.error else {})})
+        note({**entry, **({"error": report.error} if report.error else {})})
         tell(report)
     order = {str(p): i for i, p in enumerate(paths)}
     summary.reports.sort(key=lambda r: order.get(r.path, len(order)))
     summary.seconds = time.perf_counter() - start
     return summary
+
+
+def _cannot_write(memory: str | Path, where: object, exc: OSError, video: str | None) -> str:
+    """The line for a memory that became unwritable after the work: what failed, and that the work is
+    in the cache (a rerun once the memory is writable indexes it without recomputing)."""
+    from m3cli.stages.core.media import display_name
+
+    what = ""
+    if isinstance(where, (str, os.PathLike)) and os.path.abspath(where) != os.path.abspath(str(memory)):
+        what = f" ({display_name(Path(os.fsdecode(where)))})"  # the file in it that could not be written
+    kept = (
+        f"the work on {display_name(Path(video))} is kept in the cache, so running the same command "
+        "again once the memory can be written (or with another -o) indexes it without recomputing"
+        if video
+        else "run the same command again once it can be written, or with another -o"
+    )
+    return f"{mask_credentials(str(memory))}: cannot write the memory{what}: {exc.strerror or exc}; {kept}"
 
 
 def _one_line(exc: BaseException) -> str:
@@ -536,7 +565,15 @@ def _one_line(exc: BaseException) -> str:
 def write_report(path: Path, summary: BatchSummary) -> None:
     """One JSON line per input video (path, status, video id, clips, seconds, error)."""
     blob = b"".join(orjson.dumps(r.to_json()) + b"\n" for r in summary.reports)
-    write_atomic(Path(path), blob)  # a device or FIFO (--report /dev/stdout) is written through
+    try:
+        write_atomic(Path(path), blob)  # a device or FIFO (--report /dev/stdout) is written through
+    except OSError as exc:
+        if not unwritable(exc):
+            raise
+        raise M3Error(
+            f"{path}: cannot write the batch report ({exc.strerror or exc}); the memory holds the videos "
+            "indexed, and running the same command again with a writable --report redoes none of them"
+        ) from None
 
 
 def check_memory_target(memory: str) -> None:
@@ -546,3 +583,5 @@ def check_memory_target(memory: str) -> None:
         raise InputError(f"{memory}: exists and is not a directory (a memory dataset is a directory)")
     if is_uri(memory) and not str(memory).startswith(("s3://", "gs://", "az://", "s3+ddb://")):
         raise InputError(f"{memory}: unsupported memory URI (use a directory or s3://bucket/path)")
+    if isinstance(location, Path):  # a read-only folder is said now, not after every video's work
+        check_writable(location, "the memory", "give a writable -o folder", folder=True)

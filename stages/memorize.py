@@ -901,7 +901,9 @@ def memorize_clip(
         return out
     try:
         out.memory = llm_memory(record, client, config, cache)
-        out.memory.episodic += turn_lines(record) + absence_lines(record)
+        # what perception found that the memory must hold whoever writes the rest: the turns, the
+        # on-screen text and what is seen (an LLM paraphrases or drops them), and the absences
+        out.memory.episodic += turn_lines(record) + sight_lines(record) + absence_lines(record)
     except LlmError as exc:
         log.warning(
             "clip %d of %s: LLM memorization failed, using the offline memorizer: %s",

@@ -54,13 +54,15 @@ import orjson
 from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
 from m3cli.stages.configs.watch import WatchConfig
-from m3cli.stages.core import live_source, media, recorded
+from m3cli.stages.core import live_source, locks, media, recorded
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.storage import memory_location, write_atomic
 
 log = logging.getLogger(__name__)
 
 STATE_SCHEMA = "m3.watch/1"
+#: the state folder's lock file: held by the one watcher of its source and state (see Watcher._take_lock)
+WATCH_LOCK = "watch.lock"
 
 
 @dataclass
@@ -302,6 +304,7 @@ class Watcher:
         say: Callable[[str], None] | None = None,
         commit_flag: Any = None,
         fail: Callable[[str], None] | None = None,
+        holder: int | None = None,
     ) -> None:
         self.source = source
         self.kind = source_kind(source)
@@ -314,6 +317,9 @@ class Watcher:
             ctx.cache.root if ctx.cache is not None else Path(os.environ.get("M3_CACHE", ".m3-cache"))
         )
         folder = state_folder or state_dir(source, memory, cache_root)
+        #: this start made the state folder (a stream that never delivers removes it again)
+        self._made_folder = not folder.exists()
+        self._lock = self._take_lock(folder, holder)
         self.status_file = status_file
         self.say = say or (lambda line: None)
         #: a drop-folder file failed (one ``m3: error:`` line); the watch goes on
@@ -342,10 +348,53 @@ class Watcher:
         self.status.skipped = list(self.state.data.get("skipped", []))
         media.register_live(self.state.stream_id, self.state.spool)
 
+    # -- one watcher per source and state
+    def _take_lock(self, folder: Path, holder: int | None) -> locks.Exclusive:
+        """The state folder's lock, held while this watcher runs (``holder``: the process to name to
+        a second watcher, the ``m3 watch`` a user would stop). Taken before the state is read or
+        created, so two first starts cannot mint two stream ids, and two watchers never both do the
+        work and both commit it. The kernel drops it when the holder dies, ``kill -9`` included."""
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            return locks.Exclusive(folder / WATCH_LOCK, holder)
+        except locks.Held as held:
+            shown = self.source if self.kind in ("url", "device") else media.display_name(Path(self.source))
+            raise InputError(
+                f"{shown} is already watched into {memory_location(self.memory)} by {held.who()}; "
+                f"stop it first, or give another --state folder (lock: {held.path})"
+            ) from None
+        except OSError as exc:
+            raise InputError(
+                f"{folder}: cannot keep the watch state there ({exc.strerror or exc}); give a writable "
+                "--state folder or --cache-dir"
+            ) from None
+
+    def _forget_failed_start(self) -> None:
+        """A stream or device that never delivered a packet leaves nothing behind: the state folder
+        this start made (its state, lock and empty spool) is removed. One that delivered is kept, so
+        that a restart continues its stream id."""
+        import shutil
+
+        if self.kind not in ("url", "device") or not self._made_folder or self.state is None:
+            return
+        spool = self.state.spool
+        if self.status.clips_committed or (spool.exists() and spool.stat().st_size > 0):
+            return
+        self.stopping.set()  # the recorder, retrying, writes no new spool into the removed folder
+        shutil.rmtree(self.state.path.parent, ignore_errors=True)
+        self._lock.release()
+
     # -- status
     def _publish(self) -> None:
         if self.status_file is not None:
-            write_atomic(self.status_file, orjson.dumps(self.status.to_json(), option=orjson.OPT_INDENT_2))
+            blob = orjson.dumps(self.status.to_json(), option=orjson.OPT_INDENT_2)
+            try:
+                write_atomic(self.status_file, blob)
+            except OSError as exc:  # a read-only or removed folder: one line, the commits stay
+                raise InputError(
+                    f"{self.status_file}: cannot write the watch status ({exc.strerror or exc}); the "
+                    "clips committed so far stay in the memory; give a writable --status path"
+                ) from None
 
     def stop(self) -> None:
         self.stopping.set()
@@ -588,7 +637,11 @@ class Watcher:
         except BaseException as exc:
             self.status.state = "error"
             self.status.error = str(exc)
-            self._publish()
+            try:
+                self._publish()
+            except M3Error:
+                pass  # the status cannot be written (maybe what failed): the error itself is said
+            self._forget_failed_start()
             raise
         self._publish()
         return self.status

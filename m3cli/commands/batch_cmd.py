@@ -113,6 +113,12 @@ def batch(
         },
     )
     check_memory_target(output)
+    from m3cli.stages.core.outputs import check_writable
+
+    if report is not None:  # said now, not after every video's work
+        check_writable(report, "the batch report", "give a writable --report path")
+    if journal_path is not None:
+        check_writable(journal_path, "the batch journal", "give a writable --journal path")
     paths = expand_inputs(inputs)
     if not paths:
         raise InputError(f"no videos found in {' '.join(inputs)}")

@@ -87,6 +87,12 @@ def watch(
             "segment.recorded_at": recorded_at,
         },
     )
+    from m3cli.stages.batch import check_memory_target
+    from m3cli.stages.core.outputs import check_writable
+
+    check_memory_target(output)  # a read-only or misnamed memory folder: said now, before any clip
+    if status:  # said now, not after the first clip's work
+        check_writable(status, "the watch status", "give a writable --status path")
     from m3cli.progress import WatchProgress, shown
 
     bar = WatchProgress(shown(context.state(ctx).quiet))  # drawn by the child, which does the work
@@ -124,6 +130,7 @@ def watch(
                 say,
                 commit_flag=committing,
                 fail=fail,
+                holder=parent,  # the process a second watcher is told to stop
             )
             bar.begin(lambda: watcher.status)
             final = watcher.run()
@@ -197,10 +204,10 @@ def _mark_stopped(path: Path) -> None:
 
     try:
         data = orjson.loads(path.read_bytes())
+        data["state"] = "stopped"
+        write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2))
     except (OSError, orjson.JSONDecodeError):
-        return
-    data["state"] = "stopped"
-    write_atomic(path, orjson.dumps(data, option=orjson.OPT_INDENT_2))
+        return  # no status to mark (never written, or its folder is not writable): nothing to say
 
 
 def register(app: typer.Typer) -> None:

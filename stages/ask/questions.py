@@ -97,8 +97,13 @@ def parse_question(obj: Any) -> Question:
 
 
 def read_questions(lines: Iterable[bytes | str], name: str) -> list[Question | dict]:
-    """Questions from JSONL lines; a bad line becomes ``{"error": "name:line: reason"}`` (a batch goes on)."""
+    """Questions from JSONL lines; a bad line becomes ``{"error": "name:line: reason"}`` (a batch goes on).
+
+    An id given twice refuses the whole file (InputError naming the id and both lines), before any
+    question is asked: answers are joined to their questions by id, so answering both would score one
+    of them against the other's answer key, and answering one would silently drop a question."""
     out: list[Question | dict] = []
+    first_line: dict[str, int] = {}
     for lineno, raw in enumerate(lines, 1):
         if not raw.strip():
             continue
@@ -108,7 +113,7 @@ def read_questions(lines: Iterable[bytes | str], name: str) -> list[Question | d
             out.append({"error": f"{name}:{lineno}: not valid JSON: {exc.msg}"})
             continue
         try:
-            out.append(parse_question(obj))
+            question = parse_question(obj)
         except ValueError as exc:
             bad = obj if isinstance(obj, dict) else {}
             out.append(
@@ -118,4 +123,13 @@ def read_questions(lines: Iterable[bytes | str], name: str) -> list[Question | d
                     "id": bad.get("id") if isinstance(bad.get("id"), str) else None,
                 }
             )
+            continue
+        if question.id is not None:
+            if question.id in first_line:
+                raise InputError(
+                    f"{name}: question id {question.id!r} is on lines {first_line[question.id]} and "
+                    f"{lineno}; each question needs its own id (answers are matched to questions by id)"
+                )
+            first_line[question.id] = lineno
+        out.append(question)
     return out

@@ -19,7 +19,6 @@ Datasets written before manifests existed have none; readers take their tables a
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,6 +28,7 @@ from typing import Any
 import orjson
 
 from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.locks import hold
 
 MANIFEST = "m3.manifest.json"
 LOCK = ".m3-index.lock"
@@ -93,7 +93,7 @@ def writer_lock(path: Path) -> Iterator[bool]:
                 raise
             raise M3Error(f"{path}: cannot create the memory dataset: {exc.strerror}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            hold(fd)
             try:
                 current = os.stat(path / LOCK).st_ino
             except FileNotFoundError:

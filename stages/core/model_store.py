@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from m3cli.stages.core.locks import hold
 from m3cli.stages.core.storage import write_atomic
 
 log = logging.getLogger(__name__)
@@ -137,12 +138,7 @@ def locked(path: Path) -> Iterator[bool]:
             yield False
             return
         try:
-            try:
-                import fcntl
-            except ImportError:  # no flock here: rename keeps files whole, a race only costs work
-                fcntl = None  # type: ignore[assignment]
-            if fcntl is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX)
+            hold(fd)  # no flock on the platform: rename keeps files whole, a race only costs work
             yield True
         finally:
             os.close(fd)  # closing releases the flock

@@ -55,11 +55,15 @@ def load(path: Path, fmt: str) -> list[QaItem]:
     items = {"videomme": _videomme, "lvbench": _lvbench, "hippovlog": _hippovlog, "egolifeqa": _egolife}[fmt](
         data, str(path)
     )
-    seen: set[str] = set()
-    for it in items:
+    seen: dict[str, int] = {}
+    for n, it in enumerate(items, 1):
         if it.question_id in seen:
-            raise InputError(f"{path}: duplicate question id {it.question_id!r}")
-        seen.add(it.question_id)
+            raise InputError(
+                f"{path}: question id {it.question_id!r} is given twice (questions {seen[it.question_id]} "
+                f"and {n} of the file); each question needs its own id (answers are matched to questions "
+                "by id)"
+            )
+        seen[it.question_id] = n
     return items
 
 

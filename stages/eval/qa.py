@@ -71,7 +71,7 @@ def load_annotations(path: Path) -> list[QaItem]:
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected M3-Bench annotations (an object keyed by video name)")
     items: list[QaItem] = []
-    seen: set[str] = set()
+    seen: dict[str, str] = {}
     for name, video in data.items():
         qa_list = video.get("qa_list") if isinstance(video, dict) else None
         if not isinstance(qa_list, list):
@@ -85,8 +85,11 @@ def load_annotations(path: Path) -> list[QaItem]:
                 raise InputError(f"{where}: needs string 'question' and 'answer'")
             qid = str(qa.get("question_id") or f"{name}_Q{i + 1:02d}")
             if qid in seen:
-                raise InputError(f"{where}: duplicate question_id {qid!r}")
-            seen.add(qid)
+                raise InputError(
+                    f"{where}: duplicate question_id {qid!r} (first at {seen[qid]}); each question "
+                    "needs its own id (answers are matched to questions by id)"
+                )
+            seen[qid] = f"{name} qa_list[{i}]"
             types = qa.get("type") or []
             types = [types] if isinstance(types, str) else [str(t) for t in types]
             before = qa.get("before_clip")

@@ -17,6 +17,7 @@ from pathlib import Path
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import open_memory
+from m3cli.stages.core.outputs import check_writable, unwritable
 from m3cli.stages.core.storage import damaged_memory, write_atomic
 from m3cli.stages.report.answers import read_answers
 from m3cli.stages.report.gather import ReportData, ReportLimits, gather
@@ -63,6 +64,7 @@ def write_report(
         raise InputError(
             f"-o {output}: is a directory; name the HTML file to write, e.g. {output / 'report.html'}"
         )
+    check_writable(output, "the report", "give a writable -o path, e.g. -o ~/report.html")
     answer_rows, answers_total = read_answers(answers, limits.max_answers) if answers else ([], 0)
     from m3cli.stages.core.memory_reader import open_reader
 
@@ -87,9 +89,16 @@ def write_report(
                 voices[(v.id, c.id)] = audio
     frames = _keyframe_thumbs(data, limits)
     page = _pin_script(render(data, thumbs, voices, answers_total, frames=frames))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    # all or nothing, 0666 less the umask (a page is for sharing), written through to /dev/null or a FIFO
-    write_atomic(output, page.encode("utf-8"))
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        # all or nothing, 0666 less the umask (a page is for sharing), written through to /dev/null or a FIFO
+        write_atomic(output, page.encode("utf-8"))
+    except OSError as exc:  # the folder became read-only while the page was made
+        if not unwritable(exc):
+            raise
+        raise InputError(
+            f"{output}: cannot write the report ({exc.strerror or exc}); give a writable -o path"
+        ) from None
     return ReportStats(
         path=output,
         bytes=len(page.encode("utf-8")),

@@ -78,6 +78,34 @@ def encode_opus(audio: np.ndarray, rate: int = VOICE_RATE, bitrate: int = VOICE_
     return buf.getvalue()
 
 
+#: what a video (or a recording's sound) is named: a clip path naming anything else is not opened
+MEDIA_SUFFIXES = frozenset(
+    ".mp4 .m4v .mkv .mov .webm .avi .mpg .mpeg .ts .mts .m2ts .flv .wmv .3gp .ogv "
+    ".wav .mp3 .m4a .flac .ogg .opus .aac".split()
+)
+#: clip paths already refused (and said) in this process
+_REFUSED: set[str] = set()
+#: kernel and device trees: never a recording, and reading some of them costs or blocks
+SYSTEM_TREES = ("/proc", "/sys", "/dev")
+
+
+def refuse_by_path(video: Path) -> str | None:
+    """Why the memory's ``clips.path`` cannot be its video, judged by the name alone (also of the file
+    a symbolic link names); None when it may be, and its content id decides.
+
+    A memory is untrusted input, and checking a file's content id reads (hashes) all of it: a crafted
+    path naming ``~/.ssh/id_rsa``, ``/proc/kcore`` or a 100-GB disk image would be read whole before
+    being refused. The name is checked first, so such files are never opened."""
+    import os
+
+    for name in (os.path.abspath(video), os.path.realpath(video)):
+        if any(name == tree or name.startswith(tree + "/") for tree in SYSTEM_TREES):
+            return f"it names a system file ({name})"
+        if Path(name).suffix.lower() not in MEDIA_SUFFIXES:
+            return f"not a video file name ({Path(name).name})"
+    return None
+
+
 def voice_sample(video: Path, start: float, end: float, video_id: str | None = None) -> str | None:
     """An Ogg/Opus data URI of ``video``'s audio over [start, end); None when the video is not readable
     or (with ``video_id``) is not the video the memory was made from.
@@ -90,12 +118,18 @@ def voice_sample(video: Path, start: float, end: float, video_id: str | None = N
     from m3cli.stages.core.errors import M3Error
     from m3cli.stages.core.media import clip_audio, display_name, source_path
 
+    if video_id is None:  # nothing to check the file against: a crafted memory could name any
+        return None
+    refused = refuse_by_path(video)
+    if refused is not None:  # refused by its name, before a byte of it is read (or hashed)
+        if str(video) not in _REFUSED:  # said once, not once per character
+            _REFUSED.add(str(video))
+            log.warning("no voice sample from %s: %s; it was not read", display_name(video), refused)
+        return None
     if not video.is_file():
         log.info("%s not found: voice samples are left out", display_name(video))
         return None
     try:
-        if video_id is None:  # nothing to check the file against: a crafted memory could name any
-            return None
         video = source_path(SimpleNamespace(path=str(video), id=video_id))
         audio = clip_audio(video, "", -1, float(start), float(end), rate=VOICE_RATE)
     except (M3Error, OSError) as exc:
