@@ -42,7 +42,8 @@ from typing import Any
 import numpy as np
 import orjson
 
-from m3cli.stages.core.storage import read_file, write_file
+from m3cli.stages.core.errors import M3Error
+from m3cli.stages.core.storage import memory_location, read_file, write_file
 
 log = logging.getLogger(__name__)
 
@@ -176,9 +177,9 @@ def read_manifest_doc(memory: str | Path) -> dict[str, Any] | None:
     from m3cli.stages.core.memory_manifest import MANIFEST
 
     try:
-        blob = read_file(memory, MANIFEST)
+        blob = read_file(memory_location(memory), MANIFEST)
         doc = orjson.loads(blob) if blob is not None else None
-    except (OSError, orjson.JSONDecodeError):
+    except (OSError, M3Error, orjson.JSONDecodeError):
         return None
     return doc if isinstance(doc, dict) else None
 
@@ -186,6 +187,7 @@ def read_manifest_doc(memory: str | Path) -> dict[str, Any] | None:
 def commit_entries(memory: str | Path, written: set[str], new: Checkpoint | None) -> dict[str, Any]:
     """The manifest's ``checkpoints`` for the commit being made: the entries of videos this commit did
     not write, and ``new`` (its file written now, before the manifest that names it)."""
+    memory = memory_location(memory)
     kept = {v: e for v, e in entries(read_manifest_doc(memory)).items() if v not in written}
     if new is not None:
         sha = new.sha256
@@ -198,6 +200,7 @@ def commit_entries(memory: str | Path, written: set[str], new: Checkpoint | None
 def remove_unnamed(memory: str | Path, listed: dict[str, Any]) -> None:
     """Delete the checkpoint files the manifest just committed does not name (local memories only: an
     object store keeps them, a few per stream, each replaced at the next commit of its stream)."""
+    memory = memory_location(memory)
     if not isinstance(memory, Path):
         return
     named = {Path(e.get("file", "")).name for e in entries(listed).values()}
@@ -224,6 +227,7 @@ class Loaded:
 def load(memory: str | Path, video: str, committed: set[int], settings: str) -> Loaded | str:
     """The checkpoint of ``video`` if it describes exactly the memory's committed clips of it under
     ``settings``, else why not (a short phrase; "missing" when the manifest names none)."""
+    memory = memory_location(memory)
     entry = entries(read_manifest_doc(memory)).get(video)
     if entry is None:
         return "missing"
@@ -234,8 +238,8 @@ def load(memory: str | Path, video: str, committed: set[int], settings: str) -> 
         return f"fold format {entry.get('format')!r}, this m3 reads {FORMAT}"
     try:
         blob = read_file(memory, name)
-    except OSError as exc:
-        return f"cannot read {name}: {exc.strerror or exc}"
+    except (OSError, M3Error) as exc:
+        return f"cannot read {name}: {getattr(exc, 'strerror', None) or exc}"
     if blob is None:
         return f"{name} is missing"
     if hashlib.sha256(blob).hexdigest() != sha:
