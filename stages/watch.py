@@ -18,8 +18,11 @@ Design, for streams and growing files:
   (:func:`m3cli.stages.pipeline.process_records`) over its new clips only, continuing the per-video
   folds (face and voice banks, link votes, abstraction state) the previous round left in memory, so
   clip k is what ``m3 run`` makes of clip k of the finished file while a round's time and the memory
-  held stay flat as the recording grows. The first round of a process (a restart) replays the clips
-  committed before from the cache to rebuild the folds. Only the new clips are indexed.
+  held stay flat as the recording grows. Each commit also writes the folds as a checkpoint the
+  manifest names (:mod:`~m3cli.stages.core.checkpoint`), so the first round of a process (a restart)
+  resumes them from there; only where the checkpoint is missing or does not match the memory does it
+  replay the clips committed before (from the cache), saying why in one line. Only the new clips are
+  indexed.
 * **State.** ``state.json`` (stream id, source, spool, skipped clips, gaps) in the watch folder (in the
   cache, or ``--state``); which clips are committed is read from the memory itself, whose commits are
   atomic, so ``kill -9`` at any moment loses no committed clip and a restart duplicates none.

@@ -285,3 +285,66 @@ def test_a_checkpoint_that_does_not_match_is_replayed_with_one_line(restarts, re
     assert memory_view(memory) == memory_view(valid)
     mine, theirs = _manifest(memory)["checkpoints"][stream], _manifest(valid)["checkpoints"][stream]
     assert mine == theirs and (memory / mine["file"]).read_bytes() == (valid / theirs["file"]).read_bytes()
+
+
+# ------------------------------------------------------------------------------ the file and its checks
+def _committed_checkpoint(memory: Path, clips: list[int], settings: str = "s") -> dict:
+    """A memory folder whose manifest names a checkpoint of stream ``v`` (written as an index run does)."""
+    import numpy as np
+
+    from m3cli.stages.core import checkpoint
+    from m3cli.stages.core.memory_manifest import read_manifest, write_manifest
+
+    arrays = checkpoint.Arrays()
+    folds = {"voices": {"voices": [["<voice_1>", arrays.add(np.eye(2, 4, dtype=np.float32))]]}}
+    saved = checkpoint.make("v", clips, settings, folds, arrays)
+    memory.mkdir(exist_ok=True)
+    listed = checkpoint.commit_entries(memory, {"v"}, saved)
+    write_manifest(memory, read_manifest(memory) or {"clips": 1}, listed)
+    checkpoint.remove_unnamed(memory, listed)
+    return listed["checkpoints"]["v"]
+
+
+def test_checkpoint_file_round_trip_and_every_mismatch_is_named(tmp_path):
+    import numpy as np
+
+    from m3cli.stages.core import checkpoint
+    from m3cli.stages.core.memory_manifest import write_manifest
+
+    memory = tmp_path / "m.lance"
+    old = _committed_checkpoint(memory, [0])
+    entry = _committed_checkpoint(memory, [0, 1])
+    assert [p.name for p in (memory / "checkpoints").iterdir()] == [Path(entry["file"]).name]  # old gone
+    assert old["file"] != entry["file"]
+    loaded = checkpoint.load(memory, "v", {0, 1}, "s")
+    assert isinstance(loaded, checkpoint.Loaded) and loaded.clips == [0, 1]
+    ((name, ref),) = loaded.folds["voices"]["voices"]
+    assert name == "<voice_1>" and np.array_equal(loaded.arrays.get(ref), np.eye(2, 4, dtype=np.float32))
+
+    def same(a, b) -> bool:
+        return a.folds == b.folds and a.clips == b.clips and len(a.arrays.items) == len(b.arrays.items)
+
+    assert same(checkpoint.load(str(memory), "v", {0, 1}, "s"), loaded)  # a path given as text
+    # a writer that knows nothing of checkpoints (a people edit) keeps them
+    write_manifest(memory, {"clips": 2})
+    assert same(checkpoint.load(memory, "v", {0, 1}, "s"), loaded)
+
+    assert checkpoint.load(memory, "w", {0}, "s") == "missing"
+    assert checkpoint.load(memory, "v", {0, 1}, "other") == "it was made with other settings"
+    assert checkpoint.load(memory, "v", {0, 1, 2}, "s") == (
+        "stale: it covers 2 clips (0-1), the memory holds 3 clips (0-2)"
+    )
+    blob = (memory / entry["file"]).read_bytes()
+    (memory / entry["file"]).write_bytes(blob[:-1] + bytes([blob[-1] ^ 1]))
+    assert "is damaged (its digest is not the manifest's)" in checkpoint.load(memory, "v", {0, 1}, "s")
+    (memory / entry["file"]).unlink()
+    assert checkpoint.load(memory, "v", {0, 1}, "s").endswith("is missing")
+    # the container refuses what is not one whole checkpoint, with ValueError only
+    for bad in (b"", b"m3.folds\n", blob[:40], b"PK\x03\x04" + blob, blob[:-3]):
+        with pytest.raises(ValueError):
+            checkpoint.decode(bad)
+    with pytest.raises(TypeError):
+        checkpoint.Arrays().add(np.array([object()]))
+    # an index run writing the stream's clips without a checkpoint drops the entry
+    listed = checkpoint.commit_entries(memory, {"v"}, None)
+    assert listed == {"checkpoints": {}}
