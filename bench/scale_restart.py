@@ -53,6 +53,7 @@ def _watch(folder: Path, until_eof: bool, env: dict) -> subprocess.Popen:
             "--offline", "--state", folder / "state", "--status", folder / "status.json",
             *PIPELINE_DEFAULT]  # fmt: skip
     args += ["--until-eof"] if until_eof else ["--idle", "3600"]
+    args += ["--max-lag", "100000"]  # the N clips are all there at once: none may be skipped
     return subprocess.Popen(
         m3("watch", *map(os.fspath, args)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
@@ -149,6 +150,7 @@ def main() -> str:
         for name, keep, cache in modes:
             print(f"   restart: {name}", file=sys.stderr)
             r = restart(base, data, f"restart{len(rows)}", keep, cache, work, env)
+            print(f"   {name}: {r}", file=sys.stderr)
             rows.append([
                 name, CLIPS, r["first_commit_s"], r["replayed"], r["resume_s"], r["cpu_s"], r["commit_s"],
                 r["checkpoint_kb"] if name == "checkpoint" else "", r["said"] or "(nothing)",

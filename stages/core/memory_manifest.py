@@ -75,7 +75,7 @@ def write_manifest(path: Path | str, versions: dict[str, int], extra: dict[str, 
     if "checkpoints" not in (extra or {}):
         try:
             before = orjson.loads(read_file(path, MANIFEST) or b"{}")
-        except (OSError, orjson.JSONDecodeError):
+        except (OSError, M3Error, orjson.JSONDecodeError):
             before = {}
         if isinstance(before, dict) and isinstance(before.get("checkpoints"), dict):
             extra = {**(extra or {}), "checkpoints": before["checkpoints"]}
