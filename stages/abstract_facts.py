@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -69,6 +70,61 @@ class VideoState:
             self.vectors = grown
         self.vectors[self.n_vectors : need] = rows
         self.n_vectors = need
+
+    def dump(self, arrays: Any) -> dict[str, Any]:
+        """The state as a checkpoint document (:mod:`~m3cli.stages.core.checkpoint`). The running totals
+        are left out: the next clip rebuilds them from the facts (:meth:`Abstractor._tally`'s path for
+        a changed mapping, which gives exactly what the incremental totals give)."""
+        return {
+            "video": self.video,
+            "facts": [
+                [f.id, f.clip, f.section, f.kind, f.text, f.entities, f.start, f.end, f.order]
+                for f in self.facts
+            ],
+            "vectors": None if self.vectors is None else arrays.add(self.vectors[: self.n_vectors]),
+            "entities_seen": sorted(self.entities_seen),
+            "episodic": [f.order for f in self.episodic],
+            "summarized_char": [[c, sorted(ids)] for c, ids in self.summarized_char.items()],
+            "summary_char": list(self.summary_char.items()),
+            "summarized_rel": [[a, b, sorted(ids)] for (a, b), ids in self.summarized_rel.items()],
+            "summary_rel": [[a, b, text] for (a, b), text in self.summary_rel.items()],
+            "global_text": self.global_text,
+            "clip_nodes": self.clip_nodes,
+            "clip_span": None if self.clip_span is None else list(self.clip_span),
+            "last_by_entity": list(self.last_by_entity.items()),
+            "last_episodic": self.last_episodic,
+            "conflicts_seen": sorted([list(kept), list(dropped)] for kept, dropped in self.conflicts_seen),
+            "names": [[who, list(counts.items())] for who, counts in self.names.items()],
+        }
+
+    @classmethod
+    def load(cls, doc: dict[str, Any], arrays: Any) -> VideoState:
+        """The state :meth:`dump` saved (its totals rebuilt at the next clip)."""
+        facts = [
+            Fact(str(i), int(c), str(sec), str(k), str(t), list(e), float(a), float(b), int(o))
+            for i, c, sec, k, t, e, a, b, o in doc["facts"]
+        ]
+        if [f.order for f in facts] != list(range(len(facts))):
+            raise ValueError("the facts are not in order")
+        state = cls(video=str(doc["video"]), facts=facts)
+        if doc["vectors"] is not None:
+            state.vectors = np.array(arrays.get(doc["vectors"]), dtype=np.float32)
+            state.n_vectors = len(state.vectors)
+        state.entities_seen = set(doc["entities_seen"])
+        state.episodic = [facts[o] for o in doc["episodic"]]
+        state.summarized_char = {c: set(ids) for c, ids in doc["summarized_char"]}
+        state.summary_char = dict(doc["summary_char"])
+        state.summarized_rel = {(a, b): set(ids) for a, b, ids in doc["summarized_rel"]}
+        state.summary_rel = {(a, b): text for a, b, text in doc["summary_rel"]}
+        state.global_text = doc["global_text"]
+        state.clip_nodes = list(doc["clip_nodes"])
+        state.clip_span = None if doc["clip_span"] is None else (doc["clip_span"][0], doc["clip_span"][1])
+        state.last_by_entity = dict(doc["last_by_entity"])
+        state.last_episodic = doc["last_episodic"]
+        state.conflicts_seen = {(tuple(kept), tuple(dropped)) for kept, dropped in doc["conflicts_seen"]}
+        for who, counts in doc["names"]:
+            state.names[who] = Counter(dict(counts))
+        return state
 
 
 def clip_facts(record: ClipRecord, state: VideoState) -> list[Fact]:

@@ -447,6 +447,40 @@ class FaceBank:
         node.snapshots.sort(key=lambda s: (-s[0], s[1]))
         del node.snapshots[self.max_snapshots :]
 
+    def dump(self, arrays: Any) -> dict[str, Any]:
+        """The bank as a checkpoint document (:mod:`~m3cli.stages.core.checkpoint`): per node its
+        snapshots' qualities and ages, and their embeddings as one array."""
+        nodes = []
+        for node in self.nodes:
+            snaps = node.snapshots
+            emb = arrays.add(np.stack([s[2] for s in snaps])) if snaps else None
+            quality = arrays.add(np.array([s[0] for s in snaps], np.float64))  # NaN-safe, unlike JSON
+            seq = [s[1] for s in snaps]
+            nodes.append({"number": node.number, "quality": quality, "seq": seq, "emb": emb})
+        return {
+            "metric": self.metric,
+            "threshold": self.threshold,
+            "max_snapshots": self.max_snapshots,
+            "seq": self._seq,
+            "nodes": nodes,
+        }
+
+    @classmethod
+    def load(cls, doc: dict[str, Any], arrays: Any) -> FaceBank:
+        """The bank :meth:`dump` saved."""
+        bank = cls(str(doc["metric"]), float(doc["threshold"]), int(doc["max_snapshots"]))
+        bank._seq = int(doc["seq"])
+        for n in doc["nodes"]:
+            emb = arrays.get(n["emb"]) if n["emb"] is not None else np.zeros((0, 0), np.float32)
+            quality = arrays.get(n["quality"])
+            if len(emb) != len(quality) or len(emb) != len(n["seq"]):
+                raise ValueError("a face node's snapshots do not match their embeddings")
+            snaps = [(float(q), int(s), np.array(e)) for q, s, e in zip(quality, n["seq"], emb, strict=True)]
+            bank.nodes.append(_Node(number=int(n["number"]), snapshots=snaps))
+        if [n.number for n in bank.nodes] != list(range(1, len(bank.nodes) + 1)):
+            raise ValueError("the face nodes are not numbered 1..n")
+        return bank
+
 
 # ------------------------------------------------------------------------------------ the fold
 @dataclass
@@ -623,6 +657,19 @@ class FacesFold:
 
     bank: FaceBank
     per_clip: list[tuple[ClipFaces, ClipAssignment]] = field(default_factory=list)
+
+    def dump(self, arrays: Any) -> dict[str, Any]:
+        """The fold as a checkpoint document: its bank. With ``recluster`` the fold also keeps every
+        clip's detections, which grow with the video: not checkpointed (a restart replays instead)."""
+        from m3cli.stages.core.checkpoint import NotCheckpointable
+
+        if self.per_clip:
+            raise NotCheckpointable("faces.recluster keeps every clip's detections")
+        return {"bank": self.bank.dump(arrays)}
+
+    @classmethod
+    def load(cls, doc: dict[str, Any], arrays: Any) -> FacesFold:
+        return cls(FaceBank.load(doc["bank"], arrays))
 
 
 def no_pictures(record: ClipRecord, model: FaceModel) -> ClipRecord:

@@ -154,8 +154,11 @@ class Indexer:
         embedder: Any,
         config: IndexConfig | None = None,
         ctx: RunContext | None = None,
+        checkpoint: Any = None,
     ):
         self.path = memory_location(path)  # s3://... stays a URI for Lance
+        #: the folds after these records (m3 watch), committed with them: stages/core/checkpoint.py
+        self.checkpoint = checkpoint
         self.config = config or IndexConfig()
         self.ctx = ctx or RunContext()
         self.embedder = embedder
@@ -207,10 +210,15 @@ class Indexer:
                 return False
         return True
 
-    def _commit(self) -> None:
-        """Name the tables' current versions in the manifest: readers switch to this run's memory."""
+    def _commit(self, videos: set[str] | None = None) -> None:
+        """Name the tables' current versions in the manifest: readers switch to this run's memory.
+        The fold checkpoints are named there too: ``videos``' entries replaced by this run's own."""
+        from m3cli.stages.core import checkpoint
+
         versions = {name: self.writer.version(name) for name in sorted(self.tables)}
-        write_manifest(self.path, versions)
+        listed = checkpoint.commit_entries(self.path, videos or set(), self.checkpoint)
+        write_manifest(self.path, versions, listed)
+        checkpoint.remove_unnamed(self.path, listed)
 
     def _check_meta(self) -> None:
         if "meta" not in self.tables:
@@ -320,7 +328,7 @@ class Indexer:
             self.tables.add("meta")
             stats.tables_committed.append("meta")
         self._indexes(bool(node_rows))
-        self._commit()
+        self._commit({clips[0].video.id for clips in videos})
         return stats
 
     def _changed(self, table: str, rows: list[dict]) -> list[dict]:
@@ -831,8 +839,10 @@ def index_records(
     embedder: Any,
     config: IndexConfig | None = None,
     ctx: RunContext | None = None,
+    checkpoint: Any = None,
 ) -> IndexStats:
     """Write ``records`` into the memory at ``path`` (created if missing), all or nothing.
+    ``checkpoint``: the folds after these records (`m3 watch`), written in the same commit.
 
     Writers of a local dataset take turns (a lock file in it); a run that fails leaves readers the memory
     as it was (:mod:`~m3cli.stages.core.memory_manifest`), and a dataset this run created is removed.
@@ -853,14 +863,14 @@ def index_records(
     if not isinstance(path, Path):
         # An object store has no lock files: its manifest still commits all-or-nothing, but writers
         # of one memory must take turns themselves (`m3 batch` has a single writer).
-        return _run_or_undo(Indexer(path, embedder, config, ctx), records)
+        return _run_or_undo(Indexer(path, embedder, config, ctx, checkpoint), records)
     if path.exists() and not path.is_dir():
         raise InputError(f"{path}: exists and is not a directory (a memory dataset is a directory)")
     created = not path.exists()
     try:
         with writer_lock(path) as created:
             try:
-                indexer = Indexer(path, embedder, config, ctx)
+                indexer = Indexer(path, embedder, config, ctx, checkpoint)
                 return indexer.run(records) if created else _run_or_undo(indexer, records)
             except BaseException:
                 if created:  # removed while still locked, so a waiting writer starts afresh

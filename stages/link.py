@@ -371,6 +371,46 @@ class LinkFold:
     def start(cls, config: LinkConfig) -> LinkFold:
         return cls(LinkState(config), SeenSpeaking(SplitConfig(moving=config.moving, smooth=config.smooth)))
 
+    def dump(self, arrays: Any = None) -> dict[str, Any]:
+        """The fold as a checkpoint document (:mod:`~m3cli.stages.core.checkpoint`), every table in the
+        order it was filled (ties in the voting are broken by first appearance)."""
+        st, seen = self.state, self.seen
+        return {
+            "weights": [[f, v, w] for (f, v), w in st.weights.items()],
+            "sources": [[f, v, list(by.items())] for (f, v), by in st.sources.items()],
+            "first_seen": [[eid, clip, t] for eid, (clip, t) in st.seen.items()],
+            "seconds": [[v, f, sec] for (v, f), sec in seen.seconds.items()],
+            "together": sorted(list(p) for p in seen.together),
+            "keeper": list(seen.keeper.items()),
+            "into": [[v, f, new] for (v, f), new in seen.into.items()],
+            "splits": seen.splits,
+            "alias": list(seen.alias.items()),
+            "issued": sorted(seen.issued),
+            "top": seen.top,
+        }
+
+    @classmethod
+    def load(cls, doc: dict[str, Any], config: LinkConfig, arrays: Any = None) -> LinkFold:
+        """The fold :meth:`dump` saved, under ``config`` (the checkpoint's settings digest names it)."""
+        fold = cls.start(config)
+        st, seen = fold.state, fold.seen
+        for f, v, w in doc["weights"]:
+            st.weights[(f, v)] = float(w)
+        for f, v, by in doc["sources"]:
+            for src, w in by:
+                st.sources[(f, v)][src] = float(w)
+        st.seen = {eid: (clip, t) for eid, clip, t in doc["first_seen"]}
+        for v, f, sec in doc["seconds"]:
+            seen.seconds[(v, f)] = float(sec)
+        seen.together = {(a, b) for a, b in doc["together"]}
+        seen.keeper = dict(doc["keeper"])
+        seen.into = {(v, f): new for v, f, new in doc["into"]}
+        seen.splits = [dict(s) for s in doc["splits"]]
+        seen.alias = dict(doc["alias"])
+        seen.issued = set(doc["issued"])
+        seen.top = int(doc["top"])
+        return fold
+
 
 def link_video(
     records: list[ClipRecord], config: LinkConfig, reuse: bool = True, fold: LinkFold | None = None

@@ -197,6 +197,49 @@ class Folds:
     link: dict[str, Any] = field(default_factory=dict)
     abstract: dict[str, Any] = field(default_factory=dict)
 
+    def checkpoint(self, video: str, clips: list[int], models: Models) -> Any:
+        """A :class:`~m3cli.stages.core.checkpoint.Checkpoint` of ``video``'s folds after ``clips`` (the
+        clip indexes fed so far), for the index run that commits them to write with its manifest.
+        Raises :class:`~m3cli.stages.core.checkpoint.NotCheckpointable` for folds it cannot keep."""
+        from m3cli.stages.core import checkpoint
+
+        arrays = checkpoint.Arrays()
+        doc: dict[str, Any] = {}
+        if video in self.voices:
+            doc["voices"] = self.voices[video].dump(arrays)
+        if video in self.faces:
+            doc["faces"] = self.faces[video].dump(arrays)
+        if video in self.link:
+            doc["link"] = self.link[video].dump(arrays)
+        if video in self.abstract:
+            doc["abstract"] = self.abstract[video][1].dump(arrays)
+        return checkpoint.make(video, clips, checkpoint.settings_key(models), doc, arrays)
+
+    @classmethod
+    def resume(cls, video: str, saved: Any, models: Models, ctx: RunContext) -> Folds:
+        """The folds a checkpoint saved (:meth:`checkpoint`; ``saved`` is a verified
+        :class:`~m3cli.stages.core.checkpoint.Loaded`), continuing as if its clips had just been fed.
+        Raises ValueError (or KeyError, TypeError) for a document that is not one of this format."""
+        from m3cli.stages.abstract import Abstractor
+        from m3cli.stages.abstract_facts import VideoState
+        from m3cli.stages.faces import FacesFold
+        from m3cli.stages.link import LinkFold
+        from m3cli.stages.voices import VoiceBank
+
+        doc, arrays, folds = saved.folds, saved.arrays, cls()
+        if "voices" in doc:
+            folds.voices[video] = VoiceBank.load(doc["voices"], arrays)
+        if "faces" in doc:
+            folds.faces[video] = FacesFold.load(doc["faces"], arrays)
+        if "link" in doc:
+            folds.link[video] = LinkFold.load(doc["link"], models.config.link, arrays)
+        if "abstract" in doc:
+            config = models.config.abstract
+            embedder = models.text if config.embed else None
+            runner = Abstractor(config, models.llm, embedder, ctx.cache)
+            folds.abstract[video] = (runner, VideoState.load(doc["abstract"], arrays))
+        return folds
+
 
 def _diarize(
     records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
@@ -450,11 +493,16 @@ def process_records(
     return records
 
 
-def index_video(records: list[ClipRecord], memory: str | Path, models: Models, ctx: RunContext) -> IndexStats:
-    """Commit one video's records to the memory through the index stage's public function."""
+def index_video(
+    records: list[ClipRecord], memory: str | Path, models: Models, ctx: RunContext, checkpoint: Any = None
+) -> IndexStats:
+    """Commit one video's records to the memory through the index stage's public function; with
+    ``checkpoint`` (:meth:`Folds.checkpoint`), the folds after them in the same commit."""
     from m3cli.stages.index import index_records
 
-    return index_records(records, memory, models.text, models.config.index, ctx)
+    if checkpoint is None:
+        return index_records(records, memory, models.text, models.config.index, ctx)
+    return index_records(records, memory, models.text, models.config.index, ctx, checkpoint=checkpoint)
 
 
 @dataclass

@@ -49,6 +49,7 @@ import hashlib
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -109,6 +110,23 @@ class VoiceBank:
         snaps.append(vec)
         if len(snaps) > self.max_snapshots:
             del snaps[0]
+
+    def dump(self, arrays: Any) -> dict[str, Any]:
+        """The bank as a checkpoint document (:mod:`~m3cli.stages.core.checkpoint`): each voice's
+        snapshots as one array, in creation order."""
+        return {
+            "threshold": self.threshold,
+            "max_snapshots": self.max_snapshots,
+            "voices": [[vid, arrays.add(np.stack(s)) if s else None] for vid, s in self.snapshots.items()],
+        }
+
+    @classmethod
+    def load(cls, doc: dict[str, Any], arrays: Any) -> VoiceBank:
+        """The bank :meth:`dump` saved."""
+        bank = cls(float(doc["threshold"]), int(doc["max_snapshots"]))
+        for vid, ref in doc["voices"]:
+            bank.snapshots[str(vid)] = [] if ref is None else [np.array(r) for r in arrays.get(ref)]
+        return bank
 
 
 # -- per-clip embeddings ---------------------------------------------------------------------------

@@ -18,8 +18,11 @@ Design, for streams and growing files:
   (:func:`m3cli.stages.pipeline.process_records`) over its new clips only, continuing the per-video
   folds (face and voice banks, link votes, abstraction state) the previous round left in memory, so
   clip k is what ``m3 run`` makes of clip k of the finished file while a round's time and the memory
-  held stay flat as the recording grows. The first round of a process (a restart) replays the clips
-  committed before from the cache to rebuild the folds. Only the new clips are indexed.
+  held stay flat as the recording grows. Each commit also writes the folds as a checkpoint the
+  manifest names (:mod:`~m3cli.stages.core.checkpoint`), so the first round of a process (a restart)
+  resumes them from there; only where the checkpoint is missing or does not match the memory does it
+  replay the clips committed before (from the cache), saying why in one line. Only the new clips are
+  indexed.
 * **State.** ``state.json`` (stream id, source, spool, skipped clips, gaps) in the watch folder (in the
   cache, or ``--state``); which clips are committed is read from the memory itself, whose commits are
   atomic, so ``kill -9`` at any moment loses no committed clip and a restart duplicates none.
@@ -329,6 +332,8 @@ class Watcher:
         #: the stages' per-video folds after the clips fed so far (None: none yet in this process)
         self._folds: Any = None
         self._fed = -1  # the last clip index fed through the folds
+        self._fed_clips: list[int] = []  # every clip index fed through them (what a checkpoint covers)
+        self._unkept: str | None = None  # why the folds are not checkpointed (told once)
         self.commit_lock = threading.Lock()
         #: set while a commit is being written (an Event another process can read: see m3 watch)
         self.commit_flag = commit_flag
@@ -503,17 +508,19 @@ class Watcher:
     ) -> None:
         from m3cli.stages.pipeline import Folds, index_video, process_records
 
-        if self._folds is None:  # the first round of this process replays the clips before its own
-            self._folds, self._fed = Folds(), -1
-        records = self._records([c for c in plan if self._fed < c["index"] <= todo[-1]["index"]], probe)
         began, cpu = time.monotonic(), time.process_time()
-        clock = RoundClock(began)
+        if self._folds is None:  # the first round of this process: from the checkpoint, or the replay
+            self._folds, self._fed, self._fed_clips = self._resume(Folds)
+        resumed_s = round(time.monotonic() - began, 3)
+        records = self._records([c for c in plan if self._fed < c["index"] <= todo[-1]["index"]], probe)
+        clock = RoundClock(time.monotonic())
         try:
             out = process_records(records, self.models, self.ctx, clock.stage, folds=self._folds)
         except BaseException:
-            self._folds = None  # folded part of the round: a later round starts again from the cache
+            self._folds = None  # folded part of the round: a later round starts again from the checkpoint
             raise
         self._fed = todo[-1]["index"]
+        self._fed_clips += [r.clip.index for r in records]
         wanted = {c["index"] for c in todo}
         new = [r for r in out if r.clip.index in wanted]
         if self.stopping.is_set():
@@ -525,7 +532,7 @@ class Watcher:
                 if self.commit_flag is not None:
                     self.commit_flag.set()
                 try:
-                    index_video(new, self.memory, self.models, self.ctx)
+                    index_video(new, self.memory, self.models, self.ctx, self._checkpoint())
                 finally:
                     if self.commit_flag is not None:
                         self.commit_flag.clear()
@@ -534,6 +541,7 @@ class Watcher:
             self.status.last_round = {
                 "clips": [c["index"] for c in todo],
                 "replayed": len(records) - len(todo),
+                "resume_s": resumed_s,
                 "waited_s": round(began - arrived[todo[0]["index"]], 3),
                 "stages_s": clock.spans,
                 "cpu_s": round(time.process_time() - cpu, 3),
@@ -551,6 +559,49 @@ class Watcher:
                 f"arrived; {self.status.clips_committed} clips, lag {self.status.lag:.1f} s"
             )
         self._publish()
+
+    def _resume(self, make: Any) -> tuple[Any, int, list[int]]:
+        """The folds after the stream's committed clips, the last clip index and every index they
+        cover: from the checkpoint the memory's last commit wrote (:mod:`~m3cli.stages.core.checkpoint`)
+        when it matches the memory, else empty (this round's records then replay the committed clips),
+        and one line that says why."""
+        from m3cli.stages.core import checkpoint
+
+        assert self.state is not None
+        stream = self.state.stream_id
+        committed = committed_clips(self.memory, stream)
+        if not committed:
+            return make(), -1, []
+        n = len(committed)
+        rebuilding = f"rebuilding from {n} committed clip{'s' if n != 1 else ''}"
+        saved = checkpoint.load(self.memory, stream, committed, checkpoint.settings_key(self.models))
+        if isinstance(saved, checkpoint.Loaded):
+            try:
+                folds = make.resume(stream, saved, self.models, self.ctx)
+            except (KeyError, IndexError, TypeError, ValueError) as exc:
+                saved = f"it is damaged ({type(exc).__name__}: {exc})"
+            else:
+                log.info("%s: folds resumed from the checkpoint of %d clips", stream, n)
+                return folds, max(committed), list(saved.clips)
+        if saved == "missing":
+            self.say(f"no checkpoint of {stream} in the memory; {rebuilding}")
+        else:
+            self.say(f"checkpoint of {stream} does not match the memory ({saved}); {rebuilding}")
+        return make(), -1, []
+
+    def _checkpoint(self) -> Any:
+        """The folds after the clips fed so far, for this round's commit (None, said once, where they
+        cannot be checkpointed: the next restart replays)."""
+        from m3cli.stages.core.checkpoint import NotCheckpointable
+
+        assert self.state is not None and self._folds is not None
+        try:
+            return self._folds.checkpoint(self.state.stream_id, self._fed_clips, self.models)
+        except NotCheckpointable as exc:
+            if self._unkept is None:
+                self._unkept = str(exc)
+                self.say(f"no checkpoint of the folds ({exc}); a restart replays the committed clips")
+            return None
 
     def _bound_lag(self, waiting: list[dict]) -> list[dict]:
         """Skip the oldest waiting clips while they trail the live edge by more than ``max_lag``."""

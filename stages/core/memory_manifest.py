@@ -66,9 +66,19 @@ def read_manifest(path: Path | str) -> dict[str, int] | None:
 
 
 def write_manifest(path: Path | str, versions: dict[str, int], extra: dict[str, Any] | None = None) -> None:
-    """Commit ``versions`` as the memory readers see (atomic: the old manifest or the new one)."""
-    from m3cli.stages.core.storage import write_file
+    """Commit ``versions`` as the memory readers see (atomic: the old manifest or the new one).
 
+    The fold checkpoints the manifest lists (stages/core/checkpoint.py) are kept unless ``extra``
+    gives them: a writer that does not know them (a people edit) commits without losing them."""
+    from m3cli.stages.core.storage import read_file, write_file
+
+    if "checkpoints" not in (extra or {}):
+        try:
+            before = orjson.loads(read_file(path, MANIFEST) or b"{}")
+        except (OSError, M3Error, orjson.JSONDecodeError):
+            before = {}
+        if isinstance(before, dict) and isinstance(before.get("checkpoints"), dict):
+            extra = {**(extra or {}), "checkpoints": before["checkpoints"]}
     blob = orjson.dumps(
         {"manifest": MANIFEST_VERSION, "tables": versions, **(extra or {})}, option=orjson.OPT_SORT_KEYS
     )
