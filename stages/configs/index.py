@@ -14,3 +14,8 @@ class IndexConfig:
         50_000, "--ann-min-rows", help="Build a vector index once nodes reach this many rows."
     )
     embed_batch: int = option(256, "--embed-batch", help="Node texts embedded per batch.")
+    compact_fragments: int = option(
+        64,
+        help="Compact the memory after a commit once a table holds this many fragments (0: never; "
+        "`m3 memory compact` does it on demand).",
+    )
