@@ -892,5 +892,5 @@ def _compacted(indexer: Indexer, stats: IndexStats) -> IndexStats:
     (:mod:`~m3cli.stages.core.memory_compaction`)."""
     from m3cli.stages.core.memory_compaction import compact_on_schedule
 
-    compact_on_schedule(indexer.writer, indexer.config.compact_fragments)
+    compact_on_schedule(indexer.writer, indexer.config.compact_fragments, indexer.config.compact_keep_seconds)
     return stats

@@ -19,3 +19,8 @@ class IndexConfig:
         help="Compact the memory after a commit once a table holds this many fragments (0: never; "
         "`m3 memory compact` does it on demand).",
     )
+    compact_keep_seconds: float = option(
+        600.0,
+        help="Compaction keeps versions younger than this for readers opened at an older manifest "
+        "(the previous manifest's versions are always kept).",
+    )
