@@ -13,10 +13,13 @@ import lancedb
 import orjson
 import pyarrow as pa
 from test_index import ctx, embedder, pipeline  # noqa: F401  (fixtures)
+from test_s3 import BUCKET, embed_server, m3_env, s3_env  # noqa: F401  (fixtures)
+from test_s3 import _records as s3_records
+from test_s3 import run as s3_run
 
 from conftest import run_m3
 from m3cli.stages.configs.index import IndexConfig
-from m3cli.stages.core.memory_compaction import compact_memory, fragment_counts
+from m3cli.stages.core.memory_compaction import compact_memory, fragment_counts, memory_info
 from m3cli.stages.core.memory_manifest import MANIFEST, read_manifest, read_manifest_extra, write_manifest
 from m3cli.stages.core.memory_reader import MemoryReader
 from m3cli.stages.core.memory_store import open_memory
@@ -174,3 +177,29 @@ def test_memory_compact_and_info_commands(tmp_path, embedder, ctx):  # noqa: F81
     proc = run_m3("memory", "compact", tmp_path / "none.lance")
     assert proc.returncode == 1
     assert proc.stderr.decode().startswith("m3: error: ") and "no such memory" in proc.stderr.decode()
+
+
+def test_compaction_of_a_memory_on_s3(tmp_path, s3_env, embed_server, monkeypatch):  # noqa: F811
+    """The same on a real S3-compatible server: one commit per clip, then `m3 memory compact`."""
+    env = m3_env(s3_env, embed_server, tmp_path / "cache")
+    records = tmp_path / "records.jsonl"
+    s3_records(records)
+    uri = f"s3://{BUCKET}/compact-test/mem.lance"
+    for i, line in enumerate(records.read_bytes().splitlines(keepends=True)):
+        (tmp_path / f"r{i}.jsonl").write_bytes(line)
+        proc = s3_run(env, "index", "-o", uri, tmp_path / f"r{i}.jsonl")
+        assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    for key, value in s3_env.items():
+        monkeypatch.setenv(key, value)
+    rows = memory_rows(uri)
+    said = untimed(orjson.loads(s3_run(env, "ask", uri, "Who grows tomatoes?", "--no-llm").stdout))
+    assert memory_info(uri)["tables"][0]["fragments"] == 3  # clips: one per commit
+
+    proc = s3_run(env, "memory", "compact", uri, "--keep", "0")
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    assert "fragments ->" in proc.stdout.decode()
+    assert memory_rows(uri) == rows
+    assert untimed(orjson.loads(s3_run(env, "ask", uri, "Who grows tomatoes?", "--no-llm").stdout)) == said
+    info = {t["name"]: t for t in memory_info(uri)["tables"]}
+    assert info["clips"]["fragments"] == info["nodes"]["fragments"] == 1
+    assert info["nodes"]["versions"] < 6
