@@ -863,7 +863,8 @@ def index_records(
     if not isinstance(path, Path):
         # An object store has no lock files: its manifest still commits all-or-nothing, but writers
         # of one memory must take turns themselves (`m3 batch` has a single writer).
-        return _run_or_undo(Indexer(path, embedder, config, ctx, checkpoint), records)
+        indexer = Indexer(path, embedder, config, ctx, checkpoint)
+        return _compacted(indexer, _run_or_undo(indexer, records))
     if path.exists() and not path.is_dir():
         raise InputError(f"{path}: exists and is not a directory (a memory dataset is a directory)")
     created = not path.exists()
@@ -871,11 +872,12 @@ def index_records(
         with writer_lock(path) as created:
             try:
                 indexer = Indexer(path, embedder, config, ctx, checkpoint)
-                return indexer.run(records) if created else _run_or_undo(indexer, records)
+                stats = indexer.run(records) if created else _run_or_undo(indexer, records)
             except BaseException:
                 if created:  # removed while still locked, so a waiting writer starts afresh
                     shutil.rmtree(path, ignore_errors=True)
                 raise
+            return _compacted(indexer, stats)
     except BaseException as exc:
         if is_disk_full(exc):
             kept = "nothing was written" if created else "the memory keeps its previous version"
@@ -893,3 +895,12 @@ def _run_or_undo(indexer: Indexer, records: list[ClipRecord]) -> IndexStats:
     except BaseException:
         indexer.undo()
         raise
+
+
+def _compacted(indexer: Indexer, stats: IndexStats) -> IndexStats:
+    """After a commit, still the only writer: compact the memory when its schedule says so
+    (:mod:`~m3cli.stages.core.memory_compaction`)."""
+    from m3cli.stages.core.memory_compaction import compact_on_schedule
+
+    compact_on_schedule(indexer.writer, indexer.config.compact_fragments, indexer.config.compact_keep_seconds)
+    return stats

@@ -82,6 +82,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "schema_cmd",
         "Print the JSON Schema of a record type.",
     ),
+    "memory": (
+        "memory_cmd",
+        "Show how a memory is stored (tables, fragments, versions, disk) and compact it.",
+    ),
     "cache": (
         "cache_cmd",
         "Inspect and trim the on-disk cache of per-clip work.",

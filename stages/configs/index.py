@@ -14,3 +14,13 @@ class IndexConfig:
         50_000, "--ann-min-rows", help="Build a vector index once nodes reach this many rows."
     )
     embed_batch: int = option(256, "--embed-batch", help="Node texts embedded per batch.")
+    compact_fragments: int = option(
+        64,
+        help="Compact the memory after a commit once a table holds this many fragments (0: never; "
+        "`m3 memory compact` does it on demand).",
+    )
+    compact_keep_seconds: float = option(
+        600.0,
+        help="Compaction keeps versions younger than this for readers opened at an older manifest "
+        "(the previous manifest's versions are always kept).",
+    )

@@ -65,6 +65,18 @@ def read_manifest(path: Path | str) -> dict[str, int] | None:
     return dict(tables)
 
 
+def read_manifest_extra(path: Path | str) -> dict[str, Any]:
+    """The manifest's entries other than its table versions (kept as they are when compaction
+    rewrites the versions); empty for a dataset without a manifest."""
+    from m3cli.stages.core.storage import read_file
+
+    blob = read_file(path, MANIFEST)
+    data = orjson.loads(blob) if blob else {}
+    if not isinstance(data, dict):
+        return {}
+    return {k: v for k, v in data.items() if k not in ("manifest", "tables")}
+
+
 def write_manifest(path: Path | str, versions: dict[str, int], extra: dict[str, Any] | None = None) -> None:
     """Commit ``versions`` as the memory readers see (atomic: the old manifest or the new one).
 

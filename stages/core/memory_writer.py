@@ -92,6 +92,11 @@ class MemoryWriter:
     def version(self, name: str) -> int:
         return int(self.dataset(name).version)
 
+    def reopen(self, name: str) -> None:
+        """Open ``name`` again at its latest version (after a Lance operation committed outside this
+        writer's handle, such as compaction)."""
+        self._open.pop(name, None)
+
     def restore(self, name: str, version: int) -> None:
         """Make ``version`` the latest version of ``name`` again (one new commit, as LanceDB's restore)."""
         import lance
