@@ -164,6 +164,12 @@ class MemoryWriter:
         """(Re)build the ``kind`` ("btree" or "bitmap") index ``<column>_idx``."""
         self.dataset(name).create_scalar_index(column, SCALAR_KINDS[kind], replace=True)
 
+    def update_indexes(self, name: str, indexes: list[str]) -> None:
+        """Add the rows the named indexes of ``name`` do not cover yet to them, in one commit, without
+        retraining or rebuilding (Lance's ``optimize_indices``: the cost follows the new rows, not the
+        table)."""
+        self.dataset(name).optimize.optimize_indices(index_names=sorted(indexes))
+
     def vector_index(self, name: str, column: str, metric: str, index_type: str) -> None:
         """Build the ANN index ``<column>_idx`` with Lance's default partitioning (as LanceDB's builder)."""
         self.dataset(name).create_index(column, index_type, metric=metric, replace=True)
