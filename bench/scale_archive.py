@@ -412,7 +412,8 @@ def main() -> str:
     return (
         table("Archives (synthetic memories from real rows: bench/synth_memory.py)", head, rows)
         + f"\nAppend: {results[0]['new_nodes']:,} nodes of one more 30-minute video, median of {APPENDS}. "
-        + f"Questions that failed (not timed): {sorted({q for r in results for q in r['ask'][2]}) or 'none'}.\n"
+        + f"Questions that failed (not timed): {sorted({q for r in results for q in r['ask'][2]}) or 'none'}."
+        + "\n"
     )
 
 
