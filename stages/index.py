@@ -78,7 +78,8 @@ FACT_KINDS = ("episodic", "semantic")
 #: Scalar indexes per table: column -> "bitmap" (few distinct values) or "btree".
 SCALAR_INDEXES: dict[str, dict[str, str]] = {
     "nodes": {"video": "bitmap", "kind": "bitmap", "clip": "btree", "id": "btree"},
-    "edges": {"src": "btree", "dst": "btree"},
+    # id: merge_insert finds the stored rows through it (0.7 s per append at 1M edges without it)
+    "edges": {"src": "btree", "dst": "btree", "id": "btree"},
 }
 
 
@@ -96,6 +97,52 @@ def fact_key(video: str, section: str, text: str, entities: list[str]) -> str:
     """Identity for weight voting: same video, same memory type, same normalised text and entities."""
     blob = "\x1f".join([video, section, fact_text(text), ",".join(sorted(entities))])
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
+
+
+def build_indexes(
+    writer: MemoryWriter,
+    config: IndexConfig,
+    changed: bool,
+    tables: set[str] | None = None,
+    incremental: bool = True,
+) -> None:
+    """The memory's indexes: full-text on node text, scalar ones (:data:`SCALAR_INDEXES`), and the
+    vector index once ``nodes`` reaches ``config.ann_min_rows`` rows.
+
+    An index that is missing is built over the whole table. One that exists is brought up to date
+    after a write (``changed``) by indexing only the rows it does not cover yet (Lance's
+    ``optimize_indices``: new rows go into the existing IVF partitions, B-tree, bitmap and inverted
+    lists, nothing is retrained), so appending a video to a memory of 1,000 hours costs about what
+    it costs on an empty one; rebuilding them all (``incremental=False``, what every append did
+    before) costs time in proportion to the whole memory (docs/scale-archives.md)."""
+    tables = writer.table_names() if tables is None else tables
+    if "nodes" not in tables:
+        return
+    for table in ("nodes", "edges"):
+        if table not in tables:
+            continue
+        present = writer.index_names(table)
+        wanted = {f"{column}_idx": (column, kind) for column, kind in SCALAR_INDEXES[table].items()}
+        if table == "nodes" and config.fts:
+            wanted["text_idx"] = ("text", "fts")
+        if table == "nodes" and ("vector_idx" in present or writer.count("nodes") >= config.ann_min_rows):
+            # IVF_SQ: on 2 cores, 100k x 384 builds in ~4 s with recall@10 = 1.0 (HNSW_SQ: ~28 s, PQ:
+            # ~47 s and recall 0.46); queries stay under 10 ms. See bench/bench_memory.py.
+            wanted["vector_idx"] = ("vector", "IVF_SQ")
+        stale = []
+        for name, (column, kind) in wanted.items():
+            if name in present and not changed:
+                continue
+            if name in present and incremental:
+                stale.append(name)
+            elif kind == "fts":
+                writer.full_text_index(table, column)  # native (Lance inverted) FTS, LanceDB's tokenizer
+            elif kind == "IVF_SQ":
+                writer.vector_index(table, column, metric="cosine", index_type=kind)
+            else:
+                writer.scalar_index(table, column, kind)
+        if stale:
+            writer.update_indexes(table, stale)
 
 
 # ================================================================================ per video view
@@ -343,25 +390,7 @@ class Indexer:
         return [r for r in rows if not _same(stored.get(r["id"]), r)]
 
     def _indexes(self, nodes_changed: bool) -> None:
-        if "nodes" not in self.tables:
-            return
-        indices = self.writer.index_names("nodes")
-        if self.config.fts and (nodes_changed or "text_idx" not in indices):
-            self.writer.full_text_index("nodes", "text")  # native (Lance inverted) FTS, LanceDB's tokenizer
-        self._scalar_indexes("nodes", indices, nodes_changed)
-        if "edges" in self.tables:
-            self._scalar_indexes("edges", self.writer.index_names("edges"), nodes_changed)
-        if self.writer.count("nodes") >= self.config.ann_min_rows and "vector_idx" not in indices:
-            # IVF_SQ: on 2 cores, 100k x 384 builds in ~4 s with recall@10 = 1.0 (HNSW_SQ: ~28 s, PQ: ~47 s
-            # and recall 0.46); queries stay under 10 ms. See bench/bench_memory.py.
-            self.writer.vector_index("nodes", "vector", metric="cosine", index_type="IVF_SQ")
-
-    def _scalar_indexes(self, table: str, present: set[str], changed: bool) -> None:
-        """Filters by video, kind, clip and id (ask's --video/--before-clip, node fetches, edge walks) use
-        these instead of scanning every row: at 1M nodes all six build in ~1.3 s on 2 cores."""
-        for column, kind in SCALAR_INDEXES[table].items():
-            if changed or f"{column}_idx" not in present:
-                self.writer.scalar_index(table, column, kind)
+        build_indexes(self.writer, self.config, nodes_changed, self.tables)
 
     # ---------------------------------------------------------------- one video
     def _video(self, clips: list[ClipRecord]) -> tuple[list[dict], list[dict], list[dict], list[dict], int]:

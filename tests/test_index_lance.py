@@ -42,7 +42,7 @@ def test_index_never_imports_lancedb_and_lancedb_reads_the_memory(tmp_path):
     recs = pipeline(4)
     out = tmp_path / "mem.lance"
     assert index_cli(out, recs[:2], tmp_path / "cache") == []  # creates every table
-    assert index_cli(out, recs, tmp_path / "cache") == []  # merges into them, rebuilds the indexes
+    assert index_cli(out, recs, tmp_path / "cache") == []  # merges into them, updates the indexes
     db = lancedb.connect(str(out))
     listed = db.list_tables()
     # the memory's own tables, and the people of every video added (stages/people/store.py)
@@ -73,7 +73,7 @@ def test_index_never_imports_lancedb_and_lancedb_reads_the_memory(tmp_path):
         "id_idx": "BTree",
     }
     edges = {i.name: str(i.index_type) for i in db.open_table("edges").list_indices()}
-    assert edges == {"src_idx": "BTree", "dst_idx": "BTree"}
+    assert edges == {"src_idx": "BTree", "dst_idx": "BTree", "id_idx": "BTree"}
     hits = table.search("garden", query_type="fts").limit(3).to_arrow().to_pylist()
     assert hits and hits[0]["id"] in {r["id"] for r in said}
 

@@ -260,9 +260,10 @@ class Asker:
         from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
 
         t0 = time.perf_counter()
-        answerer = OfflineAnswerer(
-            self.memory, self.embed, ctx.scope, self.config.threshold, now=self.config.now
-        )
+        from m3cli.stages.ask.retrieval import focus
+
+        scope, focused = focus(self.memory, self.embed, ctx.scope, question)  # an archive: one video
+        answerer = OfflineAnswerer(self.memory, self.embed, scope, self.config.threshold, now=self.config.now)
         if options:  # multiple choice: the option the offline answer supports best
             from m3cli.stages.ask.choice import offline_choice
 
@@ -292,6 +293,8 @@ class Asker:
         record.evidence = [AnswerEvidence.model_construct(**e) for e in evidence_of(answerer, used)]
         if used:
             record.cited = [ln.node.id for ln in used]
+        if focused:
+            ans.text = f"{ans.text} {focused}"
         record.answer = record.choice or ans.text
         if options:
             record.answer_text = ans.text

@@ -9,12 +9,18 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import PurePath
+from typing import Any
 
 import numpy as np
 
 from m3cli.stages.ask.nodes import MemoryView, Node, Scope
 from m3cli.stages.ask.text import has_quote, overlap, terms
 
+#: Nodes a retrieval-only answer may read whole (the offline answerer's structural facts); a larger
+#: scope (an archive asked without --video) is answered from the video its best hits come from.
+FOCUS_ROWS = 20_000
 LEX_WEIGHT = 0.3  # hybrid score = cosine + LEX_WEIGHT * share of query terms found in the line
 QUOTE_BONUS = 0.05  # retrieval-only: prefer lines that quote what someone said
 
@@ -71,3 +77,27 @@ def hybrid(
         out.append(n)
     out.sort(key=lambda n: (-n.score, n.video, n.clip, n.id))
     return out[:k]
+
+
+def focus(memory: MemoryView, embed: Any, scope: Scope, question: str) -> tuple[Scope, str | None]:
+    """The scope a retrieval-only answer reads whole, and a note saying so when it was narrowed.
+
+    The offline answerer reads every line of its scope (who spoke first, how many, what at 0:42): in
+    an archive of hundreds of hours asked without ``--video`` that is millions of lines per question
+    (seconds each, growing with the archive). Above :data:`FOCUS_ROWS` nodes the question is answered
+    from the one video holding its best hybrid hit instead: the cost of one video, whatever the
+    archive holds, and the answer says which video it read."""
+    counts = getattr(memory, "counts", None)
+    if scope.video or counts is None or counts().get("nodes", 0) <= FOCUS_ROWS:
+        return scope, None
+    best = hybrid(memory, question, embed(question), 1, -1.0, scope)
+    if not best:
+        return scope, None
+    video = best[0].video
+    path = memory.video_path(video) if hasattr(memory, "video_path") else None
+    name = PurePath(path).name if path else video
+    note = (
+        f"(Answered from {name} ({video}), the video whose lines match the question best: the memory is "
+        "too large to read whole for one question; --video picks another.)"
+    )
+    return replace(scope, video=video), note

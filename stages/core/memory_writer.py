@@ -60,6 +60,9 @@ LANCEDB_FTS_DEFAULTS: dict[str, Any] = {
     "block_size": 128,
 }
 
+#: Segments an index may have before an append folds its newer ones together (see update_indexes).
+MAX_SEGMENTS = 8
+
 #: Lance's names for the scalar index kinds the indexer builds.
 SCALAR_KINDS = {"btree": "BTREE", "bitmap": "BITMAP"}
 
@@ -168,6 +171,21 @@ class MemoryWriter:
     def scalar_index(self, name: str, column: str, kind: str) -> None:
         """(Re)build the ``kind`` ("btree" or "bitmap") index ``<column>_idx``."""
         self.dataset(name).create_scalar_index(column, SCALAR_KINDS[kind], replace=True)
+
+    def update_indexes(self, name: str, indexes: list[str]) -> None:
+        """Add the rows the named indexes of ``name`` do not cover yet to them, without retraining or
+        rewriting what they hold (Lance's ``optimize_indices``): the new rows become a small segment
+        of their own, and once an index has :data:`MAX_SEGMENTS` segments its newest ones (every one
+        but the first, full build) are folded into one. So an append costs in proportion to the rows
+        it adds, never to the table (merging into the full segment rewrote all of it: 13 s for the
+        vector index of 290,000 nodes on 2 cores, against 0.06 s for a segment of its own)."""
+        segments = {d.name: len(d.segments) for d in self.dataset(name).describe_indices()}
+        by_merge: dict[int, list[str]] = {}
+        for index in sorted(indexes):
+            n = segments.get(index, 1)
+            by_merge.setdefault(0 if n < MAX_SEGMENTS else n - 1, []).append(index)
+        for merge, names in sorted(by_merge.items()):
+            self.dataset(name).optimize.optimize_indices(index_names=names, num_indices_to_merge=merge)
 
     def vector_index(self, name: str, column: str, metric: str, index_type: str) -> None:
         """Build the ANN index ``<column>_idx`` with Lance's default partitioning (as LanceDB's builder)."""

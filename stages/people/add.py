@@ -18,6 +18,7 @@ import numpy as np
 
 from m3cli.schemas.records import ClipRecord, Turn, Utterance
 from m3cli.stages.core.entity_ids import parse_id
+from m3cli.stages.core.sql import sql_list
 from m3cli.stages.people.match import Appearance, KnownPeople, Thresholds, assign_video, unit
 from m3cli.stages.people.store import (
     EDITS,
@@ -80,6 +81,28 @@ def appearances_of(vid: str, entities: list[dict]) -> list[tuple[Appearance, dic
     return out
 
 
+#: The columns matching reads of every appearance (not its spans, clips or evidence).
+MATCH_COLUMNS = ["id", "video", "character", "person", "seq", "face", "face_model", "voice", "voice_model"]
+
+
+def read_known_rows(indexer: Any) -> list[dict]:
+    """Every appearance's :data:`MATCH_COLUMNS`, embeddings as numpy views of the Arrow buffers (an
+    archive holds thousands of appearances: their spans and Python floats cost seconds to read)."""
+    if PEOPLE not in indexer.tables:
+        return []
+    table = indexer.writer.dataset(PEOPLE).to_table(columns=MATCH_COLUMNS)
+    rows = table.drop_columns(["face", "voice"]).to_pylist()
+    for name in ("face", "voice"):
+        col = table.column(name).combine_chunks()
+        flat = np.asarray(col.flatten().to_numpy(zero_copy_only=False), np.float32)
+        offsets = np.asarray(col.offsets)
+        valid = col.is_valid().to_numpy(zero_copy_only=False)
+        for i, r in enumerate(rows):
+            a, b = int(offsets[i]), int(offsets[i + 1])
+            r[name] = flat[a:b] if valid[i] and b > a else None
+    return rows
+
+
 def load_known(rows: list[dict], thresholds: Thresholds | None = None) -> KnownPeople:
     known = KnownPeople(thresholds)
     for r in sorted(rows, key=lambda r: (r["seq"], _char_order(r["character"]))):
@@ -88,9 +111,9 @@ def load_known(rows: list[dict], thresholds: Thresholds | None = None) -> KnownP
                 key=r["id"],
                 video=r["video"],
                 character=r["character"],
-                face=unit(r["face"]) if r["face"] else None,
+                face=unit(r["face"]) if r["face"] is not None and len(r["face"]) else None,
                 face_model=r["face_model"],
-                voice=unit(r["voice"]) if r["voice"] else None,
+                voice=unit(r["voice"]) if r["voice"] is not None and len(r["voice"]) else None,
                 voice_model=r["voice_model"],
                 person=r["person"],
             )
@@ -104,10 +127,12 @@ def add_people(
     """Match the characters of the videos just indexed to the memory's people; write the ``people``
     rows that are new or changed. ``indexer`` is the running :class:`~m3cli.stages.index.Indexer`
     (its writer and tables, its one-commit-per-table ``_write``). Returns the rows written."""
-    existing = indexer._existing(PEOPLE, None)
+    existing = read_known_rows(indexer)  # every appearance, matching columns only
     edits = Edits.of(indexer._existing(EDITS, None))
     known = load_known(existing, thresholds)
-    stored = {r["id"]: r for r in existing}
+    vids = sorted({clips[0].video.id for clips in groups})
+    # whole rows only of the videos being added (their spans and evidence are kept or extended)
+    stored = {r["id"]: r for r in indexer._existing(PEOPLE, f"video IN ({sql_list(vids)})")} if vids else {}
     highest = max([person_number(r["person"]) for r in existing] + [edits.highest()])
     counter = [highest]
 
