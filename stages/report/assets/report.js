@@ -1,12 +1,56 @@
 // m3 report: open the selected clip, follow in-page links into closed clips, and search memory text.
-// Page text is data: it is only ever read with textContent and written with textContent.
+// Page text is data: it is only ever read with textContent and written with textContent. The one
+// exception is a lazy block (<script type="application/json" class="lazy">): markup the report's
+// writer escaped like the rest of the page, kept as a JSON string until something in it is wanted,
+// then inserted where the block stands, as written.
 (function () {
   "use strict";
 
+  function materialise(block) {
+    if (!block.parentNode) return;
+    block.insertAdjacentHTML("beforebegin", JSON.parse(block.textContent));
+    block.remove();
+  }
+
+  // The element with this id, inserting the lazy block that holds it when it is not in the DOM yet.
+  function find(id) {
+    var found = document.getElementById(id);
+    if (found) return found;
+    var needle = 'id=\\"' + id + '\\"';  // the attribute as the block's JSON text spells it
+    var blocks = document.querySelectorAll("script.lazy");
+    for (var i = 0; i < blocks.length; i++) {
+      if (blocks[i].textContent.indexOf(needle) >= 0) {
+        materialise(blocks[i]);
+        return document.getElementById(id);
+      }
+    }
+    return null;
+  }
+
+  // A video's summary and timeline (lazy for all but the first videos) and its first clip section.
+  function wake(section) {
+    if (!section) return;
+    section.querySelectorAll(":scope > script.lazy").forEach(materialise);
+    var box = section.querySelector(".clip-details");
+    if (box && !box.querySelector(".clip-detail")) {
+      var first = box.querySelector("script.lazy");
+      if (first) materialise(first);
+    }
+  }
+
   function openTarget(id, scroll) {
     if (!id) return;
-    var target = document.getElementById(id);
+    var target = find(id);
     if (!target) return;
+    var section = target.closest(".video, .video-cards");
+    if (section && section.classList.contains("video")) {
+      wake(section);
+      if (target === section) {
+        var box = section.querySelector(".clip-details");
+        var first = box && box.querySelector(".clip-detail");
+        if (first && !box.querySelector(".clip-detail.open")) openTarget(first.id, false);
+      }
+    }
     var detail = target.closest(".clip-detail");
     if (detail) {
       var box = detail.parentElement;
@@ -28,6 +72,19 @@
     openTarget(id, scroll);
   }
 
+  // A lazy video or card group comes in as it nears the screen (a memory of many videos is scrolled).
+  if ("IntersectionObserver" in window) {
+    var seen = new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) {
+        if (!e.isIntersecting) return;
+        seen.unobserve(e.target);
+        if (e.target.classList.contains("video")) wake(e.target);
+        else e.target.querySelectorAll(":scope > script.lazy").forEach(materialise);
+      });
+    }, { rootMargin: "400px 0px" });
+    document.querySelectorAll(".lazy-video").forEach(function (s) { seen.observe(s); });
+  }
+
   // Each video starts with its first clip open, so the page never shows an empty panel.
   document.querySelectorAll(".clip-details").forEach(function (box) {
     var first = box.querySelector(".clip-detail");
@@ -47,6 +104,16 @@
     items.push({ el: el, text: el.textContent.replace(/\s+/g, " ").trim(), low: null });
   });
   items.forEach(function (it) { it.low = it.text.toLowerCase(); });
+  var lazyItems = null;  // the lazy blocks' searchable text, read on the first search
+  function lazyIndex() {
+    if (lazyItems === null) {
+      var data = document.getElementById("search-index");
+      lazyItems = (data ? JSON.parse(data.textContent) : []).map(function (e) {
+        return { id: e[0], where: e[1], text: e[2], low: e[2].toLowerCase(), el: null };
+      });
+    }
+    return lazyItems;
+  }
   var MAX = 200;
 
   function where(el) {
@@ -72,20 +139,20 @@
     list.textContent = "";
     if (q.length < 2) { panel.hidden = true; count.textContent = ""; return; }
     var terms = q.split(/\s+/);
-    var hits = items.filter(function (it) {
+    var hits = items.concat(lazyIndex()).filter(function (it) {
       return terms.every(function (t) { return it.low.indexOf(t) >= 0; });
     });
     hits.slice(0, MAX).forEach(function (it) {
       var li = document.createElement("li");
       var a = document.createElement("a");
-      a.href = "#" + it.el.id;
-      a.textContent = where(it.el);
+      a.href = "#" + (it.el ? it.el.id : it.id);
+      a.textContent = it.el ? where(it.el) : it.where;
       var span = document.createElement("span");
       span.textContent = " " + snippet(it.text, terms[0]);
       li.appendChild(a);
       li.appendChild(span);
       list.appendChild(li);
-      var d = it.el.closest(".clip-detail");
+      var d = it.el && it.el.closest(".clip-detail");
       if (d) {
         var sel = '.clip-block[data-clip="' + d.getAttribute("data-clip") + '"]';
         document.querySelectorAll(sel).forEach(function (b) {
