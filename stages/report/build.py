@@ -124,6 +124,7 @@ def _keyframe_thumbs(data: ReportData, limits: ReportLimits) -> dict[tuple[str, 
     """(video, clip, keyframe number) -> an embedded JPEG of the keyframe, for at most
     ``max_page_keyframes`` keyframes (a note says when the cap bites)."""
     frames: dict[tuple[str, int, int], str] = {}
+    made_of: dict[tuple[object, object], str | None] = {}
     shown = 0
     for v in data.videos:
         for c in v.clips:
@@ -133,7 +134,10 @@ def _keyframe_thumbs(data: ReportData, limits: ReportLimits) -> dict[tuple[str, 
                 shown += 1
                 if shown > limits.max_page_keyframes:
                     continue
-                made = thumbnail(k.image, KEYFRAME_SIDE)
+                key = (k.image.path, k.image.data_uri)
+                if key not in made_of:  # one image file is encoded once per page
+                    made_of[key] = thumbnail(k.image, KEYFRAME_SIDE)
+                made = made_of[key]
                 if made:
                     frames[(v.id, c.index, i)] = made
     if shown > limits.max_page_keyframes:

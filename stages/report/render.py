@@ -9,6 +9,8 @@ its target is on the page, so every in-page link resolves.
 
 from __future__ import annotations
 
+import base64
+import gzip
 import html
 import re
 from collections.abc import Callable
@@ -47,9 +49,10 @@ SECTION_CLIPS = 25
 EAGER_VIDEOS = 3
 _SEARCHABLE = re.compile(r'<(\w+)((?: [\w:-]+="[^"]*")*) data-s=""((?: [\w:-]+="[^"]*")*)>')
 _CONTAINER = re.compile(
-    r'<(?:section|article) id="([^"]+)" class="(clip-detail|card(?: person)?)"(?: [^>]*?data-clip="(\d+)")?'
+    r'<(?:section|article) id="([^"]+)" class="(clip-detail|card|person-card)"(?: [^>]*?data-clip="(\d+)")?'
 )
 _ID_ATTR = re.compile(r' id="([^"]+)"')
+_BOX_ID = re.compile(r'<[a-z0-9]+\b[^>]* id="([^"]+)"')
 _TAG = re.compile(r"<[^>]*>")
 
 
@@ -82,8 +85,11 @@ class Page:
     characters: dict[tuple[str, str], Character] = field(default_factory=dict)
     member_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (video, face/voice id) -> character
     avatars: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # -> (class, data URI)
+    avatar_of: dict[str, str] = field(default_factory=dict)  # data URI -> its class
     recorded: dict[str, str] = field(default_factory=dict)  # video -> recording start, when known
-    search: list[list[str]] = field(default_factory=list)  # [id, where, text] of lazy blocks' items
+    search: list[list[Any]] = field(default_factory=list)  # [id, where, text, block] of lazy items
+    block_of: dict[str, int] = field(default_factory=dict)  # element id in a lazy block -> block
+    blocks: int = 0
     labels: dict[str, str] = field(default_factory=dict)  # card anchor -> the character's label
     person_labels: dict[str, str] = field(default_factory=dict)  # person id -> name (id)
 
@@ -107,17 +113,18 @@ class Page:
             self.labels[person_anchor(p.id)] = self.person_labels[p.id]
 
     def avatar_class(self, video: str, character: str, uri: str) -> str:
+        """One CSS class per distinct face image (characters that share a crop share the rule)."""
         key = (video, character)
         if key not in self.avatars:
             if not SAFE_URL.match(uri):
                 raise ValueError("a thumbnail is not an embedded image")
-            self.avatars[key] = (f"av-{len(self.avatars)}", uri)
+            known = self.avatar_of.setdefault(uri, f"av-{len(self.avatar_of)}")
+            self.avatars[key] = (known, uri)
         return self.avatars[key][0]
 
     def avatar_css(self) -> str:
-        return "\n".join(
-            f'.{cls} {{ background-image: url("{uri}"); }}' for cls, uri in self.avatars.values()
-        )
+        rules = (f'.{cls} {{ background-image: url("{uri}"); }}' for uri, cls in self.avatar_of.items())
+        return "\n".join(rules)
 
     def href(self, target: str) -> str | None:
         return f"#{target}" if target in self.anchors else None
@@ -144,15 +151,22 @@ def link(text: object, href: str | None, **attrs: Any) -> Safe:
 
 
 def lazy(page: Page, markup: Safe) -> Safe:
-    """``markup`` as a lazy block (see :data:`SECTION_CLIPS`), its searchable items indexed for the page.
-
-    The JSON text holds no ``<`` (written ``\\u003c``), so nothing in it can end the element or open
-    another; the script inserts exactly the markup this module wrote."""
+    """``markup`` as a lazy block (see :data:`SECTION_CLIPS`): gzip, base64 (no ``<``: nothing in it can
+    end the element or open another), its searchable items and element ids indexed for the page. The
+    script inflates and inserts exactly the markup this module wrote."""
     if not markup:
         return Safe("")
-    page.search += searchable(page, markup)
-    text = orjson.dumps(str(markup)).decode("utf-8").replace("<", "\\u003c")
-    return Safe(f'<script type="application/json" class="lazy">{text}</script>')
+    number = page.blocks
+    page.blocks += 1
+    page.search += [[*item, number] for item in searchable(page, markup)]
+    page.block_of.update((i, number) for i in _BOX_ID.findall(markup))
+    packed = _packed(markup)
+    return Safe(f'<script type="application/gzip" class="lazy" data-block="{number}">{packed}</script>')
+
+
+def _packed(text: str) -> str:
+    """gzip (mtime 0: the same page byte for byte) and base64: markup shrinks about tenfold."""
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), 6, mtime=0)).decode("ascii")
 
 
 def searchable(page: Page, markup: str) -> list[list[str]]:
@@ -453,11 +467,12 @@ def video_section(page: Page, v: Video, eager: bool = True) -> Safe:
 
 
 def search_index(page: Page) -> Safe | str:
-    """The searchable text of every lazy block, as JSON the page's script reads on the first search."""
-    if not page.search:
+    """What the script needs to find things in lazy blocks before inserting them, packed like them:
+    ``{"ids": {element id: block}, "search": [[id, where, text, block], ...]}``."""
+    if not page.blocks:
         return ""
-    text = orjson.dumps(page.search).decode("utf-8").replace("<", "\\u003c")
-    return Safe(f'<script type="application/json" id="search-index">{text}</script>')
+    data = orjson.dumps({"ids": page.block_of, "search": page.search}, option=orjson.OPT_SORT_KEYS)
+    return Safe(f'<script type="application/gzip" id="lazy-index">{_packed(data.decode("utf-8"))}</script>')
 
 
 def videos_index(page: Page) -> Safe | str:
@@ -674,6 +689,8 @@ PEOPLE_SECTION = 50
 #: Per person and video: clip links and quoted lines listed (the rest are counted).
 PERSON_CLIPS = 40
 PERSON_LINES = 8
+#: Videos listed per person (the rest are counted; each is in the videos index and the timeline).
+PERSON_VIDEOS = 30
 
 
 def person_anchor(pid: str) -> str:
@@ -694,7 +711,7 @@ def person_section(page: Page, p: Any) -> Safe:
     parts: list[object] = [
         el(
             "div",
-            el("div", el("img", src=face, alt=f"face of {label}", class_="crop"), class_="crops")
+            el("div", el("img", src=face, alt=f"face of {label}", class_="person-face"), class_="crops")
             if face
             else el("span", re.sub(r"\D", "", p.id)[:3] or "?", class_="av av-l av-none", aria_hidden="true"),
             el(
@@ -718,13 +735,13 @@ def person_section(page: Page, p: Any) -> Safe:
             el(
                 "div",
                 el("span", "voice ", class_="lbl"),
-                el("audio", controls=True, preload="none", src=voice, class_="voice"),
+                el("audio", controls=True, preload="none", src=voice, class_="person-voice"),
                 class_="voice-row",
             )
         )
     rows = []
     on_page = {v.id: v for v in page.data.videos}
-    for r in p.rows:
+    for r in p.rows[:PERSON_VIDEOS]:
         vid, cid = r["video"], r["character"]
         v = on_page.get(vid)
         name = Path(r["path"]).name if r.get("path") else vid
@@ -778,6 +795,16 @@ def person_section(page: Page, p: Any) -> Safe:
                 body.append(el("p", f"{len(said) - PERSON_LINES} more lines in this video", class_="note"))
         rows.append(el("li", body, class_="pv"))
     parts += [el("h4", f"Videos ({len(p.videos)})"), el("ul", rows, class_="person-videos")]
+    if len(p.rows) > PERSON_VIDEOS:
+        rest = sorted({Path(r["path"]).name if r.get("path") else r["video"] for r in p.rows[PERSON_VIDEOS:]})
+        parts.append(
+            el(
+                "p",
+                f"… and {len(p.rows) - PERSON_VIDEOS} more appearances, in: {', '.join(rest[:20])}"
+                + (f" and {len(rest) - 20} more files" if len(rest) > 20 else ""),
+                class_="note",
+            )
+        )
     others = page.data.with_whom.get(p.id) or {}
     if others:
         parts.append(el("h4", "With"))
@@ -795,7 +822,7 @@ def person_section(page: Page, p: Any) -> Safe:
                 class_="members",
             )
         )
-    return el("article", parts, id=person_anchor(p.id), class_="card person")
+    return el("article", parts, id=person_anchor(p.id), class_="person-card")
 
 
 def _node_href(page: Page, node: str) -> str | None:
