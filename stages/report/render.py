@@ -694,7 +694,7 @@ PERSON_VIDEOS = 30
 
 
 def person_anchor(pid: str) -> str:
-    return anchor("person", pid)
+    return anchor(pid.strip("<>"))  # <person_3> -> person_3
 
 
 def person_section(page: Page, p: Any) -> Safe:
