@@ -303,6 +303,14 @@ def test_people_links_open_their_clips_in_chromium(memories, tmp_path):
                 href
             )
         assert browser.eval("document.querySelectorAll('#people .person-card').length") == 3
+        # each person's player plays their character's voice sample once the card is on screen
+        browser.eval("document.getElementById('people').scrollIntoView()")
+        browser.eval("new Promise(r => setTimeout(r, 300))")
+        voices = browser.eval(
+            "[...document.querySelectorAll('audio.person-voice')].map(a => (a.getAttribute('src') || '')"
+            ".slice(0, 22))"
+        )
+        assert voices and all(v == "data:audio/ogg;base64," for v in voices), voices
         assert browser.errors() == []
 
 

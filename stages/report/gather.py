@@ -88,7 +88,7 @@ class ReportLimits:
     max_voice_samples: int = 40  # per video
     max_page_voice_samples: int = 120  # all videos together (~20 kB each)
     max_page_crops: int = 2_000  # face thumbnails embedded in one page, all videos (~3 kB each)
-    max_page_lines: int = 150_000  # memory lines on one page, all videos together (about 60 MB of HTML)
+    max_page_lines: int = 150_000  # memory lines on one page, all videos together (~10 MB packed)
 
 
 @dataclass

@@ -702,18 +702,27 @@ def person_section(page: Page, p: Any) -> Safe:
     their appearances on the page), first and last seen, and per video its recording date, the
     character they are there, their clips and their lines, each linked into that video."""
     first, last = p.seen()
-    face = voice = None
-    for r in p.rows:
-        key = (r["video"], r["character"])
-        face = face or (page.thumbs.get(key) or [None])[0]
-        voice = voice or page.voices.get(key)
+    # the face and voice of their first appearance that has one, shown without a second copy of the
+    # bytes: the face is the card's CSS rule, the voice the card's sample, which the script lends to
+    # this player when the person comes into view (its card may be in a lazy block)
+    face_of = next(
+        ((r["video"], r["character"]) for r in p.rows if page.thumbs.get((r["video"], r["character"]))), None
+    )
+    voice_of = next(
+        ((r["video"], r["character"]) for r in p.rows if page.voices.get((r["video"], r["character"]))), None
+    )
     label = f"{p.name} ({p.id})" if p.name else p.id
+    if face_of:
+        css = page.avatar_class(face_of[0], face_of[1], page.thumbs[face_of][0])
+        face = el(
+            "span", class_=f"av av-l av-img {css} person-face", role="img", aria_label=f"face of {label}"
+        )
+    else:
+        face = el("span", re.sub(r"\D", "", p.id)[:3] or "?", class_="av av-l av-none", aria_hidden="true")
     parts: list[object] = [
         el(
             "div",
-            el("div", el("img", src=face, alt=f"face of {label}", class_="person-face"), class_="crops")
-            if face
-            else el("span", re.sub(r"\D", "", p.id)[:3] or "?", class_="av av-l av-none", aria_hidden="true"),
+            face,
             el(
                 "div",
                 el("h3", p.name or p.id),
@@ -730,12 +739,25 @@ def person_section(page: Page, p: Any) -> Safe:
             class_="card-head",
         )
     ]
-    if voice:
+    if voice_of:
         parts.append(
             el(
                 "div",
                 el("span", "voice ", class_="lbl"),
-                el("audio", controls=True, preload="none", src=voice, class_="person-voice"),
+                el(
+                    "audio",
+                    controls=True,
+                    preload="none",
+                    class_="person-voice",
+                    data_voice_of=char_anchor(*voice_of),
+                ),
+                el(
+                    "span",
+                    f" (as {voice_of[1]} in ",
+                    link(_video_name(page, voice_of[0]), page.href(char_anchor(*voice_of))),
+                    ")",
+                    class_="sub",
+                ),
                 class_="voice-row",
             )
         )
@@ -823,6 +845,11 @@ def person_section(page: Page, p: Any) -> Safe:
             )
         )
     return el("article", parts, id=person_anchor(p.id), class_="person-card")
+
+
+def _video_name(page: Page, vid: str) -> str:
+    v = next((v for v in page.data.videos if v.id == vid), None)
+    return Path(v.path).name if v and v.path else vid
 
 
 def _node_href(page: Page, node: str) -> str | None:

@@ -120,6 +120,18 @@
       });
     }, { rootMargin: "400px 0px" });
     document.querySelectorAll(".lazy-video").forEach(function (s) { seen.observe(s); });
+    // a person's player borrows the voice sample of their character's card (one copy in the page)
+    var heard = new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) {
+        if (!e.isIntersecting) return;
+        heard.unobserve(e.target);
+        find(e.target.getAttribute("data-voice-of")).then(function (card) {
+          var own = card && card.querySelector("audio.voice");
+          if (own) e.target.src = own.getAttribute("src");
+        });
+      });
+    }, { rootMargin: "400px 0px" });
+    document.querySelectorAll("audio.person-voice").forEach(function (a) { heard.observe(a); });
   }
 
   // Each video starts with its first clip open, so the page never shows an empty panel.
