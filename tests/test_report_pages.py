@@ -22,6 +22,7 @@ import gzip
 import importlib.util
 import json
 import re
+import sys
 from pathlib import Path
 
 import lancedb
@@ -52,6 +53,7 @@ def _synth():
     spec = importlib.util.spec_from_file_location("synth_memory", path)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
+    sys.modules["synth_memory"] = module  # its dataclasses look their module up while being made
     spec.loader.exec_module(module)
     return module
 
@@ -97,10 +99,16 @@ def memories(tmp_path_factory) -> dict[str, Path]:
     }
 
 
+_WRITTEN: dict[Path, Path] = {}
+
+
 def _report(memory: Path, out: Path) -> Path:
-    printed = _m3("report", memory, "-o", out, env=OFFLINE)
-    assert printed.decode().strip() == str(out)
-    return out
+    """The page of ``memory``, written by `m3 report` once per module (a 10-hour page takes a while)."""
+    if memory not in _WRITTEN:
+        printed = _m3("report", memory, "-o", out, env=OFFLINE)
+        assert printed.decode().strip() == str(out)
+        _WRITTEN[memory] = out
+    return _WRITTEN[memory]
 
 
 def _expanded(page: Path, tmp: Path) -> tuple[Page, int]:
@@ -162,7 +170,7 @@ def test_every_clip_of_a_ten_hour_video_is_in_the_page_in_lazy_sections(memories
     memory = memories["ten_hours"]
     clips = _clips(memory)
     assert len({v for v, _ in clips}) == 1 and len(clips) > 1000, "one video, thousands of clips"
-    html = _report(memory, tmp_path / "ten.html")
+    html = _report(memory, memory.with_suffix(".html"))
     page = read_page(html)
     assert page.count("clip-detail") <= 25, "only the first section is markup at load"
     assert page.tags.get("script") > 10  # the page's script and its lazy blocks
@@ -178,7 +186,7 @@ def test_every_clip_of_a_ten_hour_video_is_in_the_page_in_lazy_sections(memories
 @pytest.mark.slow
 def test_every_clip_of_a_ten_hour_video_opens_in_chromium(memories, tmp_path):
     memory = memories["ten_hours"]
-    html = _report(memory, tmp_path / "ten.html")
+    html = _report(memory, memory.with_suffix(".html"))
     clips = _clips(memory)
     with Browser(1280, 900, timeout=300) as browser:
         browser.open(html)
@@ -208,7 +216,7 @@ def test_search_hits_in_unopened_sections_open_their_clip(memories, tmp_path):
         if r["subkind"] == "speech"
     ]
     word = max(re.findall(r"[a-z]{5,}", " ".join(said).lower()), key=len)  # a word said at the very end
-    html = _report(memory, tmp_path / "ten.html")
+    html = _report(memory, memory.with_suffix(".html"))
     with Browser(1280, 900, timeout=120) as browser:
         browser.open(html)
         browser.eval(
@@ -233,7 +241,7 @@ def test_a_thousand_video_memory_is_one_page_and_every_clip_opens(memories, tmp_
     clips = _clips(memory)
     videos = {v for v, _ in clips}
     assert len(videos) == 1000
-    html = _report(memory, tmp_path / "thousand.html")
+    html = _report(memory, memory.with_suffix(".html"))
     page = read_page(html)
     assert "Videos on this page (1000)" in page.text and "Videos not on this page" not in page.text
     whole, _ = _expanded(html, tmp_path)
@@ -261,7 +269,7 @@ def test_people_section_lists_each_person_across_the_two_real_videos(memories, t
     memory = memories["two"]
     people = _people(memory)
     assert len(people) == 3 and sorted(len(p["videos"]) for p in people) == [1, 1, 2]
-    html = _report(memory, tmp_path / "two.html")
+    html = _report(memory, memory.with_suffix(".html"))
     page = read_page(html)
     assert page.count("person-card") == 3 and "3 people across 2 videos" in page.text
     assert page.dangling() == []
@@ -289,7 +297,7 @@ def test_people_section_lists_each_person_across_the_two_real_videos(memories, t
 @needs_chromium
 @pytest.mark.slow
 def test_people_links_open_their_clips_in_chromium(memories, tmp_path):
-    html = _report(memories["two"], tmp_path / "two.html")
+    html = _report(memories["two"], memories["two"].with_suffix(".html"))
     with Browser(1280, 900, timeout=60) as browser:
         browser.open(html)
         links = browser.eval(
@@ -317,7 +325,7 @@ def test_people_links_open_their_clips_in_chromium(memories, tmp_path):
 @needs_chromium
 @pytest.mark.slow
 def test_people_of_a_thousand_videos_link_into_unopened_videos(memories, tmp_path):
-    html = _report(memories["thousand"], tmp_path / "thousand.html")
+    html = _report(memories["thousand"], memories["thousand"].with_suffix(".html"))
     with Browser(1280, 900, timeout=120) as browser:
         browser.open(html)
         links = browser.eval(
@@ -335,7 +343,7 @@ def test_people_of_a_thousand_videos_link_into_unopened_videos(memories, tmp_pat
 def test_a_memory_without_people_has_no_people_section(memories, tmp_path):
     memory = memories["coffee"]
     assert lancedb.connect(str(memory)).open_table("people").count_rows() == 0
-    page = read_page(_report(memory, tmp_path / "coffee.html"))
+    page = read_page(_report(memory, memory.with_suffix(".html")))
     assert "people" not in page.ids and page.count("person-card") == 0
     assert "#people" not in page.hrefs
 
