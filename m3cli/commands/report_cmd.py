@@ -34,7 +34,12 @@ def report(
     answers: Path | None = typer.Option(
         None, "--answers", "-a", help="`m3 ask` output (m3.answer/1 JSONL) to show with its evidence."
     ),
-    max_clips: int = typer.Option(400, "--max-clips", min=1, help="Clips per video on one page."),
+    max_clips: int | None = typer.Option(
+        None,
+        "--max-clips",
+        min=1,
+        help="Clips per video on one page (default: all, in sections the page loads when opened).",
+    ),
 ) -> None:
     """Write one offline HTML page of a memory: timeline, character cards, answers, search, graphs."""
     from m3cli.stages.report import ReportLimits, parse_range, write_report

@@ -20,7 +20,7 @@ from m3cli.stages.core.memory_store import open_memory
 from m3cli.stages.core.outputs import check_writable, unwritable
 from m3cli.stages.core.storage import damaged_memory, write_atomic
 from m3cli.stages.report.answers import read_answers
-from m3cli.stages.report.gather import ReportData, ReportLimits, gather
+from m3cli.stages.report.gather import ReportData, ReportLimits, gather, gather_people
 from m3cli.stages.report.media import KEYFRAME_SIDE, thumbnail, voice_sample
 from m3cli.stages.report.render import render
 
@@ -70,23 +70,40 @@ def write_report(
 
     try:
         store = open_memory(memory)
-        open_reader(memory)  # the integrity check every reader runs (one line for a damaged memory)
+        reader = open_reader(memory)  # the integrity check every reader runs (one line if damaged)
         data = gather(store, video, clips, limits)
+        gather_people(reader, data)
     except (OSError, ValueError, RuntimeError) as exc:  # the engine's errors: one line, not a traceback
         raise damaged_memory(memory, exc) from None
     data.answers = answer_rows
     thumbs: dict[tuple[str, str], list[str]] = {}
     voices: dict[tuple[str, str], str] = {}
+    made_of: dict[tuple[object, object], str | None] = {}  # one crop file is encoded once per page
+    crops = samples = 0
     chars = [(v, c) for v in data.videos for c in v.characters]
     for v, c in ctx.progress(chars, desc="report", total=len(chars)):
-        made = [t for t in (thumbnail(crop) for crop in c.crops) if t]
+        made: list[str] = []
+        for crop in c.crops:
+            if crops >= limits.max_page_crops:
+                break
+            key = (crop.path, crop.data_uri)
+            if key not in made_of:
+                made_of[key] = thumbnail(crop)
+            uri = made_of[key]
+            if uri:
+                made.append(uri)
+                crops += 1
         if made:
             thumbs[(v.id, c.id)] = made
-        if c.voice_sample is not None:
+        if c.voice_sample is not None and samples >= limits.max_page_voice_samples:
+            c.voice_sample = None
+            c.voice_note = f"no voice sample: the page holds at most {limits.max_page_voice_samples}"
+        elif c.voice_sample is not None:
             sample_of, start, end = c.voice_sample
             audio = voice_sample(sample_of, start, end, video_id=v.id)  # only from that very video
             if audio:
                 voices[(v.id, c.id)] = audio
+                samples += 1
     frames = _keyframe_thumbs(data, limits)
     page = _pin_script(render(data, thumbs, voices, answers_total, frames=frames))
     try:
@@ -116,6 +133,7 @@ def _keyframe_thumbs(data: ReportData, limits: ReportLimits) -> dict[tuple[str, 
     """(video, clip, keyframe number) -> an embedded JPEG of the keyframe, for at most
     ``max_page_keyframes`` keyframes (a note says when the cap bites)."""
     frames: dict[tuple[str, int, int], str] = {}
+    made_of: dict[tuple[object, object], str | None] = {}
     shown = 0
     for v in data.videos:
         for c in v.clips:
@@ -125,7 +143,10 @@ def _keyframe_thumbs(data: ReportData, limits: ReportLimits) -> dict[tuple[str, 
                 shown += 1
                 if shown > limits.max_page_keyframes:
                     continue
-                made = thumbnail(k.image, KEYFRAME_SIDE)
+                key = (k.image.path, k.image.data_uri)
+                if key not in made_of:  # one image file is encoded once per page
+                    made_of[key] = thumbnail(k.image, KEYFRAME_SIDE)
+                made = made_of[key]
                 if made:
                     frames[(v.id, c.index, i)] = made
     if shown > limits.max_page_keyframes:

@@ -28,8 +28,9 @@ from m3cli.stages.core.entity_ids import FACE, VOICE, kind_of, name_fact
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import MemoryStore
 from m3cli.stages.core.redact import mask_credentials
-from m3cli.stages.core.sql import sql_list, sql_literal
+from m3cli.stages.core.sql import sql_list
 from m3cli.stages.core.storage import read_file
+from m3cli.stages.people.pages import Person
 
 NODE_COLUMNS = (
     "id",
@@ -65,11 +66,15 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ReportLimits:
-    """Caps that keep a page of a huge memory loadable; each cap that bites is reported on the page."""
+    """Caps that keep a page of a huge memory loadable; each cap that bites is reported on the page.
 
-    max_videos: int = 20
+    A video's clips are not capped by default: the page renders them in lazy sections (see
+    :mod:`.render`), so a 10-hour video is one page; the memory-line budget decides where a page ends
+    for memories larger than one file should hold, and the page then says how to write the next one."""
+
+    max_videos: int = 2_000
     max_listed_videos: int = 2_000  # videos named in the list of those not on the page
-    max_clips: int = 400  # per video and page (--clips FROM:TO shows another page)
+    max_clips: int | None = None  # per video and page (--max-clips N pages by hand; --clips FROM:TO)
     max_lines_per_clip: int = 120
     max_characters: int = 60  # per video
     max_facts: int = 40  # per character card
@@ -81,7 +86,9 @@ class ReportLimits:
     max_page_keyframes: int = 1_500  # keyframe images embedded in one page (about 10 MB)
     voice_seconds: float = 5.0
     max_voice_samples: int = 40  # per video
-    max_page_lines: int = 30_000  # memory lines on one page, all videos together (about 10 MB of HTML)
+    max_page_voice_samples: int = 120  # all videos together (~20 kB each)
+    max_page_crops: int = 2_000  # face thumbnails embedded in one page, all videos (~3 kB each)
+    max_page_lines: int = 150_000  # memory lines on one page, all videos together (~10 MB packed)
 
 
 @dataclass
@@ -232,6 +239,9 @@ class ReportData:
     answers: list[dict[str, Any]] = field(default_factory=list)
     others: list[OtherVideo] = field(default_factory=list)  # videos not on this page (listed, capped)
     others_total: int = 0
+    people: list[Person] = field(default_factory=list)  # the memory's people (stages.people.pages.Person)
+    people_rows: list[dict] = field(default_factory=list)  # their appearances (people table rows)
+    with_whom: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # person -> others -> paths
 
 
 # ============================================================================== reading tables
@@ -307,11 +317,12 @@ def gather(
     }
     budget = [limits.max_page_lines]
     videos: list[Video] = []
+    prefetch = _Prefetch(store, chosen[: limits.max_videos])
     for vid in chosen:
         # a video starts only while a fair share of the line budget is left: no stub of one clip
         if len(videos) >= limits.max_videos or budget[0] < limits.max_page_lines // 20:
             break
-        videos.append(_video(store, vid, clips, limits, notes, budget))
+        videos.append(_video(store, vid, clips, limits, notes, budget, prefetch))
     others = _other_videos(store, chosen[len(videos) :], limits.max_listed_videos)
     if others:
         notes.insert(
@@ -348,6 +359,41 @@ def _other_videos(store: MemoryStore, ids: list[str], cap: int) -> list[OtherVid
     return [OtherVideo(v, paths.get(v), clips.get(v, 0)) for v in ids[:cap]]
 
 
+class _Prefetch:
+    """Each table's rows for a batch of videos, read with one query per table and batch.
+
+    A page of many short videos would otherwise cost seven queries per video (a 1,000-video memory:
+    7,000 queries, minutes); batches keep the rows held at once bounded by the batch, not the memory."""
+
+    BATCH = 50
+
+    def __init__(self, store: MemoryStore, videos: list[str]) -> None:
+        self.store, self.order = store, videos
+        self.rows: dict[str, dict[str, list[dict]]] = {}
+
+    def of(self, vid: str) -> dict[str, list[dict]]:
+        if vid not in self.rows:
+            self.rows.clear()  # the previous batch is done with
+            at = self.order.index(vid) if vid in self.order else -1
+            batch = self.order[at : at + self.BATCH] if at >= 0 else [vid]
+            where = f"video IN ({sql_list(batch)})"
+            got: dict[str, dict[str, list[dict]]] = {
+                v: {"clips": [], "nodes": [], "entities": [], "edges": []} for v in batch
+            }
+            s = self.store
+            for name, table, cond, columns in (
+                ("clips", s.clips, where, CLIP_COLUMNS),
+                ("nodes", s.nodes, where, NODE_COLUMNS),
+                ("entities", s.entities, where, ENTITY_COLUMNS),
+                ("edges", s.edges, f"{where} AND kind = 'equivalence'", ("video", "src", "dst", "weight")),
+            ):
+                for r in _rows(table, cond, columns):
+                    if r.get("video") in got:
+                        got[r["video"]][name].append(r)
+            self.rows.update(got)
+        return self.rows[vid]
+
+
 def _video(
     store: MemoryStore,
     vid: str,
@@ -355,19 +401,21 @@ def _video(
     limits: ReportLimits,
     notes: list[str],
     budget: list[int],
+    prefetch: _Prefetch | None = None,
 ) -> Video:
     """One video's section; ``budget`` is the number of memory lines the page may still show (spent here)."""
     first, last = clip_range
-    where_clips = f"video = {sql_literal(vid)} AND clip >= {first}" + (
-        f" AND clip <= {last}" if last is not None else ""
-    )
-    clip_rows = _rows(store.clips, f"video = {sql_literal(vid)}", ("clip", "start", "end", "path"))
+    rows = (prefetch or _Prefetch(store, [vid])).of(vid)
+    clip_rows = rows["clips"]
     total = len(clip_rows)
     span_start = min((r["start"] for r in clip_rows), default=0.0)
     span_end = max((r["end"] for r in clip_rows), default=0.0)
     path = next((r["path"] for r in clip_rows if r.get("path")), None)
-    shown = sorted(_rows(store.clips, where_clips, CLIP_COLUMNS), key=lambda r: r["clip"])
-    if len(shown) > limits.max_clips:
+    shown = sorted(
+        (r for r in clip_rows if r["clip"] >= first and (last is None or r["clip"] <= last)),
+        key=lambda r: r["clip"],
+    )
+    if limits.max_clips is not None and len(shown) > limits.max_clips:
         cut = shown[limits.max_clips - 1]["clip"]
         notes.append(
             f"Video {vid}: {len(shown)} clips in range; clips {shown[0]['clip']}–{cut} are shown. "
@@ -382,33 +430,18 @@ def _video(
     }
     for r in shown:
         _fill_keyframes(store.path, clips[int(r["clip"])], r.get("keyframes") or [], limits)
+    nodes = rows["nodes"]
     lines: list[Line] = []
     if clips:
         lo, hi = min(clips), max(clips)
-        where = f"video = {sql_literal(vid)} AND clip >= {lo} AND clip <= {hi}"
-        lines = [_line(r) for r in _rows(store.nodes, where, NODE_COLUMNS)]
+        lines = [_line(r) for r in nodes if r.get("clip") is not None and lo <= r["clip"] <= hi]
         lines = _within_budget(vid, clips, lines, limits, budget, notes)
-    card_lines = [
-        _line(r)
-        for r in _rows(
-            store.nodes,
-            f"video = {sql_literal(vid)} AND kind IN ({sql_list(CARD_KINDS)})",
-            NODE_COLUMNS,
-        )
-    ]
-    semantic = [
-        _line(r)
-        for r in _rows(
-            store.nodes,
-            f"video = {sql_literal(vid)} AND kind = 'semantic'",
-            NODE_COLUMNS,
-            limits.max_semantic_scan,
-        )
-    ]
+    card_lines = [_line(r) for r in nodes if r.get("kind") in CARD_KINDS]
+    semantic = [_line(r) for r in nodes if r.get("kind") == "semantic"][: limits.max_semantic_scan]
     global_summary = next((x.text for x in card_lines if x.kind == "global"), None)
-    mapping, characters = _characters(store, vid, limits, notes)
+    mapping, characters = _characters(store, vid, limits, notes, rows["entities"])
     _fill_clips(clips, lines, mapping, limits)
-    _fill_cards(store, vid, characters, mapping, lines, card_lines, semantic, clips, limits, path)
+    _fill_cards(vid, characters, mapping, lines, card_lines, semantic, clips, limits, path, rows["edges"])
     return Video(
         id=vid,
         path=path,
@@ -454,10 +487,9 @@ def _within_budget(
 
 
 def _characters(
-    store: MemoryStore, vid: str, limits: ReportLimits, notes: list[str]
+    store: MemoryStore, vid: str, limits: ReportLimits, notes: list[str], rows: list[dict]
 ) -> tuple[dict[str, str], list[Character]]:
     """(perception id -> character, the characters): linked characters, then unlinked faces and voices."""
-    rows = _rows(store.entities, f"video = {sql_literal(vid)}", ENTITY_COLUMNS)
     mapping: dict[str, str] = {}
     chars: list[Character] = []
     entities = {r["entity"]: r for r in rows if r.get("kind") != "character"}
@@ -601,7 +633,6 @@ def _merge(spans: list[tuple[float, float]], limit: int) -> list[tuple[float, fl
 
 
 def _fill_cards(
-    store: MemoryStore,
     vid: str,
     characters: list[Character],
     mapping: dict[str, str],
@@ -611,6 +642,7 @@ def _fill_cards(
     clips: dict[int, Clip],
     limits: ReportLimits,
     video_path: str | None,
+    edges: list[dict],
 ) -> None:
     by_id = {c.id: c for c in characters}
     visible: dict[str, list] = defaultdict(list)
@@ -699,13 +731,29 @@ def _fill_cards(
         ]
     # face <-> voice joins with their link weight
     members = {m: c for c in characters for m in c.members}
-    where = f"video = {sql_literal(vid)} AND kind = 'equivalence'"
-    rows = _rows(store.edges, where, ("src", "dst", "weight"))
     prefix = f"{vid}:"
-    for r in rows:
+    for r in sorted(edges, key=lambda r: (r["src"], r["dst"])):
         face, voice = r["src"].removeprefix(prefix), r["dst"].removeprefix(prefix)
         joined = members.get(face) or members.get(voice)
         if joined is not None:
             joined.joins.append(Join(face, voice, float(r["weight"] or 0.0)))
     for c in characters:
         c.joins.sort(key=lambda j: (-j.weight, _entity_order(j.face), _entity_order(j.voice)))
+
+
+def gather_people(reader: Any, data: ReportData) -> None:
+    """The memory's people (its ``people`` table, the user's edits applied, as `m3 people` lists them)
+    into ``data``; a memory without that table (one video, or indexed before people) has none."""
+    from m3cli.stages.people.pages import PeopleBook
+    from m3cli.stages.people.store import PEOPLE
+
+    if reader.versions is not None and PEOPLE not in reader.versions:
+        return
+    try:
+        book = PeopleBook.of_reader(reader)
+    except (OSError, ValueError) as exc:  # no such table in a memory without a manifest
+        log.info("no people table: %s", exc)
+        return
+    data.people = list(book.people.values())
+    data.people_rows = [r for p in data.people for r in p.rows]
+    data.with_whom = {p.id: book.with_whom(p) for p in data.people}

@@ -45,6 +45,7 @@ def thumbnail(crop: Crop, side: int = THUMB_SIDE) -> str | None:
         else:
             return None
         with Image.open(source) as img:
+            img.draft("RGB", (side, side))  # a JPEG decodes at 1/2..1/8 scale when that still covers side
             img = img.convert("RGB")
             img.thumbnail((side, side), Image.Resampling.LANCZOS)
             out = io.BytesIO()

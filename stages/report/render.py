@@ -9,6 +9,9 @@ its target is on the page, so every in-page link resolves.
 
 from __future__ import annotations
 
+import base64
+import gzip
+import html
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -16,6 +19,8 @@ from importlib import resources
 from pathlib import Path
 from string import Template
 from typing import Any
+
+import orjson
 
 from m3cli.stages.core.entity_ids import ID_RE
 from m3cli.stages.report.gather import Character, Clip, Line, ReportData, Video
@@ -31,6 +36,24 @@ KIND_LABEL = {
     "conflict": "conflict",
     "global": "video",
 }
+
+
+#: Clips per section of a video's clip details. The first section of each of the first
+#: :data:`EAGER_VIDEOS` videos is markup in the page; every other section (and every other video's
+#: timeline and cards) is a *lazy block*: its markup, escaped by construction like the rest, stored as
+#: JSON text in a ``<script type="application/json" class="lazy">`` element that the browser keeps as
+#: one string (no elements, no layout) until the page's script inserts it, when something in it is
+#: wanted (a clip selected, a link followed, a search hit opened, the section scrolled into view).
+#: A 10-hour video's thousand clips then cost the first paint what its first 25 cost.
+SECTION_CLIPS = 25
+EAGER_VIDEOS = 3
+_SEARCHABLE = re.compile(r'<(\w+)((?: [\w:-]+="[^"]*")*) data-s=""((?: [\w:-]+="[^"]*")*)>')
+_CONTAINER = re.compile(
+    r'<(?:section|article) id="([^"]+)" class="(clip-detail|card|person-card)"(?: [^>]*?data-clip="(\d+)")?'
+)
+_ID_ATTR = re.compile(r' id="([^"]+)"')
+_BOX_ID = re.compile(r'<[a-z0-9]+\b[^>]* id="([^"]+)"')
+_TAG = re.compile(r"<[^>]*>")
 
 
 def clip_anchor(video: str, clip: int) -> str:
@@ -62,30 +85,46 @@ class Page:
     characters: dict[tuple[str, str], Character] = field(default_factory=dict)
     member_of: dict[tuple[str, str], str] = field(default_factory=dict)  # (video, face/voice id) -> character
     avatars: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)  # -> (class, data URI)
+    avatar_of: dict[str, str] = field(default_factory=dict)  # data URI -> its class
+    recorded: dict[str, str] = field(default_factory=dict)  # video -> recording start, when known
+    search: list[list[Any]] = field(default_factory=list)  # [id, where, text, block] of lazy items
+    block_of: dict[str, int] = field(default_factory=dict)  # element id in a lazy block -> block
+    blocks: int = 0
+    labels: dict[str, str] = field(default_factory=dict)  # card anchor -> the character's label
+    person_labels: dict[str, str] = field(default_factory=dict)  # person id -> name (id)
 
     def __post_init__(self) -> None:
         for v in self.data.videos:
+            self.anchors.add(anchor("video", v.id))
             for c in v.clips:
                 self.anchors.add(clip_anchor(v.id, c.index))
                 self.anchors.update(node_anchor(x.id) for x in c.lines)
+                self.anchors.update(node_anchor(u.node) for u in c.utterances)
             for ch in v.characters:
                 self.anchors.add(char_anchor(v.id, ch.id))
                 self.characters[(v.id, ch.id)] = ch
+                self.labels[char_anchor(v.id, ch.id)] = ch.name or ch.id
                 for m in ch.members:
                     self.member_of[(v.id, m)] = ch.id
 
+        for p in self.data.people:
+            self.anchors.add(person_anchor(p.id))
+            self.person_labels[p.id] = f"{p.name} ({p.id})" if p.name else p.id
+            self.labels[person_anchor(p.id)] = self.person_labels[p.id]
+
     def avatar_class(self, video: str, character: str, uri: str) -> str:
+        """One CSS class per distinct face image (characters that share a crop share the rule)."""
         key = (video, character)
         if key not in self.avatars:
             if not SAFE_URL.match(uri):
                 raise ValueError("a thumbnail is not an embedded image")
-            self.avatars[key] = (f"av-{len(self.avatars)}", uri)
+            known = self.avatar_of.setdefault(uri, f"av-{len(self.avatar_of)}")
+            self.avatars[key] = (known, uri)
         return self.avatars[key][0]
 
     def avatar_css(self) -> str:
-        return "\n".join(
-            f'.{cls} {{ background-image: url("{uri}"); }}' for cls, uri in self.avatars.values()
-        )
+        rules = (f'.{cls} {{ background-image: url("{uri}"); }}' for uri, cls in self.avatar_of.items())
+        return "\n".join(rules)
 
     def href(self, target: str) -> str | None:
         return f"#{target}" if target in self.anchors else None
@@ -109,6 +148,53 @@ class Page:
 
 def link(text: object, href: str | None, **attrs: Any) -> Safe:
     return el("a", text, href=href, **attrs) if href else el("span", text, **attrs)
+
+
+def lazy(page: Page, markup: Safe) -> Safe:
+    """``markup`` as a lazy block (see :data:`SECTION_CLIPS`): gzip, base64 (no ``<``: nothing in it can
+    end the element or open another), its searchable items and element ids indexed for the page. The
+    script inflates and inserts exactly the markup this module wrote."""
+    if not markup:
+        return Safe("")
+    number = page.blocks
+    page.blocks += 1
+    page.search += [[*item, number] for item in searchable(page, markup)]
+    page.block_of.update((i, number) for i in _BOX_ID.findall(markup))
+    packed = _packed(markup)
+    return Safe(f'<script type="application/gzip" class="lazy" data-block="{number}">{packed}</script>')
+
+
+def _packed(text: str) -> str:
+    """gzip (mtime 0: the same page byte for byte) and base64: markup shrinks about tenfold."""
+    return base64.b64encode(gzip.compress(text.encode("utf-8"), 6, mtime=0)).decode("ascii")
+
+
+def searchable(page: Page, markup: str) -> list[list[str]]:
+    """[element id, where, text] of every ``data-s`` element in ``markup``: what the page's search would
+    read from the element's textContent were it in the DOM. An element without an id is found by its
+    clip or card (the container before it: neither nests)."""
+    out = []
+    containers = [(m.start(), m.group(1), m.group(2), m.group(3)) for m in _CONTAINER.finditer(markup)]
+    at = 0
+    for m in _SEARCHABLE.finditer(markup):
+        tag = m.group(1)
+        end = markup.find(f"</{tag}>", m.end())
+        text = " ".join(html.unescape(_TAG.sub("", markup[m.end() : end if end >= 0 else None])).split())
+        while at + 1 < len(containers) and containers[at + 1][0] < m.start():
+            at += 1
+        box = containers[at] if containers and containers[at][0] < m.start() else None
+        own = _ID_ATTR.search(m.group(2) + m.group(3))
+        target = own.group(1) if own else (box[1] if box else "")
+        if not target:
+            continue
+        if box and box[2] == "clip-detail":
+            where = f"clip {box[3]}"
+        elif box:
+            where = page.labels.get(box[1], "character")
+        else:
+            where = "video"
+        out.append([target, where, text])
+    return out
 
 
 def rich_text(page: Page, video: str, text: str) -> Safe:
@@ -337,7 +423,9 @@ def keyframes(page: Page, v: Video, c: Clip) -> Safe:
     return join([el("h4", title), el("div", figures, class_="keyframes")])
 
 
-def video_section(page: Page, v: Video) -> Safe:
+def video_section(page: Page, v: Video, eager: bool = True) -> Safe:
+    """A video: heading, summary and timeline, and its clip details in sections of
+    :data:`SECTION_CLIPS` clips, the first one in the page when ``eager``, every other one lazy."""
     name = Path(v.path).name if v.path else v.id
     head = el(
         "h2",
@@ -349,21 +437,84 @@ def video_section(page: Page, v: Video) -> Safe:
             class_="sub",
         ),
     )
+    top = join(
+        [
+            el("p", rich_text(page, v.id, v.global_summary), class_="summary", data_s="")
+            if v.global_summary
+            else "",
+            timeline(page, v),
+        ]
+    )
+    sections = [v.clips[i : i + SECTION_CLIPS] for i in range(0, len(v.clips), SECTION_CLIPS)]
+    details = [
+        join(clip_detail(page, v, c) for c in chunk)
+        if eager and i == 0
+        else lazy(page, join(clip_detail(page, v, c) for c in chunk))
+        for i, chunk in enumerate(sections)
+    ]
+    hint = "Select a clip on the timeline to see its memory and utterances."
+    if len(sections) > 1:
+        hint += f" (Its {len(v.clips)} clips are written in {len(sections)} sections, loaded when opened.)"
     return el(
         "section",
         head,
-        el("p", rich_text(page, v.id, v.global_summary), class_="summary", data_s="")
-        if v.global_summary
-        else "",
-        timeline(page, v),
-        el(
-            "div",
-            el("p", "Select a clip on the timeline to see its memory and utterances.", class_="hint"),
-            [clip_detail(page, v, c) for c in v.clips],
-            class_="clip-details",
-        ),
-        class_="video",
+        top if eager else lazy(page, top),
+        el("div", el("p", hint, class_="hint"), details, class_="clip-details"),
+        class_="video" + ("" if eager else " lazy-video"),
         id=anchor("video", v.id),
+        data_video=v.id,
+    )
+
+
+def search_index(page: Page) -> Safe | str:
+    """What the script needs to find things in lazy blocks before inserting them, packed like them:
+    ``{"ids": {element id: block}, "search": [[id, where, text, block], ...]}``."""
+    if not page.blocks:
+        return ""
+    data = orjson.dumps({"ids": page.block_of, "search": page.search}, option=orjson.OPT_SORT_KEYS)
+    return Safe(f'<script type="application/gzip" id="lazy-index">{_packed(data.decode("utf-8"))}</script>')
+
+
+def videos_index(page: Page) -> Safe | str:
+    """Every video on the page in one table (file, length, clips, characters): the way into a memory of
+    many videos, whose sections load when opened."""
+    videos = page.data.videos
+    if len(videos) < 2:
+        return ""
+    rows = [
+        el(
+            "tr",
+            el("td", el("a", Path(v.path).name if v.path else v.id, href=f"#{anchor('video', v.id)}")),
+            el("td", v.id, class_="mono"),
+            el("td", page.recorded.get(v.id) or "", class_="time"),
+            el("td", clock(v.end - v.start), class_="time"),
+            el("td", str(v.clips_total)),
+            el("td", str(len(v.characters))),
+        )
+        for v in videos
+    ]
+    return el(
+        "details",
+        el("summary", f"Videos on this page ({len(videos)})"),
+        el(
+            "table",
+            el(
+                "thead",
+                el(
+                    "tr",
+                    el("th", "file"),
+                    el("th", "video"),
+                    el("th", "recorded"),
+                    el("th", "length"),
+                    el("th", "clips"),
+                    el("th", "characters"),
+                ),
+            ),
+            el("tbody", rows),
+            class_="others",
+        ),
+        class_="videos-index",
+        open=len(videos) <= 20,
     )
 
 
@@ -531,6 +682,208 @@ def satellites(page: Page, v: Video, ch: Character) -> list[Satellite]:
     return out
 
 
+# ============================================================================== people across videos
+
+#: People written into the page's DOM; the others are lazy blocks of this many.
+PEOPLE_SECTION = 50
+#: Per person and video: clip links and quoted lines listed (the rest are counted).
+PERSON_CLIPS = 40
+PERSON_LINES = 8
+#: Videos listed per person (the rest are counted; each is in the videos index and the timeline).
+PERSON_VIDEOS = 30
+
+
+def person_anchor(pid: str) -> str:
+    return anchor(pid.strip("<>"))  # <person_3> -> person_3
+
+
+def person_section(page: Page, p: Any) -> Safe:
+    """One person of the memory's people table across its videos: name, face and voice (from one of
+    their appearances on the page), first and last seen, and per video its recording date, the
+    character they are there, their clips and their lines, each linked into that video."""
+    first, last = p.seen()
+    # the face and voice of their first appearance that has one, shown without a second copy of the
+    # bytes: the face is the card's CSS rule, the voice the card's sample, which the script lends to
+    # this player when the person comes into view (its card may be in a lazy block)
+    face_of = next(
+        ((r["video"], r["character"]) for r in p.rows if page.thumbs.get((r["video"], r["character"]))), None
+    )
+    voice_of = next(
+        ((r["video"], r["character"]) for r in p.rows if page.voices.get((r["video"], r["character"]))), None
+    )
+    label = f"{p.name} ({p.id})" if p.name else p.id
+    if face_of:
+        css = page.avatar_class(face_of[0], face_of[1], page.thumbs[face_of][0])
+        face = el(
+            "span", class_=f"av av-l av-img {css} person-face", role="img", aria_label=f"face of {label}"
+        )
+    else:
+        face = el("span", re.sub(r"\D", "", p.id)[:3] or "?", class_="av av-l av-none", aria_hidden="true")
+    parts: list[object] = [
+        el(
+            "div",
+            face,
+            el(
+                "div",
+                el("h3", p.name or p.id),
+                el("div", p.id if p.name else "", class_="sub"),
+                el("div", f"also named {', '.join(p.names[1:])}", class_="sub") if len(p.names) > 1 else "",
+                el(
+                    "div",
+                    f"{len(p.videos)} video{'s' if len(p.videos) != 1 else ''}"
+                    + (f" · first seen {_when(first)} · last seen {_when(last)}" if first else "")
+                    + ("" if first else " · recording time unknown"),
+                    class_="sub",
+                ),
+            ),
+            class_="card-head",
+        )
+    ]
+    if voice_of:
+        parts.append(
+            el(
+                "div",
+                el("span", "voice ", class_="lbl"),
+                el(
+                    "audio",
+                    controls=True,
+                    preload="none",
+                    class_="person-voice",
+                    data_voice_of=char_anchor(*voice_of),
+                ),
+                el(
+                    "span",
+                    f" (as {voice_of[1]} in ",
+                    link(_video_name(page, voice_of[0]), page.href(char_anchor(*voice_of))),
+                    ")",
+                    class_="sub",
+                ),
+                class_="voice-row",
+            )
+        )
+    rows = []
+    on_page = {v.id: v for v in page.data.videos}
+    for r in p.rows[:PERSON_VIDEOS]:
+        vid, cid = r["video"], r["character"]
+        v = on_page.get(vid)
+        name = Path(r["path"]).name if r.get("path") else vid
+        when = str(r["recorded"])[:19].replace("T", " ") if r.get("recorded") else "recording time unknown"
+        head = [
+            link(name, page.href(anchor("video", vid)) if v else None, class_="pv-video"),
+            el("span", f" · {when} · as ", class_="sub"),
+            link(cid, page.href(char_anchor(vid, cid)), class_="ent"),
+        ]
+        spans = r.get("spans") or []
+        seconds = sum(max(0.0, float(e) - float(s)) for s, e in spans)
+        head.append(el("span", f" · {len(spans)} spans, {seconds:.0f} s seen or heard", class_="sub"))
+        clips = sorted(set(r.get("clips") or []))
+        links = [
+            el("a", str(k), href=f"#{clip_anchor(vid, k)}", class_="cl")
+            for k in clips[:PERSON_CLIPS]
+            if page.href(clip_anchor(vid, k))
+        ]
+        body: list[object] = [el("div", head)]
+        if links:
+            body.append(
+                el(
+                    "div",
+                    "clips: ",
+                    links,
+                    f" … {len(clips) - PERSON_CLIPS} more" if len(clips) > PERSON_CLIPS else "",
+                    class_="clip-links",
+                )
+            )
+        elif v is None:
+            body.append(el("div", "this video is not on this page", class_="sub"))
+        said = [(c, u) for c in v.clips for u in c.utterances if u.character == cid and u.text] if v else []
+        if said:
+            body.append(
+                el(
+                    "ul",
+                    [
+                        el(
+                            "li",
+                            link(f"clip {c.index} {clock(u.start)}", _node_href(page, u.node), class_="ev"),
+                            " ",
+                            el("q", u.text),
+                            data_s="",
+                        )
+                        for c, u in said[:PERSON_LINES]
+                    ],
+                    class_="facts",
+                )
+            )
+            if len(said) > PERSON_LINES:
+                body.append(el("p", f"{len(said) - PERSON_LINES} more lines in this video", class_="note"))
+        rows.append(el("li", body, class_="pv"))
+    parts += [el("h4", f"Videos ({len(p.videos)})"), el("ul", rows, class_="person-videos")]
+    if len(p.rows) > PERSON_VIDEOS:
+        rest = sorted({Path(r["path"]).name if r.get("path") else r["video"] for r in p.rows[PERSON_VIDEOS:]})
+        parts.append(
+            el(
+                "p",
+                f"… and {len(p.rows) - PERSON_VIDEOS} more appearances, in: {', '.join(rest[:20])}"
+                + (f" and {len(rest) - 20} more files" if len(rest) > 20 else ""),
+                class_="note",
+            )
+        )
+    others = page.data.with_whom.get(p.id) or {}
+    if others:
+        parts.append(el("h4", "With"))
+        parts.append(
+            el(
+                "div",
+                [
+                    el(
+                        "span",
+                        link(page.person_labels.get(o, o), page.href(person_anchor(o)), class_="who"),
+                        el("span", f" ({len(ps)} video{'s' if len(ps) != 1 else ''}) ", class_="sub"),
+                    )
+                    for o, ps in sorted(others.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+                ],
+                class_="members",
+            )
+        )
+    return el("article", parts, id=person_anchor(p.id), class_="person-card")
+
+
+def _video_name(page: Page, vid: str) -> str:
+    v = next((v for v in page.data.videos if v.id == vid), None)
+    return Path(v.path).name if v and v.path else vid
+
+
+def _node_href(page: Page, node: str) -> str | None:
+    return page.href(node_anchor(node))
+
+
+def _when(t: Any) -> str:
+    return t.isoformat(sep=" ")[:19] if t is not None else "?"
+
+
+def people_section(page: Page) -> Safe | str:
+    """The memory's people across videos; nothing at all for a memory without a people table."""
+    people = page.data.people
+    if not people:
+        return ""
+    blocks = []
+    for i in range(0, len(people), PEOPLE_SECTION):
+        markup = el("div", [person_section(page, p) for p in people[i : i + PEOPLE_SECTION]], class_="cards")
+        blocks.append(markup if i == 0 else lazy(page, markup))
+    videos = len({r["video"] for r in page.data.people_rows})
+    return el(
+        "section",
+        el("h2", "People", class_="section-title"),
+        el(
+            "p",
+            f"{len(people)} people across {videos} videos "
+            "(the memory's people table, as `m3 people` lists it).",
+            class_="sub",
+        ),
+        blocks,
+        id="people",
+    )
+
+
 # ============================================================================== answers
 
 
@@ -686,22 +1039,31 @@ def render(
     frames: dict[tuple[str, int, int], str] | None = None,
 ) -> str:
     page = Page(data, thumbs, voices, frames or {})
-    videos = [video_section(page, v) for v in data.videos]
-    cards = [
-        el(
-            "section",
-            el(
-                "h2",
-                Path(v.path).name if v.path else v.id,
-                el("span", f" · {len(v.characters)} characters", class_="sub"),
-            ),
+    page.recorded = {
+        r["video"]: str(r["recorded"])[:19].replace("T", " ") for r in data.people_rows if r.get("recorded")
+    }
+    videos = [video_section(page, v, i < EAGER_VIDEOS) for i, v in enumerate(data.videos)]
+    cards = []
+    for i, v in enumerate(data.videos):
+        body = (
             el("div", [card(page, v, ch) for ch in v.characters], class_="cards")
             if v.characters
-            else el("p", "No characters in this video.", class_="empty"),
-            class_="video-cards",
+            else el("p", "No characters in this video.", class_="empty")
         )
-        for v in data.videos
-    ]
+        cards.append(
+            el(
+                "section",
+                el(
+                    "h2",
+                    Path(v.path).name if v.path else v.id,
+                    el("span", f" · {len(v.characters)} characters", class_="sub"),
+                ),
+                body if i < EAGER_VIDEOS else lazy(page, body),
+                class_="video-cards" + ("" if i < EAGER_VIDEOS else " lazy-video"),
+                id=anchor("cards", v.id),
+            )
+        )
+    people = people_section(page)
     answers = [answer_item(page, i, rec) for i, rec in enumerate(data.answers)]
     notes = list(data.notes)
     if answers_total > len(data.answers):
@@ -710,6 +1072,7 @@ def render(
     nav = el(
         "nav",
         el("a", "Timeline", href="#timeline"),
+        el("a", f"People ({len(data.people)})", href="#people") if data.people else "",
         el("a", "Characters", href="#characters"),
         el("a", f"Answers ({len(data.answers)})", href="#answers") if data.answers else "",
         el(
@@ -749,7 +1112,14 @@ def render(
             ),
             el(
                 "main",
-                el("section", el("h2", "Timeline", class_="section-title"), videos, id="timeline"),
+                el(
+                    "section",
+                    el("h2", "Timeline", class_="section-title"),
+                    videos_index(page),
+                    videos,
+                    id="timeline",
+                ),
+                people,
                 el("section", el("h2", "Characters", class_="section-title"), cards, id="characters"),
                 el("section", el("h2", "Answers", class_="section-title"), answers, id="answers")
                 if answers
@@ -760,6 +1130,7 @@ def render(
                 f"written by m3 {data.meta.get('m3_version', '')} · "
                 f"memory schema {data.meta.get('schema', '')}",
             ),
+            search_index(page),
         ]
     )
     return Template(_asset("report.html")).substitute(

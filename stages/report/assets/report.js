@@ -1,12 +1,71 @@
 // m3 report: open the selected clip, follow in-page links into closed clips, and search memory text.
-// Page text is data: it is only ever read with textContent and written with textContent.
+// Page text is data: it is only ever read with textContent and written with textContent. The one
+// exception is a lazy block (<script type="application/gzip" class="lazy">): markup the report's
+// writer escaped like the rest of the page, gzipped and base64-encoded, kept as text until something
+// in it is wanted, then inflated and inserted where the block stands, as written.
 (function () {
   "use strict";
 
-  function openTarget(id, scroll) {
-    if (!id) return;
-    var target = document.getElementById(id);
-    if (!target) return;
+  var pending = {};  // block number -> the promise of its insertion
+
+  function inflate(text) {
+    var bin = atob(text.trim());
+    var bytes = new Uint8Array(bin.length);
+    for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+    var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(stream).text();
+  }
+
+  function materialise(block) {
+    var n = block.getAttribute("data-block");
+    if (!pending[n]) {
+      pending[n] = inflate(block.textContent).then(function (markup) {
+        if (block.parentNode) {
+          block.insertAdjacentHTML("beforebegin", markup);
+          block.remove();
+        }
+      });
+    }
+    return pending[n];
+  }
+
+  var index = null;  // {ids: {element id: block}, search: [[id, where, text, block], ...]}
+  function lazyIndex() {
+    if (index === null) {
+      var data = document.getElementById("lazy-index");
+      index = data ? inflate(data.textContent).then(JSON.parse) : Promise.resolve({ ids: {}, search: [] });
+    }
+    return index;
+  }
+
+  function block(n) {
+    return document.querySelector('script.lazy[data-block="' + n + '"]');
+  }
+
+  // The element with this id, inserting the lazy block that holds it when it is not in the DOM yet.
+  function find(id) {
+    var found = document.getElementById(id);
+    if (found) return Promise.resolve(found);
+    return lazyIndex().then(function (ix) {
+      var b = Object.prototype.hasOwnProperty.call(ix.ids, id) ? block(ix.ids[id]) : null;
+      if (!b) return document.getElementById(id);
+      return materialise(b).then(function () { return document.getElementById(id); });
+    });
+  }
+
+  // A video's summary and timeline (lazy for all but the first videos) and its first clip section.
+  function wake(section) {
+    var parts = [];
+    section.querySelectorAll(":scope > script.lazy").forEach(function (b) { parts.push(materialise(b)); });
+    var box = section.querySelector(".clip-details");
+    if (box && !box.querySelector(".clip-detail")) {
+      var first = box.querySelector("script.lazy");
+      if (first) parts.push(materialise(first));
+    }
+    return Promise.all(parts);
+  }
+
+  function show(target, scroll) {
     var detail = target.closest(".clip-detail");
     if (detail) {
       var box = detail.parentElement;
@@ -23,9 +82,56 @@
     if (scroll) target.scrollIntoView({ block: detail === target ? "nearest" : "center" });
   }
 
+  function openTarget(id, scroll) {
+    if (!id) return Promise.resolve();
+    var now = document.getElementById(id);
+    if (now && !now.closest(".lazy-video") && !now.matches(".video")) {
+      show(now, scroll);  // already in the page: at once
+      return Promise.resolve();
+    }
+    return find(id).then(function (target) {
+      if (!target) return;
+      var section = target.closest(".video");
+      if (!section) return show(target, scroll);
+      return wake(section).then(function () {
+        if (target === section) {
+          var box = section.querySelector(".clip-details");
+          var first = box && box.querySelector(".clip-detail");
+          if (first && !box.querySelector(".clip-detail.open")) show(first, false);
+        }
+        show(target, scroll);
+      });
+    });
+  }
+
   function fromHash(scroll) {
     var id = decodeURIComponent(location.hash.slice(1));
     openTarget(id, scroll);
+  }
+
+  // A lazy video or card group comes in as it nears the screen (a memory of many videos is scrolled).
+  if ("IntersectionObserver" in window) {
+    var seen = new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) {
+        if (!e.isIntersecting) return;
+        seen.unobserve(e.target);
+        if (e.target.classList.contains("video")) wake(e.target);
+        else e.target.querySelectorAll(":scope > script.lazy").forEach(function (b) { materialise(b); });
+      });
+    }, { rootMargin: "400px 0px" });
+    document.querySelectorAll(".lazy-video").forEach(function (s) { seen.observe(s); });
+    // a person's player borrows the voice sample of their character's card (one copy in the page)
+    var heard = new IntersectionObserver(function (entries) {
+      entries.forEach(function (e) {
+        if (!e.isIntersecting) return;
+        heard.unobserve(e.target);
+        find(e.target.getAttribute("data-voice-of")).then(function (card) {
+          var own = card && card.querySelector("audio.voice");
+          if (own) e.target.src = own.getAttribute("src");
+        });
+      });
+    }, { rootMargin: "400px 0px" });
+    document.querySelectorAll("audio.person-voice").forEach(function (a) { heard.observe(a); });
   }
 
   // Each video starts with its first clip open, so the page never shows an empty panel.
@@ -47,12 +153,13 @@
     items.push({ el: el, text: el.textContent.replace(/\s+/g, " ").trim(), low: null });
   });
   items.forEach(function (it) { it.low = it.text.toLowerCase(); });
+  var lazyItems = null;  // the lazy blocks' searchable text, read on the first search
   var MAX = 200;
 
   function where(el) {
     var d = el.closest(".clip-detail");
     if (d) return "clip " + d.getAttribute("data-clip");
-    var c = el.closest(".card");
+    var c = el.closest(".card, .person-card");
     if (c) return c.querySelector("h3").textContent;
     var a = el.closest(".answer");
     if (a) return "answer";
@@ -72,20 +179,20 @@
     list.textContent = "";
     if (q.length < 2) { panel.hidden = true; count.textContent = ""; return; }
     var terms = q.split(/\s+/);
-    var hits = items.filter(function (it) {
+    var hits = items.concat(lazyItems || []).filter(function (it) {
       return terms.every(function (t) { return it.low.indexOf(t) >= 0; });
     });
     hits.slice(0, MAX).forEach(function (it) {
       var li = document.createElement("li");
       var a = document.createElement("a");
-      a.href = "#" + it.el.id;
-      a.textContent = where(it.el);
+      a.href = "#" + (it.el ? it.el.id : it.id);
+      a.textContent = it.el ? where(it.el) : it.where;
       var span = document.createElement("span");
       span.textContent = " " + snippet(it.text, terms[0]);
       li.appendChild(a);
       li.appendChild(span);
       list.appendChild(li);
-      var d = it.el.closest(".clip-detail");
+      var d = it.el && it.el.closest(".clip-detail");
       if (d) {
         var sel = '.clip-block[data-clip="' + d.getAttribute("data-clip") + '"]';
         document.querySelectorAll(sel).forEach(function (b) {
@@ -99,12 +206,21 @@
   }
 
   var timer = null;
+  function later() {
+    if (lazyItems !== null) return run();
+    lazyIndex().then(function (ix) {
+      lazyItems = ix.search.map(function (e) {
+        return { id: e[0], where: e[1], text: e[2], low: e[2].toLowerCase(), el: null };
+      });
+      run();
+    });
+  }
   input.addEventListener("input", function () {
     clearTimeout(timer);
-    timer = setTimeout(run, 120);
+    timer = setTimeout(later, 120);
   });
   input.addEventListener("keydown", function (e) {
-    if (e.key === "Escape") { input.value = ""; run(); }
+    if (e.key === "Escape") { input.value = ""; later(); }
   });
   document.body.setAttribute("data-ready", "1");
 })();
