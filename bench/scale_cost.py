@@ -18,6 +18,9 @@ is theirs; diarize is what the perception block (both branches together) cost le
 includes CTranslate2's own worker thread; memorize, link, abstract and index run alone after it and
 are timed as process CPU. What no stage function holds (start-up, imports, loading models before a
 stage asks for them, the video's content id) is the "start-up and glue" row.
+
+`python bench/scale_cost.py --profile` splits one `m3 run --sequential` further, by the model calls
+inside the stages (``PROFILED``).
 """
 
 from __future__ import annotations
@@ -88,6 +91,114 @@ spent["total"] = cpu()
 json.dump(spent, open(out, "w"))
 sys.exit(code)
 """
+
+
+#: Where the CPU goes inside the stages (``python bench/scale_cost.py --profile``): `m3 run --sequential`
+#: (the same records; each stage alone, so process CPU between a function's entry and exit is its own,
+#: CTranslate2's worker thread included) with these functions wrapped, outermost call only per name.
+#: A function called inside another that is also listed is counted in both.
+PROFILED = (
+    ("m3cli.stages.backends.asr_faster_whisper", "FasterWhisperAsr.transcribe"),
+    ("m3cli.stages.backends.asr_faster_whisper", "FasterWhisperAsr.language_of"),
+    ("m3cli.stages.language_id", "speaker_languages"),
+    ("m3cli.stages.diarize_second", "second_reading"),
+    ("m3cli.stages.backends.segmentation", "SegmentationModel.activity"),
+    ("m3cli.stages.backends.speaker_campplus", "CamppModel.embed"),
+    ("m3cli.stages.backends.speaker_campplus", "CamppModel.embed_pooled"),
+    ("m3cli.stages.backends.diarizer_overlap", "cluster"),
+    ("m3cli.stages.backends.face_dlib", "DlibFaceModel.detect_frames"),
+    ("m3cli.stages.backends.face_dlib", "DlibFaceModel._measure"),
+    ("m3cli.stages.backends.face_dlib", "DlibFaceModel._detect_rects"),
+    ("m3cli.stages.backends.face_dlib", "DlibFaceModel._embed_window"),
+    ("m3cli.stages.backends.face_dlib", "DlibFaceModel._follow"),
+    ("m3cli.stages.sight", "sample_keyframes"),
+    ("m3cli.stages.backends.ocr_rapid", "RapidOcr.read"),
+    ("m3cli.stages.backends.tagger_effnet", "ImageNetTagger.probabilities"),
+    ("m3cli.stages.backends.embed", "OnnxEmbedder.embed"),
+)
+
+PROFILE = r"""
+import functools, importlib, json, resource, sys, threading
+
+def cpu():
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime + u.ru_stime
+
+out, targets = sys.argv[1], json.loads(sys.argv[2])
+spent, calls, depth = {}, {}, threading.local()
+
+def timed(name, fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        level = getattr(depth, name, 0)
+        setattr(depth, name, level + 1)
+        start = cpu() if level == 0 else None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            setattr(depth, name, level)
+            if start is not None:
+                spent[name] = spent.get(name, 0.0) + cpu() - start
+                calls[name] = calls.get(name, 0) + 1
+    return wrapper
+
+import m3cli.stages.pipeline as p
+for stage in list(p._STEPS):
+    p._STEPS[stage] = timed("stage " + stage, p._STEPS[stage])
+for module, attr in targets:
+    owner = importlib.import_module(module)
+    *path, last = attr.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    setattr(owner, last, timed(attr, getattr(owner, last)))
+import m3cli.stages.index as idx
+idx.index_records = timed("stage index", idx.index_records)
+from m3cli.app import main
+sys.argv = ["m3", "run", "--sequential", *sys.argv[3:]]
+code = 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code or 0
+spent["whole process"] = cpu()
+json.dump({k: [v, calls.get(k)] for k, v in spent.items()}, open(out, "w"))
+sys.exit(code)
+"""
+
+
+def profile() -> str:
+    """The function-level split of one `m3 run --sequential` from an empty cache (Markdown)."""
+    from bench.footage import make_footage
+
+    video = make_footage(OUT / f"footage-{int(SECONDS)}s.mp4", SECONDS)
+    tmp = Path(tempfile.mkdtemp(prefix="m3-bench-profile-"))
+    try:
+        split = tmp / "profile.json"
+        args = [
+            sys.executable,
+            "-c",
+            PROFILE,
+            str(split),
+            json.dumps(PROFILED),
+            str(video),
+            "-o",
+            str(tmp / "m.lance"),
+        ]
+        cost = measure(args, {"M3_CACHE": str(tmp / "cache")})
+        spent = json.loads(split.read_text())
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    whole = spent["whole process"][0]
+    rows = [
+        [name, f"{v:.2f}", "" if n is None else str(n), f"{100 * v / whole:.0f}%"]
+        for name, (v, n) in sorted(spent.items(), key=lambda kv: -kv[1][0])
+    ]
+    return table(
+        f"Where `m3 run --sequential` spends its CPU, {SECONDS:.0f} s of real footage, empty cache "
+        f"(wall {cost.wall:.0f} s) — {machine()}, load {os.getloadavg()[0]:.1f} at the end",
+        ["stage or function", "CPU-s", "calls", "of the whole"],
+        rows,
+    )
 
 
 def _tree(revision: str, tmp: Path) -> Path:
@@ -191,4 +302,4 @@ def main() -> str:
 
 
 if __name__ == "__main__":
-    print(main())
+    print(profile() if "--profile" in sys.argv[1:] else main())
