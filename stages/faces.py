@@ -143,19 +143,28 @@ def _small_jpeg(crop: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def frame_changes(images: list[np.ndarray]) -> np.ndarray:
+def frame_changes(images: list[np.ndarray], greys: list[np.ndarray] | None = None) -> np.ndarray:
     """How much each frame differs from the previous one, 0..1 (0 for the first frame).
 
     The smaller of two cheap measures on a grey thumbnail: the mean absolute pixel difference (high
     when the picture changes, also when someone moves a lot) and the grey-histogram distance (high
     when the picture's content changes, barely moved by motion within a shot). A cut moves both.
+
+    ``greys``: the frames already converted to grey the same way (PIL's "L", ITU-R 601 luma), as the
+    dlib detector converts them for HOG; the full-frame conversion is then not done twice (the
+    result is the same to the bit: the same conversion of the same pixels).
     """
     from PIL import Image
 
     out = np.zeros(len(images), dtype=np.float32)
     previous: tuple[np.ndarray, np.ndarray] | None = None
+    reuse = greys is not None and len(greys) == len(images)
     for i, image in enumerate(images):
-        grey = Image.fromarray(np.asarray(image)).convert("L")
+        if reuse:
+            assert greys is not None
+            grey = Image.fromarray(greys[i])
+        else:
+            grey = Image.fromarray(np.asarray(image)).convert("L")
         grey = grey.resize(THUMB_SIDE, Image.Resampling.BILINEAR, reducing_gap=2.0)  # box-reduced first
         thumb = np.asarray(grey, dtype=np.float32) / 255.0
         hist = np.histogram(thumb, bins=HIST_BINS, range=(0.0, 1.0))[0].astype(np.float32) / thumb.size
@@ -177,7 +186,11 @@ def shot_changes(times: np.ndarray, change: np.ndarray, threshold: float) -> lis
 
 
 def pack_detections(
-    times: np.ndarray, images: list[np.ndarray], per_frame: list[list[Detection]], to_source: float = 1.0
+    times: np.ndarray,
+    images: list[np.ndarray],
+    per_frame: list[list[Detection]],
+    to_source: float = 1.0,
+    greys: list[np.ndarray] | None = None,
 ) -> ClipFaces:
     """Turn a backend's per-frame detections into the cached arrays (boxes scaled to source pixels)."""
     frame, boxes, scores, embs, marks, sharp, blobs, mouths = [], [], [], [], [], [], [], []
@@ -209,7 +222,7 @@ def pack_detections(
         crop_offsets=np.cumsum([0] + [len(b) for b in blobs]).astype(np.int64),
         crop_data=np.frombuffer(b"".join(blobs), dtype=np.uint8).copy(),
         mouth=np.asarray(mouths, dtype=np.float32),
-        change=frame_changes(images),
+        change=frame_changes(images, greys),
     )
 
 
@@ -228,6 +241,7 @@ class Counters:
     cache_hits: int = 0
     computed: int = 0
     frames: int = 0
+    greys_reused: int = 0  # frames whose grey conversion the shot-change measure took from the detector
     seconds: dict[str, float] = field(default_factory=lambda: {"decode": 0.0, "detect": 0.0, "pack": 0.0})
 
 
@@ -253,7 +267,11 @@ def detect_clip(
         per_frame = model.detect_frames(frames.images) if len(frames) else []
         t2 = time.perf_counter()
         scale = source_scale(record, frames.images[0].shape) if len(frames) else 1.0
-        faces = pack_detections(frames.times, frames.images, per_frame, scale)
+        # the grey frames the detector made for HOG (dlib backend), so shot changes need not convert again
+        greys = getattr(model, "take_greys", lambda: None)()
+        if greys is not None and len(greys) == len(frames):
+            counters.greys_reused += len(greys)
+        faces = pack_detections(frames.times, frames.images, per_frame, scale, greys)
         t3 = time.perf_counter()
         counters.computed += 1
         counters.frames += len(frames)

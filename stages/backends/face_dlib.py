@@ -177,6 +177,7 @@ class DlibFaceModel:
         self.tracked = 0  # detections found by tracking (not a whole-frame search)
         self.still = 0  # of those, in a crop unchanged since the previous frame (no detector run)
         self._lock = threading.Lock()
+        self._greys: list[np.ndarray] | None = None  # the last detect_frames call's grey frames (take_greys)
 
     def __repr__(self) -> str:
         return f"DlibFaceModel({self.detector!r}, upsample={self.upsample}, detect_side={self.detect_side})"
@@ -272,6 +273,8 @@ class DlibFaceModel:
         """
         det = self._load()[0]
         rows: list[list[dict[str, Any]]] = []
+        greys: list[np.ndarray] = []
+        self._greys = greys if self.detector == "hog" else None
         tracks: list[_Track] = []
         last_thumb: np.ndarray | None = None
         searched: np.ndarray | None = None  # the thumbnail of the last whole-frame search
@@ -279,6 +282,8 @@ class DlibFaceModel:
         for raw in images:
             image = _as_rgb(raw)
             seen = _grey(image) if self.detector == "hog" else image  # what the detector looks at
+            if self.detector == "hog":
+                greys.append(seen)
             thumb = _thumb(seen)
             cut = last_thumb is not None and float(np.abs(thumb - last_thumb).mean()) > CUT_CHANGE
             last_thumb = thumb
@@ -351,6 +356,14 @@ class DlibFaceModel:
             )
             for frame_rows in rows
         ]
+
+    def take_greys(self) -> list[np.ndarray] | None:
+        """The grey frames (PIL "L") of the last :meth:`detect_frames` call, handed over once (then
+        forgotten): the stage's shot-change measure converts the same frames the same way, so it takes
+        these instead of converting every sampled frame a second time. None with the CNN detector,
+        which looks at RGB."""
+        greys, self._greys = getattr(self, "_greys", None), None
+        return greys
 
     def _measure(
         self, image: np.ndarray, seen: np.ndarray, box: Box, score: float, to_beat: float | None
