@@ -516,8 +516,13 @@ class OfflineAnswerer:
 
     # ------------------------------------------------------------------ answer
     def answer(self, question: str) -> Answer:
+        from m3cli.stages.ask import person_times
         from m3cli.stages.ask.overview import HANDLERS, CannotTell, absence_for, uncovered
 
+        by_person = person_times.answer(self, question)  # "who was with X on <day>", "when was X last seen"
+        if by_person is not None:
+            by_person.form = "people"
+            return by_person
         dated = dates.answer(self, question)  # "on November 12", "when did we last see X": by dates
         if dated is not None:
             dated.form = "dates"
