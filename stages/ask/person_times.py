@@ -68,14 +68,14 @@ def answer(a: Any, question: str) -> Any | None:
     book = _book(a.memory)
     if book is None:
         return None
-    person = _person(a, book, ref)
-    if person is None:
+    found = _people(a, book, ref)
+    if not found:
         if _DESCRIPTION.match(ref.strip()) or a.facts.people.find(ref, a.facts.turns):
             return None  # a description, or several people: the per-video answers
         return _unknown(ref)
     if last is not None:
-        return _last_seen(a, book, person)
-    return _with(a, book, person, window)
+        return _last_seen(a, book, found)
+    return _with(a, book, found, window)
 
 
 def _other_id(ref: str) -> bool:
@@ -83,19 +83,32 @@ def _other_id(ref: str) -> bool:
     return bool(re.search(r"<[a-z]+_\d+>", ref, re.I)) and not PERSON_RE.search(ref)
 
 
-def _person(a: Any, book: PeopleBook, ref: str) -> Person | None:
-    """The person ``ref`` names: ``<person_N>``, a name the memory learned or was given, or a video's
-    own character the per-video facts resolve to one person."""
+def _people(a: Any, book: PeopleBook, ref: str) -> list[Person]:
+    """The people ``ref`` names: ``<person_N>``, a name the memory learned or was given (every person
+    of that name: two people the memory keeps apart may have been given one name, and the question
+    is about both), or a video's own character the per-video facts resolve to one person."""
     m = PERSON_RE.search(ref)
     if m:
-        return book.people.get(book.edits.resolve(f"<person_{int(m.group(1))}>"))
+        p = book.people.get(book.edits.resolve(f"<person_{int(m.group(1))}>"))
+        return [p] if p is not None else []
     text = ref.strip().strip("\"'")
     named = [p for p in book.people.values() if any(n.lower() == text.lower() for n in p.names)]
-    if len(named) == 1:
-        return named[0]
+    if named:
+        return named
     from m3cli.stages.ask.across import _named
 
-    return _named(a, book, ref)
+    p = _named(a, book, ref)
+    return [p] if p is not None else []
+
+
+def _subject(book: PeopleBook, people: list[Person]) -> tuple[str, Person]:
+    """How the answer names ``people`` (one, or one name held by several ids), and them as one."""
+    if len(people) == 1:
+        return book.display(people[0].id), people[0]
+    name = people[0].name or people[0].id
+    who = f"{name} ({', '.join(p.id for p in people)}: {len(people)} people of that name in the memory)"
+    rows = sorted((r for p in people for r in p.rows), key=lambda r: (r["seq"], r["recorded"] or "", r["id"]))
+    return who, Person(people[0].id, people[0].name, people[0].names, rows)
 
 
 def _unknown(ref: str) -> Any:
@@ -125,10 +138,10 @@ def _undated_files(a: Any, rows: list[dict]) -> list[str]:
     return sorted({_file(a, r) for r in rows if parse_time(r.get("recorded")) is None})
 
 
-def _last_seen(a: Any, book: PeopleBook, person: Person) -> Any:
+def _last_seen(a: Any, book: PeopleBook, people: list[Person]) -> Any:
     from m3cli.stages.ask.offline import Answer, _join, cite
 
-    who = book.display(person.id)
+    who, person = _subject(book, people)
     dated = [(parse_time(r.get("recorded")), r) for r in person.rows if r["spans"]]
     known = [(start, r) for start, r in dated if start is not None]
     undated = _undated_files(a, person.rows)
@@ -153,8 +166,8 @@ def _last_seen(a: Any, book: PeopleBook, person: Person) -> Any:
     note = f" (also in {_join(undated)}, whose recording time is unknown)" if undated else ""
     cites = f" {cite(a.facts, cited[0])}" if cited else ""
     return Answer(
-        f"{who} was last seen or heard on {dates.day_name(when.date())} ({when.date().isoformat()}) at "
-        f"{when.strftime('%H:%M:%S')}, in {_file(a, row)}{cites}{note}.",
+        f"{who} was last seen or heard on {dates.day_name(when.date())} at {when.strftime('%H:%M:%S')}"
+        f" ({when.replace(microsecond=0).isoformat()}), in {_file(a, row)}{cites}{note}.",
         cited,
         "",
     )
@@ -171,10 +184,11 @@ def _in_window(row: dict, window: dates.Window) -> bool:
     )
 
 
-def _with(a: Any, book: PeopleBook, person: Person, window: dates.Window | None) -> Any:
+def _with(a: Any, book: PeopleBook, people: list[Person], window: dates.Window | None) -> Any:
     from m3cli.stages.ask.offline import Answer, _cites, _join
 
-    who = book.display(person.id)
+    who, person = _subject(book, people)
+    ids = {p.id for p in people}
     rows = person.rows
     if window is not None:
         if not any(parse_time(r.get("recorded")) for r in rows):
@@ -199,12 +213,16 @@ def _with(a: Any, book: PeopleBook, person: Person, window: dates.Window | None)
                 supported=False,
             )
     parts, cited = [], []
+    by_video: dict[str, list[dict]] = {}
     for r in rows:
-        mine = _lines_of(a, r["video"], r["character"])[:1]
+        by_video.setdefault(r["video"], []).append(r)
+    for mine_rows in by_video.values():
+        r = mine_rows[0]
+        mine = [ln for x in mine_rows for ln in _lines_of(a, x["video"], x["character"])[:1]]
         others = [
             (p, o)
             for p in book.people.values()
-            if p.id != person.id
+            if p.id not in ids
             for o in p.rows
             if o["video"] == r["video"]
         ]
@@ -216,8 +234,7 @@ def _with(a: Any, book: PeopleBook, person: Person, window: dates.Window | None)
             continue
         used = mine + [ln for _, o in others for ln in _lines_of(a, o["video"], o["character"])[:1]]
         cited += used
-        parts.append(
-            f"{_join([book.display(p.id) for p, _ in others])} in {where} {_cites(a, used)}".rstrip()
-        )
+        names = list(dict.fromkeys(book.display(p.id) for p, _ in others))
+        parts.append(f"{_join(names)} in {where} {_cites(a, used)}".rstrip())
     head = f"{window.label[0].upper()}{window.label[1:]}, {who} was with" if window else f"{who} was with"
     return Answer(f"{head} " + "; ".join(parts) + ".", cited, "")
