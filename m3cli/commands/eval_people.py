@@ -33,6 +33,12 @@ def people(
     memory: str = typer.Option(..., "--memory", "-m", help="The memory the truth's videos were added to."),
     orders: int = typer.Option(0, "--orders", help="Replay the matching in this many arrival orders."),
     seed: int = typer.Option(0, "--seed", help="Seed of the shuffled arrival orders."),
+    face_l2: float | None = typer.Option(
+        None, "--face-l2", help="--orders: replay with this face threshold."
+    ),
+    voice_cos: float | None = typer.Option(
+        None, "--voice-cos", help="--orders: replay with this voice threshold."
+    ),
     leave_one_out: bool = typer.Option(
         False, "--leave-one-out", help="Thresholds chosen on the other groups, scored on each group."
     ),
@@ -41,7 +47,15 @@ def people(
     """People across videos vs true people: precision, recall, F1, false joins, splits, count."""
     from m3cli.stages.eval.people import evaluate
 
-    report = evaluate(memory, truth, orders=orders, seed=seed, leave_one_out=leave_one_out)
+    report = evaluate(
+        memory,
+        truth,
+        orders=orders,
+        seed=seed,
+        leave_one_out=leave_one_out,
+        face_l2=face_l2,
+        voice_cos=voice_cos,
+    )
     if as_json:
         typer.echo(orjson.dumps(report, option=orjson.OPT_SORT_KEYS).decode())
         return
@@ -60,7 +74,7 @@ def people(
         )
     if "arrival_orders" in report:
         a = report["arrival_orders"]
-        echo(f"orders: {len(a['orders'])}, distinct results: {a['distinct_results']}")
+        echo(f"orders: {len(a['orders'])} at {a['thresholds']}, distinct results: {a['distinct_results']}")
         for k, v in a["summary"].items():
             echo(f"  {k}: min {v['min']} median {v['median']} max {v['max']}")
     for r in report.get("leave_one_group_out", []):

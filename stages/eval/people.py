@@ -334,10 +334,17 @@ def leave_one_group_out(
 
 
 def evaluate(
-    memory: str | Path, truths: list[Path], orders: int = 0, seed: int = 0, leave_one_out: bool = False
+    memory: str | Path,
+    truths: list[Path],
+    orders: int = 0,
+    seed: int = 0,
+    leave_one_out: bool = False,
+    face_l2: float | None = None,
+    voice_cos: float | None = None,
 ) -> dict[str, Any]:
     """What `m3 eval people` prints: the scores of the memory's people against every truth file
-    together; with ``orders``, :func:`orders_report`; with ``leave_one_out``, the leave-one-group-out
+    together; with ``orders``, :func:`orders_report` (at ``face_l2`` / ``voice_cos`` where given, else
+    the matcher's own thresholds); with ``leave_one_out``, the leave-one-group-out
     table (each truth file a group, named by its folder) and the thresholds chosen on all groups."""
     rows = memory_rows(memory)
     groups: dict[str, Group] = {}
@@ -351,9 +358,14 @@ def evaluate(
         truth.update(t)
     report = score(rows, truth)
     if orders:
+        from m3cli.stages.people.match import Thresholds
+
+        t = Thresholds()
+        t = Thresholds(face_l2=t.face_l2 if face_l2 is None else face_l2, voice_cos=voice_cos or t.voice_cos)
         report["arrival_orders"] = orders_report(
-            [r for r in rows if Path(r["path"] or "").name in truth], truth, orders, seed
+            [r for r in rows if Path(r["path"] or "").name in truth], truth, orders, seed, t
         )
+        report["arrival_orders"]["thresholds"] = {"face_l2": t.face_l2, "voice_cos": t.voice_cos}
     if leave_one_out:
         if len(groups) < 2:
             raise InputError("--leave-one-out needs two or more truth files (one per group)")
