@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from m3cli.schemas.records import ClipRecord, Turn, Utterance
 from m3cli.stages.core.entity_ids import parse_id
@@ -98,24 +99,76 @@ def load_known(rows: list[dict], thresholds: Thresholds | None = None) -> KnownP
     return known
 
 
+#: The columns of the people table the matcher needs (not the spans, clips and evidence).
+MATCH_COLUMNS = ["id", "video", "character", "person", "seq", "face", "face_model", "voice", "voice_model"]
+
+
+def _vectors(table: pa.Table, column: str) -> list[np.ndarray | None]:
+    """A list<float32> column as one unit vector per row (None: empty or null), read from the Arrow
+    buffers in bulk: a Python float per element (``to_pylist``) is what made reading a memory of a
+    thousand appearances cost more than matching against it."""
+    col = table.column(column).combine_chunks()
+    if len(col) == 0:
+        return []
+    offsets = col.offsets.to_numpy()
+    values = col.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    out: list[np.ndarray | None] = []
+    for i in range(len(col)):
+        a, b = int(offsets[i]), int(offsets[i + 1])
+        out.append(unit(values[a:b]) if valid[i] and b > a else None)
+    return out
+
+
+def known_of_table(table: pa.Table, thresholds: Thresholds | None = None) -> KnownPeople:
+    """:func:`load_known` from the people table's :data:`MATCH_COLUMNS` as Arrow (the same people, the
+    same order), without turning every embedding into Python floats."""
+    cols = {c: table.column(c).to_pylist() for c in MATCH_COLUMNS if c not in ("face", "voice")}
+    faces, voices = _vectors(table, "face"), _vectors(table, "voice")
+    known = KnownPeople(thresholds)
+    order = sorted(range(table.num_rows), key=lambda i: (cols["seq"][i], _char_order(cols["character"][i])))
+    for i in order:
+        known.add(
+            Appearance(
+                key=cols["id"][i],
+                video=cols["video"][i],
+                character=cols["character"][i],
+                face=faces[i],
+                face_model=cols["face_model"][i],
+                voice=voices[i],
+                voice_model=cols["voice_model"][i],
+                person=cols["person"][i],
+            )
+        )
+    return known
+
+
 def add_people(
     indexer: Any, groups: list[list[ClipRecord]], stats: Any, thresholds: Thresholds | None = None
 ) -> int:
     """Match the characters of the videos just indexed to the memory's people; write the ``people``
     rows that are new or changed. ``indexer`` is the running :class:`~m3cli.stages.index.Indexer`
     (its writer and tables, its one-commit-per-table ``_write``). Returns the rows written."""
-    existing = indexer._existing(PEOPLE, None)
     edits = Edits.of(indexer._existing(EDITS, None))
-    known = load_known(existing, thresholds)
+    if PEOPLE in indexer.tables:  # the matcher's columns only, as arrays; whole rows only of these videos
+        table = indexer.writer.dataset(PEOPLE).to_table(columns=MATCH_COLUMNS)
+        vids = sorted({clips[0].video.id for clips in groups if clips})
+        quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in vids)
+        existing = indexer._existing(PEOPLE, f"video IN ({quoted})") if vids else []
+    else:
+        table = pa.Table.from_pylist([], schema=PEOPLE_SCHEMA).select(MATCH_COLUMNS)
+        existing = []
+    known = known_of_table(table, thresholds)
     stored = {r["id"]: r for r in existing}
-    highest = max([person_number(r["person"]) for r in existing] + [edits.highest()])
+    persons = table.column("person").to_pylist()
+    highest = max([person_number(p) for p in persons] + [edits.highest()])
     counter = [highest]
 
     def new_person() -> str:
         counter[0] += 1
         return person_id(counter[0])
 
-    seq = max([r["seq"] for r in existing] + [0])
+    seq = max([q for q in table.column("seq").to_pylist() if q is not None] + [0])
     rows: list[dict] = []
     for clips in groups:
         vid = clips[0].video.id

@@ -1,0 +1,131 @@
+"""Memory-wide people: what adding one more video costs as the memory grows (the 2nd vs the 100th).
+
+The memory is the people dev set replicated: the real people rows (real dlib face and CAM++ voice
+means) of the eleven dev videos, video after video again under new video ids, matched as `m3 index`
+matches them, so the same eleven people recur and their appearances pile up. Timed, in process,
+the people step `m3 index` runs for one new video (stages/people/add.py): read the people table and
+the edits, build the known people, match the video, write its rows (one Lance merge); as it was
+(every row read whole) and as it is (the matcher's columns read as arrays). Also the matching
+alone. Needs the dev memory: ``M3_BENCH_PEOPLE_MEMORY=all.lance`` (`m3 batch
+tests/data/people/photos tests/data/people/latentsync tests/data/people/grid -o all.lance`).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.append(str(ROOT))
+
+from bench.common import table  # noqa: E402
+
+
+def _replicated(rows: list[dict], n: int) -> list[dict]:
+    """``n`` videos: the dev videos one after another, again and again, each under a new id."""
+    videos = list(dict.fromkeys(r["video"] for r in sorted(rows, key=lambda r: (r["seq"], r["id"]))))
+    out = []
+    for i in range(n):
+        src = videos[i % len(videos)]
+        vid = f"{src}-r{i}"
+        for r in rows:
+            if r["video"] == src:
+                out.append({**r, "video": vid, "id": f"{vid}:{r['character']}", "seq": i + 1})
+    return out
+
+
+def main() -> str:
+    import pyarrow as pa
+
+    from m3cli.stages.core.memory_writer import MemoryWriter
+    from m3cli.stages.eval.people import memory_rows, replay
+    from m3cli.stages.people.add import MATCH_COLUMNS, known_of_table, load_known
+    from m3cli.stages.people.match import Appearance, assign_video, unit
+    from m3cli.stages.people.store import EDITS, EDITS_SCHEMA, PEOPLE, PEOPLE_SCHEMA, Edits, person_number
+
+    mem = os.environ.get("M3_BENCH_PEOPLE_MEMORY")
+    if not mem:
+        raise SystemExit("set M3_BENCH_PEOPLE_MEMORY to a memory of the people dev set")
+    dev = memory_rows(mem)
+    cols = [f.name for f in PEOPLE_SCHEMA]
+    rows_out = []
+    reps = 11
+    for whole_rows, before in [(w, n) for w in (True, False) for n in (1, 10, 99, 499)]:
+        rows = _replicated(dev, before + reps)
+        order = list(dict.fromkeys(r["video"] for r in rows))
+        assigned = replay(rows, order)
+        stored = [{k: r.get(k) for k in cols} for r in assigned if r["seq"] <= before]
+        tmp = Path(tempfile.mkdtemp(prefix="m3-people-growth-"))
+        try:
+            w = MemoryWriter(tmp / "mem.lance")
+            w.create(PEOPLE, pa.Table.from_pylist(stored, schema=PEOPLE_SCHEMA), PEOPLE_SCHEMA)
+            w.create(EDITS, EDITS_SCHEMA.empty_table(), EDITS_SCHEMA)
+            whole, match = [], []
+            for k in range(reps):
+                new = [r for r in rows if r["seq"] == before + 1 + k]
+                t0 = time.perf_counter()
+                edits = Edits.of(w.scan(EDITS))
+                if whole_rows:  # before: every row, every embedding as Python floats
+                    existing = w.scan(PEOPLE)
+                    known = load_known(existing)
+                    persons = [r["person"] for r in existing]
+                else:  # now (stages/people/add.py): the matcher's columns as arrays, whole rows of this video
+                    tab = w.dataset(PEOPLE).to_table(columns=MATCH_COLUMNS)
+                    w.scan(PEOPLE, f"video IN ('{new[0]['video']}')")
+                    known = known_of_table(tab)
+                    persons = tab.column("person").to_pylist()
+                counter = [max([person_number(p) for p in persons] + [edits.highest()])]
+
+                def new_person(counter: list[int] = counter) -> str:
+                    counter[0] += 1
+                    return f"<person_{counter[0]}>"
+
+                apps = [
+                    Appearance(
+                        r["id"],
+                        r["video"],
+                        r["character"],
+                        face=unit(r["face"]) if r["face"] else None,
+                        face_model=r["face_model"],
+                        voice=unit(r["voice"]) if r["voice"] else None,
+                        voice_model=r["voice_model"],
+                    )
+                    for r in new
+                ]
+                t1 = time.perf_counter()
+                assign_video(known, apps, new_person)
+                t2 = time.perf_counter()
+                out = [
+                    {**{k: r.get(k) for k in cols}, "person": a.person}
+                    for r, a in zip(new, apps, strict=True)
+                ]
+                w.merge(PEOPLE, pa.Table.from_pylist(out, schema=PEOPLE_SCHEMA), on="id")
+                t3 = time.perf_counter()
+                whole.append((t3 - t0) * 1000)
+                match.append((t2 - t1) * 1000)
+            rows_out.append(
+                [
+                    "before: all rows" if whole_rows else "now: arrays",
+                    f"{before + 1}",
+                    f"{len(stored):,}",
+                    f"{min(whole):.1f}",
+                    f"{statistics.median(whole):.1f}",
+                    f"{min(match):.2f}",
+                ]
+            )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return table(
+        "people: adding the Nth video to a memory of the dev set replicated (read, match, write)",
+        ["people step", "video N", "people rows before", "min ms", "median ms", "match only, min ms"],
+        rows_out,
+    )
+
+
+if __name__ == "__main__":
+    print(main())
