@@ -361,7 +361,10 @@ def evaluate(
         from m3cli.stages.people.match import Thresholds
 
         t = Thresholds()
-        t = Thresholds(face_l2=t.face_l2 if face_l2 is None else face_l2, voice_cos=voice_cos or t.voice_cos)
+        t = Thresholds(
+            face_l2=t.face_l2 if face_l2 is None else face_l2,
+            voice_cos=t.voice_cos if voice_cos is None else voice_cos,
+        )
         report["arrival_orders"] = orders_report(
             [r for r in rows if Path(r["path"] or "").name in truth], truth, orders, seed, t
         )
