@@ -103,43 +103,51 @@ def load_known(rows: list[dict], thresholds: Thresholds | None = None) -> KnownP
 MATCH_COLUMNS = ["id", "video", "character", "person", "seq", "face", "face_model", "voice", "voice_model"]
 
 
-def _vectors(table: pa.Table, column: str) -> list[np.ndarray | None]:
-    """A list<float32> column as one unit vector per row (None: empty or null), read from the Arrow
-    buffers in bulk: a Python float per element (``to_pylist``) is what made reading a memory of a
-    thousand appearances cost more than matching against it."""
+def _matrix(table: pa.Table, column: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The unit vectors of a list<float32> column at ``rows`` (table row numbers), read from the Arrow
+    buffers in bulk, and which of ``rows`` have one (non-null, non-empty; one length per call): a
+    Python float per element (``to_pylist``) and a Python step per row are what made reading a
+    memory of a thousand appearances cost more than matching against it."""
     col = table.column(column).combine_chunks()
-    if len(col) == 0:
-        return []
-    offsets = col.offsets.to_numpy()
+    offsets = col.offsets.to_numpy()[: len(col) + 1]
     values = col.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
     valid = col.is_valid().to_numpy(zero_copy_only=False)
-    out: list[np.ndarray | None] = []
-    for i in range(len(col)):
-        a, b = int(offsets[i]), int(offsets[i + 1])
-        out.append(unit(values[a:b]) if valid[i] and b > a else None)
-    return out
+    lengths = np.diff(offsets)
+    keep = rows[valid[rows] & (lengths[rows] > 0)]
+    if not len(keep):
+        return np.zeros((0, 0), np.float32), keep
+    dim = int(lengths[keep[0]])
+    keep = keep[lengths[keep] == dim]
+    m = values[offsets[keep][:, None] + np.arange(dim)]
+    norms = np.linalg.norm(m, axis=1)
+    ok = norms > 0
+    return (m[ok] / norms[ok][:, None]).astype(np.float32), keep[ok]
 
 
 def known_of_table(table: pa.Table, thresholds: Thresholds | None = None) -> KnownPeople:
-    """:func:`load_known` from the people table's :data:`MATCH_COLUMNS` as Arrow (the same people, the
-    same order), without turning every embedding into Python floats."""
+    """:func:`load_known` from the people table's :data:`MATCH_COLUMNS` as Arrow: the same people and
+    banks in the same order, each bank's matrix built in one step (per model, as the matcher keeps
+    them) instead of one appearance at a time."""
+    from m3cli.stages.people.match import _Bank
+
     cols = {c: table.column(c).to_pylist() for c in MATCH_COLUMNS if c not in ("face", "voice")}
-    faces, voices = _vectors(table, "face"), _vectors(table, "voice")
     known = KnownPeople(thresholds)
     order = sorted(range(table.num_rows), key=lambda i: (cols["seq"][i], _char_order(cols["character"][i])))
+    pid = {}
     for i in order:
-        known.add(
-            Appearance(
-                key=cols["id"][i],
-                video=cols["video"][i],
-                character=cols["character"][i],
-                face=faces[i],
-                face_model=cols["face_model"][i],
-                voice=voices[i],
-                voice_model=cols["voice_model"][i],
-                person=cols["person"][i],
-            )
-        )
+        p = cols["person"][i]
+        pid[i] = known._pid(p)
+        known.videos[p].add(cols["video"][i])
+    for column, banks in (("face", known.faces), ("voice", known.voices)):
+        models = cols[f"{column}_model"]
+        for model in dict.fromkeys(models[i] or "" for i in order):
+            rows = np.asarray([i for i in order if (models[i] or "") == model], np.int64)
+            m, keep = _matrix(table, column, rows)
+            if len(keep):
+                bank = banks.setdefault(model, _Bank())
+                bank.rows += list(m)
+                bank.person += [pid[int(i)] for i in keep]
+                bank.key += [cols["id"][int(i)] for i in keep]
     return known
 
 
