@@ -188,7 +188,7 @@ def append_video(path: Path, rows: dict[str, Any], vid: str, old: bool = False) 
     from m3cli.stages.configs.index import IndexConfig
     from m3cli.stages.core.memory_reader import open_reader
     from m3cli.stages.index import Indexer, build_indexes
-    from m3cli.stages.people.add import appearances_of, load_known, read_known_rows
+    from m3cli.stages.people.add import MATCH_COLUMNS, appearances_of, known_of_table
     from m3cli.stages.people.match import assign_video
     from m3cli.stages.people.store import person_id, person_number
 
@@ -199,10 +199,10 @@ def append_video(path: Path, rows: dict[str, Any], vid: str, old: bool = False) 
     for name in ("nodes", "edges", "entities", "clips"):
         idx.writer.merge(name, rows[name], on="id")
     t_rows = time.perf_counter()
-    # the people step as add_people runs it: every appearance read, known people built, new ones matched
-    existing = read_known_rows(idx)
-    known = load_known(existing)
-    counter = [max([person_number(r["person"]) for r in existing] + [0])]
+    # the people step as add_people runs it: the matching columns of every appearance read, known people built, new ones matched
+    table = idx.writer.dataset("people").to_table(columns=MATCH_COLUMNS)
+    known = known_of_table(table)
+    counter = [max([person_number(p) for p in table.column("person").to_pylist()] + [0])]
 
     def new_person() -> str:
         counter[0] += 1

@@ -519,14 +519,15 @@ class OfflineAnswerer:
 
     # ------------------------------------------------------------------ answer
     def answer(self, question: str) -> Answer:
-        from m3cli.stages.ask import across, by_person
+        from m3cli.stages.ask import across, by_person, person_times
         from m3cli.stages.ask.overview import HANDLERS, CannotTell, absence_for, uncovered
 
-        if by_person.PERSON_RE.search(question):  # "<person_2>": the memory-wide person, video by video
+        known = person_times.answer(self, question)  # "who was with X on <day>", "when was X last seen"
+        if known is None and by_person.PERSON_RE.search(question):  # "<person_2>": video by video
             known = across.answer(self, question) or by_person.answer(self, question)
-            if known is not None:
-                known.form = "people"
-                return known
+        if known is not None:
+            known.form = "people"
+            return known
         dated = dates.answer(self, question)  # "on November 12", "when did we last see X": by dates
         if dated is not None:
             dated.form = "dates"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import statistics
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -153,3 +154,225 @@ def memory_rows(memory: str | Path) -> list[dict]:
     from m3cli.stages.people.pages import people_rows
 
     return people_rows(memory)
+
+
+# ------------------------------------------------------------------ arrival orders and held-out thresholds
+
+
+def replay(rows: list[dict], order: list[str], thresholds: Any = None) -> list[dict]:
+    """The people a fresh memory would hold had the videos arrived in ``order`` (video ids): the same
+    appearances (each row's stored face and voice, as ``m3 index`` computed them from the video alone)
+    matched video by video by the rule ``m3 index`` runs (:func:`~m3cli.stages.people.match.assign_video`,
+    characters by number). Returns copies of ``rows`` with ``person`` replaced; videos not in ``order``
+    are left out. Per-video records do not depend on the order, so this is the whole order effect."""
+    from m3cli.stages.people.add import _char_order
+    from m3cli.stages.people.match import Appearance, KnownPeople, assign_video, unit
+
+    known = KnownPeople(thresholds)
+    counter = [0]
+
+    def new_person() -> str:
+        counter[0] += 1
+        return f"<person_{counter[0]}>"
+
+    by_video: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        by_video[r["video"]].append(r)
+    out = []
+    for vid in order:
+        mine = sorted(by_video.get(vid, []), key=lambda r: _char_order(r["character"]))
+        apps = [
+            Appearance(
+                key=r["id"],
+                video=vid,
+                character=r["character"],
+                face=unit(r["face"]) if r["face"] else None,
+                face_model=r["face_model"],
+                voice=unit(r["voice"]) if r["voice"] else None,
+                voice_model=r["voice_model"],
+            )
+            for r in mine
+        ]
+        assign_video(known, apps, new_person)
+        out += [{**r, "person": app.person} for r, app in zip(mine, apps, strict=True)]
+    return out
+
+
+def arrival_orders(videos: list[str], n: int, seed: int = 0) -> list[list[str]]:
+    """``n`` arrival orders of ``videos``: as given (the first), then seeded shuffles (deterministic)."""
+    import random
+
+    rng = random.Random(seed)
+    orders = [list(videos)]
+    while len(orders) < n:
+        o = list(videos)
+        rng.shuffle(o)
+        orders.append(o)
+    return orders
+
+
+def partition(rows: list[dict]) -> frozenset[frozenset[str]]:
+    """Who is together with whom, whatever the ids: the appearances grouped by person."""
+    groups: dict[str, set[str]] = defaultdict(set)
+    for r in rows:
+        groups[r["person"]].add(r["id"])
+    return frozenset(frozenset(g) for g in groups.values())
+
+
+METRICS = ("people", "precision", "recall", "f1", "false_joins", "splits")
+
+
+def orders_report(
+    rows: list[dict], truth: dict[str, dict], n: int = 5, seed: int = 0, thresholds: Any = None
+) -> dict[str, Any]:
+    """The dev set's scores in ``n`` arrival orders (the memory's own order first, then seeded shuffles):
+    per order the scores and whether its people are the first order's; min / median / max of each."""
+    first_seen = sorted({(r["seq"], r["video"]) for r in rows})
+    videos = list(dict.fromkeys(v for _, v in first_seen))
+    files = {r["video"]: Path(r["path"] or "").name for r in rows}
+    per_order, parts = [], []
+    for o in arrival_orders(videos, n, seed):
+        got = replay(rows, o, thresholds)
+        s = score(got, truth)
+        parts.append(partition(got))
+        per_order.append({"order": [files[v] for v in o], **{k: s[k] for k in METRICS}})
+    for p, row in zip(parts, per_order, strict=True):
+        row["same_as_first"] = p == parts[0]
+    summary = {
+        k: {
+            "min": min(r[k] for r in per_order),
+            "median": statistics.median(r[k] for r in per_order),
+            "max": max(r[k] for r in per_order),
+        }
+        for k in METRICS
+    }
+    return {
+        "orders": per_order,
+        "summary": summary,
+        "distinct_results": len(set(parts)),
+        "true_people": score(rows, truth)["true_people"],
+    }
+
+
+#: The thresholds a held-out choice ranges over (face L2, voice cosine).
+FACE_GRID = tuple(round(0.20 + 0.01 * i, 2) for i in range(41))  # 0.20 .. 0.60
+VOICE_GRID = tuple(round(0.30 + 0.01 * i, 2) for i in range(66))  # 0.30 .. 0.95
+
+Group = tuple[list[dict], dict[str, dict]]  # a group's people rows and its truth
+
+
+def pooled(groups: dict[str, Group]) -> Group:
+    """Several groups as one memory: their rows (in their own arrival order, group after group) and truth."""
+    rows: list[dict] = []
+    truth: dict[str, dict] = {}
+    for i, (r, t) in enumerate(groups.values()):
+        rows += [{**x, "seq": (i, x["seq"])} for x in r]
+        truth.update(t)
+    return rows, truth
+
+
+def _memory_score(rows: list[dict], truth: dict[str, dict], thresholds: Any) -> dict[str, Any]:
+    order = list(dict.fromkeys(v for _, v in sorted({(r["seq"], r["video"]) for r in rows})))
+    return score(replay(rows, order, thresholds), truth)
+
+
+def choose_thresholds(
+    groups: dict[str, Group], faces: tuple = FACE_GRID, voices: tuple = VOICE_GRID
+) -> tuple[Any, dict[str, Any]]:
+    """The (face, voice) thresholds that do best on ``groups`` added together to one memory (as a
+    memory is used: the people of every group meet the others, so the pairs of different people
+    that come closest are there): no false join first (a join of two people is the error a user
+    cannot see), then the fewest splits, then the highest F1; among the thresholds that tie, the
+    middle of the face range, then the middle of the voice range at that face, so the choice keeps
+    the widest margin on both sides of what the training groups showed."""
+    from m3cli.stages.people.match import Thresholds
+
+    rows, truth = pooled(groups)
+    results = []
+    for f in faces:
+        for v in voices:
+            s = _memory_score(rows, truth, Thresholds(face_l2=f, voice_cos=v))
+            results.append(((s["false_joins"], s["splits"], -s["f1"]), f, v))
+    best = min(k for k, _, _ in results)
+    tied = [(f, v) for k, f, v in results if k == best]
+    face_range = sorted({f for f, _ in tied})
+    face = face_range[(len(face_range) - 1) // 2]
+    voice_range = sorted(v for f, v in tied if f == face)
+    voice = voice_range[(len(voice_range) - 1) // 2]
+    return Thresholds(face_l2=face, voice_cos=voice), {
+        "false_joins": best[0],
+        "splits": best[1],
+        "f1": -best[2],
+        "face_range": [face_range[0], face_range[-1]],
+        "voice_range": [voice_range[0], voice_range[-1]],
+    }
+
+
+def leave_one_group_out(
+    groups: dict[str, Group], faces: tuple = FACE_GRID, voices: tuple = VOICE_GRID
+) -> list[dict[str, Any]]:
+    """For each group: thresholds chosen on the others (:func:`choose_thresholds`), then scored on the
+    held-out group alone (``held_out``) and on every group in one memory, the held-out group added
+    last (``together``: where the held-out people meet the training people)."""
+    out = []
+    for held in groups:
+        train = {g: x for g, x in groups.items() if g != held}
+        t, fit = choose_thresholds(train, faces, voices)
+        alone = _memory_score(*groups[held], t)
+        together = _memory_score(*pooled({**train, held: groups[held]}), t)
+        out.append(
+            {
+                "held_out": held,
+                "face_l2": t.face_l2,
+                "voice_cos": t.voice_cos,
+                "train": fit,
+                "alone": {k: alone[k] for k in (*METRICS, "true_people")},
+                "together": {k: together[k] for k in (*METRICS, "true_people")},
+            }
+        )
+    return out
+
+
+def evaluate(
+    memory: str | Path,
+    truths: list[Path],
+    orders: int = 0,
+    seed: int = 0,
+    leave_one_out: bool = False,
+    face_l2: float | None = None,
+    voice_cos: float | None = None,
+) -> dict[str, Any]:
+    """What `m3 eval people` prints: the scores of the memory's people against every truth file
+    together; with ``orders``, :func:`orders_report` (at ``face_l2`` / ``voice_cos`` where given, else
+    the matcher's own thresholds); with ``leave_one_out``, the leave-one-group-out
+    table (each truth file a group, named by its folder) and the thresholds chosen on all groups."""
+    rows = memory_rows(memory)
+    groups: dict[str, Group] = {}
+    truth: dict[str, dict] = {}
+    for path in truths:
+        t = load_truth(path)
+        name = path.parent.name or path.stem
+        while name in groups:
+            name += "'"
+        groups[name] = ([r for r in rows if Path(r["path"] or "").name in t], t)
+        truth.update(t)
+    report = score(rows, truth)
+    if orders:
+        from m3cli.stages.people.match import Thresholds
+
+        t = Thresholds()
+        t = Thresholds(
+            face_l2=t.face_l2 if face_l2 is None else face_l2,
+            voice_cos=t.voice_cos if voice_cos is None else voice_cos,
+        )
+        report["arrival_orders"] = orders_report(
+            [r for r in rows if Path(r["path"] or "").name in truth], truth, orders, seed, t
+        )
+        report["arrival_orders"]["thresholds"] = {"face_l2": t.face_l2, "voice_cos": t.voice_cos}
+    if leave_one_out:
+        if len(groups) < 2:
+            raise InputError("--leave-one-out needs two or more truth files (one per group)")
+        report["leave_one_group_out"] = leave_one_group_out(groups)
+        t, fit = choose_thresholds(groups)
+        report["all_groups"] = {"face_l2": t.face_l2, "voice_cos": t.voice_cos, **fit}
+    return report

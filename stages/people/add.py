@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from m3cli.schemas.records import ClipRecord, Turn, Utterance
 from m3cli.stages.core.entity_ids import parse_id
@@ -81,28 +82,6 @@ def appearances_of(vid: str, entities: list[dict]) -> list[tuple[Appearance, dic
     return out
 
 
-#: The columns matching reads of every appearance (not its spans, clips or evidence).
-MATCH_COLUMNS = ["id", "video", "character", "person", "seq", "face", "face_model", "voice", "voice_model"]
-
-
-def read_known_rows(indexer: Any) -> list[dict]:
-    """Every appearance's :data:`MATCH_COLUMNS`, embeddings as numpy views of the Arrow buffers (an
-    archive holds thousands of appearances: their spans and Python floats cost seconds to read)."""
-    if PEOPLE not in indexer.tables:
-        return []
-    table = indexer.writer.dataset(PEOPLE).to_table(columns=MATCH_COLUMNS)
-    rows = table.drop_columns(["face", "voice"]).to_pylist()
-    for name in ("face", "voice"):
-        col = table.column(name).combine_chunks()
-        flat = np.asarray(col.flatten().to_numpy(zero_copy_only=False), np.float32)
-        offsets = np.asarray(col.offsets)
-        valid = col.is_valid().to_numpy(zero_copy_only=False)
-        for i, r in enumerate(rows):
-            a, b = int(offsets[i]), int(offsets[i + 1])
-            r[name] = flat[a:b] if valid[i] and b > a else None
-    return rows
-
-
 def load_known(rows: list[dict], thresholds: Thresholds | None = None) -> KnownPeople:
     known = KnownPeople(thresholds)
     for r in sorted(rows, key=lambda r: (r["seq"], _char_order(r["character"]))):
@@ -121,26 +100,83 @@ def load_known(rows: list[dict], thresholds: Thresholds | None = None) -> KnownP
     return known
 
 
+#: The columns of the people table the matcher needs (not the spans, clips and evidence).
+MATCH_COLUMNS = ["id", "video", "character", "person", "seq", "face", "face_model", "voice", "voice_model"]
+
+
+def _matrix(table: pa.Table, column: str, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The unit vectors of a list<float32> column at ``rows`` (table row numbers), read from the Arrow
+    buffers in bulk, and which of ``rows`` have one (non-null, non-empty; one length per call): a
+    Python float per element (``to_pylist``) and a Python step per row are what made reading a
+    memory of a thousand appearances cost more than matching against it."""
+    col = table.column(column).combine_chunks()
+    offsets = col.offsets.to_numpy()[: len(col) + 1]
+    values = col.values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    lengths = np.diff(offsets)
+    keep = rows[valid[rows] & (lengths[rows] > 0)]
+    if not len(keep):
+        return np.zeros((0, 0), np.float32), keep
+    dim = int(lengths[keep[0]])
+    keep = keep[lengths[keep] == dim]
+    m = values[offsets[keep][:, None] + np.arange(dim)]
+    norms = np.linalg.norm(m, axis=1)
+    ok = norms > 0
+    return (m[ok] / norms[ok][:, None]).astype(np.float32), keep[ok]
+
+
+def known_of_table(table: pa.Table, thresholds: Thresholds | None = None) -> KnownPeople:
+    """:func:`load_known` from the people table's :data:`MATCH_COLUMNS` as Arrow: the same people and
+    banks in the same order, each bank's matrix built in one step (per model, as the matcher keeps
+    them) instead of one appearance at a time."""
+    from m3cli.stages.people.match import _Bank
+
+    cols = {c: table.column(c).to_pylist() for c in MATCH_COLUMNS if c not in ("face", "voice")}
+    known = KnownPeople(thresholds)
+    order = sorted(range(table.num_rows), key=lambda i: (cols["seq"][i], _char_order(cols["character"][i])))
+    pid = {}
+    for i in order:
+        p = cols["person"][i]
+        pid[i] = known._pid(p)
+        known.videos[p].add(cols["video"][i])
+    for column, banks in (("face", known.faces), ("voice", known.voices)):
+        models = cols[f"{column}_model"]
+        for model in dict.fromkeys(models[i] or "" for i in order):
+            rows = np.asarray([i for i in order if (models[i] or "") == model], np.int64)
+            m, keep = _matrix(table, column, rows)
+            if len(keep):
+                bank = banks.setdefault(model, _Bank())
+                bank.rows += list(m)
+                bank.person += [pid[int(i)] for i in keep]
+                bank.key += [cols["id"][int(i)] for i in keep]
+    return known
+
+
 def add_people(
     indexer: Any, groups: list[list[ClipRecord]], stats: Any, thresholds: Thresholds | None = None
 ) -> int:
     """Match the characters of the videos just indexed to the memory's people; write the ``people``
     rows that are new or changed. ``indexer`` is the running :class:`~m3cli.stages.index.Indexer`
     (its writer and tables, its one-commit-per-table ``_write``). Returns the rows written."""
-    existing = read_known_rows(indexer)  # every appearance, matching columns only
     edits = Edits.of(indexer._existing(EDITS, None))
-    known = load_known(existing, thresholds)
-    vids = sorted({clips[0].video.id for clips in groups})
-    # whole rows only of the videos being added (their spans and evidence are kept or extended)
-    stored = {r["id"]: r for r in indexer._existing(PEOPLE, f"video IN ({sql_list(vids)})")} if vids else {}
-    highest = max([person_number(r["person"]) for r in existing] + [edits.highest()])
+    if PEOPLE in indexer.tables:  # the matcher's columns only, as arrays; whole rows only of these videos
+        table = indexer.writer.dataset(PEOPLE).to_table(columns=MATCH_COLUMNS)
+        vids = sorted({clips[0].video.id for clips in groups if clips})
+        existing = indexer._existing(PEOPLE, f"video IN ({sql_list(vids)})") if vids else []
+    else:
+        table = pa.Table.from_pylist([], schema=PEOPLE_SCHEMA).select(MATCH_COLUMNS)
+        existing = []
+    known = known_of_table(table, thresholds)
+    stored = {r["id"]: r for r in existing}
+    persons = table.column("person").to_pylist()
+    highest = max([person_number(p) for p in persons] + [edits.highest()])
     counter = [highest]
 
     def new_person() -> str:
         counter[0] += 1
         return person_id(counter[0])
 
-    seq = max([r["seq"] for r in existing] + [0])
+    seq = max([q for q in table.column("seq").to_pylist() if q is not None] + [0])
     rows: list[dict] = []
     for clips in groups:
         vid = clips[0].video.id
