@@ -199,7 +199,7 @@ def append_video(path: Path, rows: dict[str, Any], vid: str, old: bool = False) 
     for name in ("nodes", "edges", "entities", "clips"):
         idx.writer.merge(name, rows[name], on="id")
     t_rows = time.perf_counter()
-    # the people step as add_people runs it: the matching columns of every appearance read, known people built, new ones matched
+    # the people step as add_people runs it: matching columns read, known people built, new ones matched
     table = idx.writer.dataset("people").to_table(columns=MATCH_COLUMNS)
     known = known_of_table(table)
     counter = [max([person_number(p) for p in table.column("person").to_pylist()] + [0])]

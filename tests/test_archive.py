@@ -168,7 +168,8 @@ def test_indexed_search_recall_on_a_synthetic_memory(source, tmp_path, embedder)
     assert "IVF" in reader.index_types("nodes")["vector"]
     data = reader.arrow("nodes", ["id", "vector"])
     ids = np.asarray(data.column("id").to_pylist())
-    vecs = data.column("vector").combine_chunks().flatten().to_numpy().reshape(len(ids), -1).astype(np.float32)
+    flat = data.column("vector").combine_chunks().flatten().to_numpy()
+    vecs = flat.reshape(len(ids), -1).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     assert len(ids) > 5000
     queries = ["my name is Anna", "the garden", "thank you", "point two", "who likes what", "a meeting"]

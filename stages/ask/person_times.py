@@ -68,14 +68,14 @@ def answer(a: Any, question: str) -> Any | None:
     book = _book(a.memory)
     if book is None:
         return None
-    found = _people(a, book, ref)
-    if not found:
+    people = _people(a, book, ref)
+    if not people:
         if _DESCRIPTION.match(ref.strip()) or a.facts.people.find(ref, a.facts.turns):
             return None  # a description, or several people: the per-video answers
         return _unknown(ref)
     if last is not None:
-        return _last_seen(a, book, found)
-    return _with(a, book, found, window)
+        return _last_seen(a, book, people)
+    return _with(a, book, people, window)
 
 
 def _other_id(ref: str) -> bool:

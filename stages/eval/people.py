@@ -360,15 +360,15 @@ def evaluate(
     if orders:
         from m3cli.stages.people.match import Thresholds
 
-        t = Thresholds()
-        t = Thresholds(
-            face_l2=t.face_l2 if face_l2 is None else face_l2,
-            voice_cos=t.voice_cos if voice_cos is None else voice_cos,
+        default = Thresholds()
+        chosen = Thresholds(
+            face_l2=default.face_l2 if face_l2 is None else face_l2,
+            voice_cos=default.voice_cos if voice_cos is None else voice_cos,
         )
         report["arrival_orders"] = orders_report(
-            [r for r in rows if Path(r["path"] or "").name in truth], truth, orders, seed, t
+            [r for r in rows if Path(r["path"] or "").name in truth], truth, orders, seed, chosen
         )
-        report["arrival_orders"]["thresholds"] = {"face_l2": t.face_l2, "voice_cos": t.voice_cos}
+        report["arrival_orders"]["thresholds"] = {"face_l2": chosen.face_l2, "voice_cos": chosen.voice_cos}
     if leave_one_out:
         if len(groups) < 2:
             raise InputError("--leave-one-out needs two or more truth files (one per group)")
