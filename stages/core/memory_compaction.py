@@ -191,6 +191,7 @@ def compact_locked(writer: MemoryWriter, keep_seconds: float = DEFAULT_KEEP_SECO
         ds = writer.dataset(name)
         n_before = len(ds.get_fragments())
         if n_before > 1 or _has_deletions(ds):
+            _fold_index_segments(ds)
             ds.optimize.compact_files(materialize_deletions=True, materialize_deletions_threshold=0.0)
             _index_new_rows(ds)
             writer.reopen(name)
@@ -212,6 +213,14 @@ def compact_locked(writer: MemoryWriter, keep_seconds: float = DEFAULT_KEEP_SECO
 
 def _has_deletions(ds: Any) -> bool:
     return any(f.metadata.deletion_file is not None for f in ds.get_fragments())
+
+
+def _fold_index_segments(ds: Any) -> None:
+    """Fold each index's segments into one first. An append's rows are indexed as a segment of their
+    own (:meth:`MemoryWriter.build_indexes`), and Lance compacts only fragments that the same index
+    segments cover: without this, a memory of many small commits would keep its fragments."""
+    if ds.list_indices():
+        ds.optimize.optimize_indices(num_indices_to_merge=1_000_000)
 
 
 def _index_new_rows(ds: Any) -> None:
