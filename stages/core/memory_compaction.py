@@ -243,17 +243,30 @@ def _version_count(writer: MemoryWriter, name: str) -> int:
     return len(writer.dataset(name).versions())
 
 
+def _versions_made(writer: MemoryWriter, name: str) -> list[tuple[int, float]]:
+    """(version, Unix time it was made) for each version of ``name`` kept. A local table's come from its
+    manifest files' names and times: Lance's own listing reads every manifest whole, and an aged table's
+    manifests list every fragment (5,000 of them take minutes to read)."""
+    if isinstance(writer.path, Path):
+        out = []
+        for f in os.scandir(Path(writer.uri(name)) / "_versions"):
+            stem = f.name.removesuffix(".manifest")
+            if f.name.endswith(".manifest") and stem.isdigit():
+                n = int(stem)
+                out.append((2**64 - 1 - n if n >= 2**63 else n, f.stat().st_mtime))  # Lance's two schemes
+        return out
+    made = []
+    for v in writer.dataset(name).versions():
+        stamp = v["timestamp"]
+        made.append((int(v["version"]), stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp)))
+    return made
+
+
 def _clean_up(writer: MemoryWriter, name: str, below: int, cutoff: float) -> None:
     """Remove the versions of ``name`` older than version ``below`` (the one the manifest named before
     compaction) and made before ``cutoff`` (a Unix time), with the files no kept version references."""
     ds = writer.dataset(name)
-    old = []
-    for v in ds.versions():
-        number = int(v["version"])
-        stamp = v["timestamp"]
-        made = stamp.timestamp() if hasattr(stamp, "timestamp") else float(stamp)
-        if number < below and made <= cutoff:
-            old.append(number)
+    old = [number for number, made in _versions_made(writer, name) if number < below and made <= cutoff]
     if old:
         ds.cleanup_old_versions(versions=old, error_if_tagged_old_versions=False)
         writer.reopen(name)
