@@ -19,7 +19,7 @@ How it runs, so the comparison means something:
 Normalisation, applied to the shown and the real output alike before they are compared (and nothing
 else varies: video ids are content hashes, and outputs are deterministic):
 
-* wall-clock durations: ``in 27.6 s`` at the end of a summary line (or before its "; of N inputs" tail) -> ``in <T> s``;
+* wall-clock durations: ``in 27.6 s`` ending a summary line or before its ``;`` -> ``in <T> s``;
 * ``m3 ask --format text``'s footer ``rounds 1 | tokens 0+0 | 1.26 s`` -> ``... | <T> s``;
 * the run's folder, where an absolute path shows it, -> nothing (paths read as relative);
 * trailing spaces; a shown line ``...`` stands for any number of lines.
