@@ -43,8 +43,8 @@ def main() -> str:
 
     from m3cli.stages.core.memory_writer import MemoryWriter
     from m3cli.stages.eval.people import memory_rows, replay
-    from m3cli.stages.people.add import MATCH_COLUMNS, known_of_table, load_known
-    from m3cli.stages.people.match import Appearance, assign_video, unit
+    from m3cli.stages.people.add import MATCH_COLUMNS, appearance_of_row, known_of_table, load_known
+    from m3cli.stages.people.match import assign_video
     from m3cli.stages.people.store import EDITS, EDITS_SCHEMA, PEOPLE, PEOPLE_SCHEMA, Edits, person_number
 
     mem = os.environ.get("M3_BENCH_PEOPLE_MEMORY")
@@ -81,18 +81,7 @@ def main() -> str:
                     counter[0] += 1
                     return f"<person_{counter[0]}>"
 
-                apps = [
-                    Appearance(
-                        r["id"],
-                        r["video"],
-                        r["character"],
-                        face=unit(r["face"]) if r["face"] else None,
-                        face_model=r["face_model"],
-                        voice=unit(r["voice"]) if r["voice"] else None,
-                        voice_model=r["voice_model"],
-                    )
-                    for r in new
-                ]
+                apps = [appearance_of_row(r) for r in new]
                 assign_video(known, apps, new_person)
                 t3 = time.perf_counter()
                 out = [

@@ -25,6 +25,7 @@ inside the stages (``PROFILED``).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -210,17 +211,11 @@ def _tree(revision: str, tmp: Path) -> Path:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(work), revision], check=True)
     mapping = tomllib.loads((work / "pyproject.toml").read_text("utf-8"))["tool"]["setuptools"]["package-dir"]
     tree = tmp / "baseline-tree"
-    for name in sorted(mapping, key=len):
-        source, target = work / mapping[name], tree.joinpath(*name.split("."))
-        children = {
-            n.split(".")[-1]
-            for n in mapping
-            if n.startswith(name + ".") and n.count(".") == name.count(".") + 1
-        }
-        target.mkdir(parents=True)
-        for entry in source.iterdir():
-            if entry.name != "__pycache__" and entry.name not in children:
-                (target / entry.name).symlink_to(entry)
+    spec = importlib.util.spec_from_file_location("typecheck", ROOT / "scripts" / "typecheck.py")
+    assert spec is not None and spec.loader is not None
+    typecheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(typecheck)
+    typecheck.lay_out(tree, mapping, root=work)  # the same layout the type check uses, of the baseline
     return tree
 
 

@@ -31,11 +31,12 @@ def package_dirs() -> dict[str, str]:
     return project["tool"]["setuptools"]["package-dir"]
 
 
-def lay_out(tree: Path, mapping: dict[str, str]) -> None:
-    """Link every mapped folder into ``tree`` at its import path (m3cli.stages -> tree/m3cli/stages)."""
+def lay_out(tree: Path, mapping: dict[str, str], root: Path = ROOT) -> None:
+    """Link every mapped folder of the checkout at ``root`` into ``tree`` at its import path
+    (m3cli.stages -> tree/m3cli/stages)."""
     shutil.rmtree(tree, ignore_errors=True)
     for name in sorted(mapping, key=len):  # parents before children
-        source, target = ROOT / mapping[name], tree.joinpath(*name.split("."))
+        source, target = root / mapping[name], tree.joinpath(*name.split("."))
         children = {
             n.split(".")[-1]
             for n in mapping

@@ -46,7 +46,7 @@ def answer(a: Any, question: str) -> Any | None:
     count, recur, where = _COUNT.search(question), _RECUR.search(question), _WHERE.search(question)
     if not (count or recur or where):
         return None
-    book = _book(a.memory)
+    book = people_book(a.memory)
     if book is None or len({v for p in book.people.values() for v in p.videos}) < 2:
         return None
     if count:
@@ -60,7 +60,7 @@ def answer(a: Any, question: str) -> Any | None:
     return _appearances(a, book, person, by_day)
 
 
-def _book(memory: Any) -> PeopleBook | None:
+def people_book(memory: Any) -> PeopleBook | None:
     """The memory's people with edits applied; None for a memory indexed before people (or not Lance)."""
     reader = getattr(memory, "reader", None)
     if reader is None or (reader.versions is not None and PEOPLE not in reader.versions):

@@ -30,12 +30,12 @@ _CHARACTER = re.compile(r"<character_\d+>")
 def answer(a: Any, question: str) -> Any | None:
     """The answer to a question naming ``<person_N>``, or None when it names none or the memory has
     no people table (the per-video answerers then read the id as they always did)."""
-    from m3cli.stages.ask.across import _book
+    from m3cli.stages.ask.across import people_book
 
     match = PERSON_RE.search(question)
     if match is None or a.scope.raw_ids:
         return None
-    book = _book(a.memory)
+    book = people_book(a.memory)
     if book is None:
         return None
     token = match.group(0)

@@ -61,11 +61,11 @@ def answer(a: Any, question: str) -> Any | None:
         ref = with_.group("x")
     else:
         ref = last.group("x")
-    from m3cli.stages.ask.across import _book
+    from m3cli.stages.ask.across import people_book
 
     if _other_id(ref):
         return None  # <character_2>: each video's own id, answered per video by the date answerer
-    book = _book(a.memory)
+    book = people_book(a.memory)
     if book is None:
         return None
     people = _people(a, book, ref)

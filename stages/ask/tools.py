@@ -259,11 +259,11 @@ def _person_of(ctx: ToolContext, who: str) -> ToolResult | None:
     own characters, so the tool says which character the person is in each video (with its recording
     date), then shows their lines there as for a character (None: ``who`` is no person id, or the
     memory has no people table)."""
-    from m3cli.stages.ask.across import _book
+    from m3cli.stages.ask.across import people_book
     from m3cli.stages.people.store import PERSON_RE
 
     m = PERSON_RE.fullmatch(who if who.startswith("<") else f"<{who}>")
-    book = _book(ctx.memory) if m else None
+    book = people_book(ctx.memory) if m else None
     if m is None or book is None:
         return None
     pid = book.edits.resolve(f"<person_{int(m.group(1))}>")

@@ -165,8 +165,8 @@ def replay(rows: list[dict], order: list[str], thresholds: Any = None) -> list[d
     matched video by video by the rule ``m3 index`` runs (:func:`~m3cli.stages.people.match.assign_video`,
     characters by number). Returns copies of ``rows`` with ``person`` replaced; videos not in ``order``
     are left out. Per-video records do not depend on the order, so this is the whole order effect."""
-    from m3cli.stages.people.add import _char_order
-    from m3cli.stages.people.match import Appearance, KnownPeople, assign_video, unit
+    from m3cli.stages.people.add import _char_order, appearance_of_row
+    from m3cli.stages.people.match import KnownPeople, assign_video
 
     known = KnownPeople(thresholds)
     counter = [0]
@@ -181,18 +181,7 @@ def replay(rows: list[dict], order: list[str], thresholds: Any = None) -> list[d
     out = []
     for vid in order:
         mine = sorted(by_video.get(vid, []), key=lambda r: _char_order(r["character"]))
-        apps = [
-            Appearance(
-                key=r["id"],
-                video=vid,
-                character=r["character"],
-                face=unit(r["face"]) if r["face"] else None,
-                face_model=r["face_model"],
-                voice=unit(r["voice"]) if r["voice"] else None,
-                voice_model=r["voice_model"],
-            )
-            for r in mine
-        ]
+        apps = [appearance_of_row(r) for r in mine]
         assign_video(known, apps, new_person)
         out += [{**r, "person": app.person} for r, app in zip(mine, apps, strict=True)]
     return out

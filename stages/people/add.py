@@ -82,21 +82,25 @@ def appearances_of(vid: str, entities: list[dict]) -> list[tuple[Appearance, dic
     return out
 
 
+def appearance_of_row(r: dict, person: str | None = None) -> Appearance:
+    """The matcher's view of one people-table row (its face and voice as unit vectors, where it has
+    them); ``person`` as already assigned, or None for one still to match."""
+    return Appearance(
+        key=r["id"],
+        video=r["video"],
+        character=r["character"],
+        face=unit(r["face"]) if r["face"] is not None and len(r["face"]) else None,
+        face_model=r["face_model"],
+        voice=unit(r["voice"]) if r["voice"] is not None and len(r["voice"]) else None,
+        voice_model=r["voice_model"],
+        person=person,
+    )
+
+
 def load_known(rows: list[dict], thresholds: Thresholds | None = None) -> KnownPeople:
     known = KnownPeople(thresholds)
     for r in sorted(rows, key=lambda r: (r["seq"], _char_order(r["character"]))):
-        known.add(
-            Appearance(
-                key=r["id"],
-                video=r["video"],
-                character=r["character"],
-                face=unit(r["face"]) if r["face"] is not None and len(r["face"]) else None,
-                face_model=r["face_model"],
-                voice=unit(r["voice"]) if r["voice"] is not None and len(r["voice"]) else None,
-                voice_model=r["voice_model"],
-                person=r["person"],
-            )
-        )
+        known.add(appearance_of_row(r, r["person"]))
     return known
 
 
