@@ -523,7 +523,8 @@ class OfflineAnswerer:
         from m3cli.stages.ask.overview import HANDLERS, CannotTell, absence_for, uncovered
 
         known = person_times.answer(self, question)  # "who was with X on <day>", "when was X last seen"
-        if known is None and by_person.PERSON_RE.search(question):  # "<person_2>": video by video
+        names_person = by_person.PERSON_RE.search(question) is not None
+        if known is None and names_person:  # "<person_2>": across videos, else video by video
             known = across.answer(self, question) or by_person.answer(self, question)
         if known is not None:
             known.form = "people"
@@ -532,7 +533,8 @@ class OfflineAnswerer:
         if dated is not None:
             dated.form = "dates"
             return dated
-        known = across.answer(self, question)  # people across videos, from the memory's people table
+        # people across videos, from the memory's people table (already asked when it names a person)
+        known = None if names_person else across.answer(self, question)
         if known is not None:
             known.form = "people"
             return known
