@@ -41,8 +41,8 @@ def _records(video: Path, cache):
 def speed_rows(tmp: Path) -> list[list[object]]:
     from m3cli.stages.core.cache import Cache
     from m3cli.stages.core.common import RunContext
-    from m3cli.stages.diarize import DiarizeConfig, diarize_records
-    from m3cli.stages.faces import FacesConfig, load_model, run_faces
+    from m3cli.stages.diarize.stage import DiarizeConfig, diarize_records
+    from m3cli.stages.faces.stage import FacesConfig, load_model, run_faces
     from m3cli.stages.voices import VoicesConfig, voices_records
 
     rows = []

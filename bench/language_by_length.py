@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from m3cli.stages.backends.asr import RATE, make_asr
-from m3cli.stages.diarize_second import LANGUAGE_P, MODEL
+from m3cli.stages.diarize.second import LANGUAGE_P, MODEL
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

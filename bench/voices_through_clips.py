@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from m3cli.schemas.records import ClipRecord
-from m3cli.stages.backends import diarizer_overlap
+from m3cli.stages.backends.diarizer import overlap as diarizer_overlap
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
-from m3cli.stages.diarize import DiarizeConfig, diarize_records
+from m3cli.stages.diarize.stage import DiarizeConfig, diarize_records
 from m3cli.stages.eval.audio import (
     EvalItem,
     collect_items,

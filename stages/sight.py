@@ -66,12 +66,12 @@ class SightModels:
     """The text reader and the tagger, loaded once (the tagger only when tags are wanted)."""
 
     def __init__(self, config: SightConfig) -> None:
-        from m3cli.stages.backends.ocr_rapid import RapidOcr
+        from m3cli.stages.backends.ocr.rapid import RapidOcr
 
         self.ocr = RapidOcr(det_side=config.det_side, gate_side=config.gate_side) if config.text else None
         self.tagger = None
         if config.tags:
-            from m3cli.stages.backends.tagger_effnet import ImageNetTagger
+            from m3cli.stages.backends.tagger.effnet import ImageNetTagger
 
             self.tagger = ImageNetTagger()
 
@@ -185,7 +185,7 @@ def keep_line(text: str, score: float, config: SightConfig) -> bool:
 # ------------------------------------------------------------------------------------------ tags
 def pooled_tags(probs: np.ndarray) -> list[tuple[str, float]]:
     """(tag, probability) for every class, dog breeds and cats pooled, highest first."""
-    from m3cli.stages.backends.tagger_effnet import class_names
+    from m3cli.stages.backends.tagger.effnet import class_names
 
     names = class_names()
     p = np.asarray(probs, dtype=np.float64)
@@ -464,7 +464,7 @@ def keyframe_parts(
     Each path is checked to be a JPEG inside the cache before it is read."""
     from PIL import Image
 
-    from m3cli.stages.backends.llm_media import image_part
+    from m3cli.stages.backends.llm.media import image_part
     from m3cli.stages.core.record_paths import JPEG, cache_file
 
     if record.sight is None or cache is None or limit <= 0:

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 from memory_helpers import clip
 
-from m3cli.stages.abstract import AbstractConfig, abstract_records
-from m3cli.stages.abstract_conflicts import polarity_form
+from m3cli.stages.abstract.conflicts import polarity_form
+from m3cli.stages.abstract.stage import AbstractConfig, abstract_records
 from m3cli.stages.backends.llm import LlmClient
-from m3cli.stages.link import LinkConfig, link_records
-from m3cli.stages.memorize import MemorizeConfig, memorize_records
+from m3cli.stages.link.stage import LinkConfig, link_records
+from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 from support.fake_openai import FakeOpenAI, Fault
 
 

@@ -13,12 +13,12 @@ import pytest
 from memory_helpers import clip
 
 from m3cli.schemas.records import ClipRecord
-from m3cli.stages.abstract import AbstractConfig, Abstractor, VideoState
+from m3cli.stages.abstract.stage import AbstractConfig, Abstractor, VideoState
 from m3cli.stages.backends.embed import make_embedder
 from m3cli.stages.core.entity_ids import ID_RE
 from m3cli.stages.core.memory_store import fact_id
-from m3cli.stages.link import LinkConfig, link_records
-from m3cli.stages.memorize import MemorizeConfig, memorize_records
+from m3cli.stages.link.stage import LinkConfig, link_records
+from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 
 STATEMENTS = ["{e} likes coffee", "{e} dislikes coffee", "{e} is married", "{e} is single", "{e} loves music"]
 

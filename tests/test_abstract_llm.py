@@ -7,7 +7,7 @@ import json
 
 from test_abstract import conversation, items
 
-from m3cli.stages.abstract import AbstractConfig, abstract_records
+from m3cli.stages.abstract.stage import AbstractConfig, abstract_records
 from m3cli.stages.backends.llm import LlmClient
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext

@@ -8,7 +8,7 @@ import re
 
 from test_abstract import conversation, items
 
-from m3cli.stages.abstract import AbstractConfig, abstract_records
+from m3cli.stages.abstract.stage import AbstractConfig, abstract_records
 from m3cli.stages.backends.llm import DEFAULT_MAX_TOKENS, LlmClient
 from support.fake_openai import FakeOpenAI
 

@@ -21,7 +21,7 @@ from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.media import content_id
 from m3cli.stages.core.memory_reader import open_reader
 from m3cli.stages.core.memory_store import open_memory
-from m3cli.stages.index import index_records
+from m3cli.stages.index.stage import index_records
 from m3cli.stream import parse_record
 from support.ask_memory import V, check_answer, clip_records
 from support.fake_openai import FakeOpenAI

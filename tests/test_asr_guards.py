@@ -1,4 +1,4 @@
-"""The guards against invented English (stages/asr_guards.py) on what tiny.en really writes.
+"""The guards against invented English (stages/diarize/asr_guards.py) on what tiny.en really writes.
 
 Each recording is read the way `m3 diarize` reads it (silero VAD, the overlap diarizer, tiny.en over
 the speech), with English forced on foreign speech: the language ID's verdict is left out (``heard``
@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 from conftest import DATA
-from m3cli.stages import asr_guards
 from m3cli.stages.backends.asr import merge_spans
-from m3cli.stages.backends.asr_faster_whisper import COMPRESSION_RATIO_THRESHOLD, LOG_PROB_THRESHOLD
+from m3cli.stages.backends.asr.faster_whisper import COMPRESSION_RATIO_THRESHOLD, LOG_PROB_THRESHOLD
+from m3cli.stages.diarize import asr_guards
 
 LANG = DATA / "languages"
 
@@ -37,15 +37,15 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def pipe():
     from m3cli.stages.configs.diarize import DiarizeConfig
-    from m3cli.stages.diarize import Pipeline
+    from m3cli.stages.diarize.stage import Pipeline
 
     return Pipeline(DiarizeConfig(), device="cpu")
 
 
 def read_by_tiny_en(path: Path, pipe) -> tuple[list[dict], list, list]:
     """(utterances, Whisper segments, speaker turns) of tiny.en's reading of the whole file."""
-    from m3cli.stages import diarize as D
     from m3cli.stages.core.audio_file import read_audio_file
+    from m3cli.stages.diarize import stage as D
 
     _, audio = read_audio_file(path)
     speech = pipe.vad.speech(audio)

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import DATA, run_m3
-from m3cli.stages.backends.asr_models import (
+from m3cli.stages.backends.asr.models import (
     PACKAGED,
     Packaged,
     WhisperSource,
@@ -45,7 +45,7 @@ def test_parts_are_joined_in_order_and_gaps_refused(tmp_path):
 
 
 def test_names_resolve_offline():
-    from m3cli.stages.backends.asr_faster_whisper import bundled_model_dir, resolve_model
+    from m3cli.stages.backends.asr.faster_whisper import bundled_model_dir, resolve_model
 
     assert resolve_model(None).name == "tiny.en" and resolve_model(None).files() is None
     assert resolve_model(str(bundled_model_dir())).path == str(bundled_model_dir().resolve())
@@ -99,7 +99,7 @@ def test_a_whisper_size_is_looked_for_in_the_model_folder_then_the_cache(tmp_pat
     """Where a size is found (only where it is looked for; what is placed there is the user's): the
     folder ``$M3_MODEL_DIR/whisper-<size>`` first, then faster-whisper's repository in the local
     Hugging Face cache; a folder that is no CTranslate2 model is one line."""
-    from m3cli.stages.backends.asr_faster_whisper import bundled_model_dir
+    from m3cli.stages.backends.asr.faster_whisper import bundled_model_dir
 
     hub = tmp_path / "hf" / "hub" / "models--Systran--faster-whisper-small" / "snapshots" / ("0" * 40)
     hub.mkdir(parents=True)

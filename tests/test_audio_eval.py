@@ -135,7 +135,7 @@ def test_eval_commands_print_tables_and_json(cache_dir):
     assert data["wer"] == 0.0 and data["reference_words"] == 22
     assert data["untranscribed"] == 0.0  # every second of jfk's one turn is in an utterance
     # --asr-model DIR: a CTranslate2 Whisper directory (here the bundled one, named explicitly)
-    from m3cli.stages.backends.asr_faster_whisper import bundled_model_dir
+    from m3cli.stages.backends.asr.faster_whisper import bundled_model_dir
 
     jfk = (DATA / "jfk.wav", "--ref", DATA / "jfk.ref.txt")
     own = run_m3("eval", "asr", *jfk, "--asr-model", bundled_model_dir(), "--json")

@@ -14,7 +14,7 @@ import orjson
 import pytest
 
 from conftest import HAMILTON, ROOT
-from m3cli.stages.batch import Journal, expand_inputs
+from m3cli.stages.batch.stage import Journal, expand_inputs
 from support.clips import cut_pieces
 from support.memory_rows import memory_rows
 
@@ -193,8 +193,8 @@ def test_cron_wrapper_runs_under_crons_minimal_environment(tmp_path, pieces, sha
 
 
 def test_workers_that_fill_the_cores_run_their_stages_one_after_another():
-    from m3cli.stages.batch import LocalEngine
-    from m3cli.stages.batch_ray import RayEngine
+    from m3cli.stages.batch.ray import RayEngine
+    from m3cli.stages.batch.stage import LocalEngine
     from m3cli.stages.pipeline import PipelineConfig
 
     jobs = max(2, os.cpu_count() or 1)  # as many workers as cores: each keeps to one

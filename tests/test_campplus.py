@@ -13,7 +13,7 @@ DATA = Path(__file__).parent / "data"
 
 @pytest.fixture(scope="module")
 def model_and_audio():
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.speaker.campplus import CamppModel
     from m3cli.stages.core.audio_file import read_audio_file
 
     _, audio = read_audio_file(DATA / "libri5.mp4")
@@ -21,7 +21,7 @@ def model_and_audio():
 
 
 def test_batched_windows_equal_one_by_one(model_and_audio) -> None:
-    from m3cli.stages.backends.speaker_campplus import BATCH, frame_range, kaldi_fbank
+    from m3cli.stages.backends.speaker.campplus import BATCH, frame_range, kaldi_fbank
 
     model, audio = model_and_audio
     # more 2-s windows than one batch holds, with odd-length spans and a too-short one in between

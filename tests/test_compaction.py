@@ -24,7 +24,7 @@ from m3cli.stages.core.memory_manifest import MANIFEST, read_manifest, read_mani
 from m3cli.stages.core.memory_reader import MemoryReader
 from m3cli.stages.core.memory_store import open_memory
 from m3cli.stages.core.memory_writer import MemoryWriter
-from m3cli.stages.index import index_records
+from m3cli.stages.index.stage import index_records
 from support.memory_rows import memory_rows
 
 QUESTIONS = ("Who likes the garden?", "What is the name of the person who said hello?")

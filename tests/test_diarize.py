@@ -15,7 +15,7 @@ from m3cli.stages.backends.speaker import windows_over
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import M3Error
-from m3cli.stages.diarize import (
+from m3cli.stages.diarize.stage import (
     STAGE,
     DiarizeConfig,
     Pipeline,
@@ -348,7 +348,7 @@ def test_unsure_words_after_every_turn_are_dropped():
 
 
 def test_a_squeezed_repeat_of_the_segment_before_is_whisper_looping():
-    from m3cli.stages.diarize import _echo
+    from m3cli.stages.diarize.stage import _echo
 
     said = AsrSegment(33.9, 34.42, "Thank you very much.", ())
     squeezed = tuple(Word(34.42 + 0.05 * i, 34.47 + 0.05 * i, w, 0.9) for i, w in enumerate("abcd"))

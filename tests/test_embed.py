@@ -159,7 +159,7 @@ def test_onnx_graph_is_built_once_and_kept_in_the_model_store(tmp_path, monkeypa
 
 def test_onnx_graph_is_valid_onnx():
     onnx = pytest.importorskip("onnx")  # a dev tool: the user install builds the graph without it
-    from m3cli.stages.backends.bert_onnx import build
+    from m3cli.stages.backends.embed.bert_onnx import build
 
     model = onnx.load_from_string(build(bundled_model_dir()))
     onnx.checker.check_model(model)

@@ -15,11 +15,11 @@ import pytest
 
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.backends.face import make_face_model
-from m3cli.stages.backends.face_dlib import DlibFaceModel
+from m3cli.stages.backends.face.dlib import DlibFaceModel
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import M3Error
-from m3cli.stages.faces import (
+from m3cli.stages.faces.stage import (
     Counters,
     FacesConfig,
     cluster_embeddings,

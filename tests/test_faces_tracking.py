@@ -7,9 +7,9 @@ import pytest
 from PIL import Image
 
 from conftest import DATA, HAMILTON
-from m3cli.stages.backends import face_dlib
+from m3cli.stages.backends.face import dlib as face_dlib
 from m3cli.stages.backends.face import make_face_model
-from m3cli.stages.backends.face_dlib import _iou
+from m3cli.stages.backends.face.dlib import _iou
 from m3cli.stages.core import media
 
 

@@ -106,7 +106,7 @@ def test_two_processes_needing_one_export_make_it_once(tmp_path):
         import logging, sys, time
         from pathlib import Path
         logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
-        from m3cli.stages.backends.speaker_campplus import CamppModel
+        from m3cli.stages.backends.speaker.campplus import CamppModel
         from m3cli.stages.core.audio_file import read_audio_file
         import torch  # imported before the start, so the race is over the export, not the import
         _, audio = read_audio_file(Path({str(DATA / "speakers3.mp4")!r}))

@@ -14,16 +14,16 @@ import orjson
 import pytest
 from memory_helpers import VIDEO, clip
 
-from m3cli.stages.abstract import AbstractConfig, abstract_records
+from m3cli.stages.abstract.stage import AbstractConfig, abstract_records
 from m3cli.stages.backends.embed import make_embedder
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_manifest import read_manifest, write_manifest
 from m3cli.stages.core.memory_store import SCHEMA_VERSION, TABLES, open_memory
-from m3cli.stages.index import index_records
-from m3cli.stages.link import LinkConfig, link_records
-from m3cli.stages.memorize import MemorizeConfig, memorize_records
+from m3cli.stages.index.stage import index_records
+from m3cli.stages.link.stage import LinkConfig, link_records
+from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -18,7 +18,7 @@ from m3cli.stages.core.memory_manifest import read_manifest
 from m3cli.stages.core.memory_reader import open_reader
 from m3cli.stages.core.memory_store import TABLES
 from m3cli.stages.core.memory_writer import MemoryWriter
-from m3cli.stages.index import IndexConfig, index_records
+from m3cli.stages.index.stage import IndexConfig, index_records
 from m3cli.stages.people.store import EDITS, PEOPLE
 from support.import_probe import m3_imports
 from support.memory_rows import memory_rows

@@ -8,12 +8,12 @@ import json
 import pytest
 
 from conftest import DATA, FIXTURE, run_m3
-from m3cli.stages.asr_guards import loops, words_of
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
-from m3cli.stages.diarize import DiarizeConfig, diarize_file
+from m3cli.stages.diarize.asr_guards import loops, words_of
+from m3cli.stages.diarize.language_id import Heard
+from m3cli.stages.diarize.stage import DiarizeConfig, diarize_file
 from m3cli.stages.eval.languages import error_rate, normalize
-from m3cli.stages.language_id import Heard
 
 LANG = DATA / "languages"
 

@@ -7,7 +7,7 @@ import json
 import orjson
 from memory_helpers import clip
 
-from m3cli.stages.link import LinkConfig, LinkState, Vote, clip_votes, link_records
+from m3cli.stages.link.stage import LinkConfig, LinkState, Vote, clip_votes, link_records
 from m3cli.stream import parse_record
 
 META = LinkConfig(method="meta")  # M3-Agent's meta-clips, Algorithm 2 (weight-1 edges dropped)

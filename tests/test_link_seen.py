@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from memory_helpers import clip
 
-from m3cli.stages.link import LinkConfig, clip_votes, cut_activity, link_records, mouth_motion
+from m3cli.stages.link.stage import LinkConfig, clip_votes, cut_activity, link_records, mouth_motion
 
 SEEN = LinkConfig()
 STEP = 0.2

@@ -8,7 +8,7 @@ from conftest import DATA
 
 
 def test_a_source_without_video_is_reported_as_such(tmp_path):
-    from m3cli.stages.core.live_source import Recorder
+    from m3cli.stages.live.source import Recorder
 
     recorder = Recorder(str(DATA / "jfk.wav"), tmp_path / "spool", threading.Event(), connect_timeout=5.0)
     recorder.run()  # in this thread: a file source is copied once

@@ -17,8 +17,8 @@ from m3cli.stages.backends.llm import (
     LlmContextError,
     LlmError,
 )
-from m3cli.stages.backends.llm_capabilities import refusal
-from m3cli.stages.backends.llm_media import audio_part, image_part
+from m3cli.stages.backends.llm.capabilities import refusal
+from m3cli.stages.backends.llm.media import audio_part, image_part
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.errors import M3Error
 from support.fake_openai import FakeOpenAI, Fault

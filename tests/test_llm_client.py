@@ -14,8 +14,8 @@ from m3cli.stages.backends.llm import (
     LlmError,
     LlmJsonError,
 )
-from m3cli.stages.backends.llm_json import extract_json
-from m3cli.stages.backends.llm_media import audio_part, image_part
+from m3cli.stages.backends.llm.json_reply import extract_json
+from m3cli.stages.backends.llm.media import audio_part, image_part
 from m3cli.stages.core.errors import M3Error
 from support.fake_openai import FakeOpenAI, Fault
 

@@ -143,9 +143,9 @@ def test_a_ts_remux_decodes_every_clip_from_its_start(tmp_path):
 
 
 def test_rotated_phone_video_is_decoded_upright_and_its_faces_found(tmp_path):
-    from m3cli.stages.backends.face_dlib import DlibFaceModel
+    from m3cli.stages.backends.face.dlib import DlibFaceModel
     from m3cli.stages.core.common import RunContext
-    from m3cli.stages.faces import FacesConfig, run_faces
+    from m3cli.stages.faces.stage import FacesConfig, run_faces
 
     clip = rotated_phone_clip(FIXTURE, tmp_path / "portrait.mp4")
     with av.open(str(clip)) as c:

@@ -28,7 +28,7 @@ from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.memory_manifest import MANIFEST, read_manifest
 from m3cli.stages.core.memory_store import open_memory
-from m3cli.stages.index import index_records
+from m3cli.stages.index.stage import index_records
 
 OTHER = "1111222233334444"
 

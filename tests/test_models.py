@@ -56,7 +56,7 @@ def _copy_with_flipped_byte(source: Path, dest: Path, offset: int) -> None:
 
 def test_one_flipped_byte_fails_check_and_loading_with_both_digests(tmp_path):
     from m3cli.stages.backends import models
-    from m3cli.stages.backends.speaker_campplus import bundled_weights
+    from m3cli.stages.backends.speaker.campplus import bundled_weights
 
     real = bundled_weights()
     pinned = models.model("campplus").files[0]
@@ -79,7 +79,7 @@ def test_one_flipped_byte_fails_check_and_loading_with_both_digests(tmp_path):
     # loading the model refuses the file the same way: one line, the file, both digests
     code = textwrap.dedent(
         """
-        from m3cli.stages.backends.speaker_campplus import CamppModel
+        from m3cli.stages.backends.speaker.campplus import CamppModel
         from m3cli.stages.core.errors import M3Error
         try:
             CamppModel()
@@ -98,7 +98,7 @@ def test_a_changed_installed_file_is_caught_although_its_digest_was_remembered(t
     """The remembered digest is keyed by the file's identity: rewriting the file (new mtime) hashes it
     again, so a verified-once file that changes later is still caught."""
     from m3cli.stages.backends import models
-    from m3cli.stages.backends.vad_silero import bundled_model_path
+    from m3cli.stages.backends.asr.vad_silero import bundled_model_path
     from m3cli.stages.core import model_store
     from m3cli.stages.core.errors import M3Error
 
@@ -148,8 +148,8 @@ def test_export_then_model_dir_gives_the_same_results(tmp_path):
         f"""
         import orjson
         from pathlib import Path
-        from m3cli.stages.backends.speaker_campplus import CamppModel, bundled_weights
-        from m3cli.stages.backends.vad_silero import SileroOnnx, bundled_model_path, speech_timestamps
+        from m3cli.stages.backends.speaker.campplus import CamppModel, bundled_weights
+        from m3cli.stages.backends.asr.vad_silero import SileroOnnx, bundled_model_path, speech_timestamps
         from m3cli.stages.core.audio_file import read_audio_file
         _, audio = read_audio_file(Path({str(DATA / "speakers3.mp4")!r}))
         vad = speech_timestamps(SileroOnnx(), audio)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from m3cli.stages.backends.face import mouth_aperture
-from m3cli.stages.backends.face_insightface import inner_lip_gap
+from m3cli.stages.backends.face.insightface import inner_lip_gap
 
 EYES = (np.array([100.0, 100.0]), np.array([200.0, 100.0]))  # 100 px apart
 

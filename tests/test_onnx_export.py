@@ -24,7 +24,7 @@ def audio() -> np.ndarray:
 
 
 def test_campplus_export_embeds_as_torch_does(audio) -> None:
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.speaker.campplus import CamppModel
 
     exported, reference = CamppModel(), CamppModel(runtime="torch")
     assert "onnxruntime" in exported.version and "torch" in reference.version  # caches never mix them
@@ -41,7 +41,7 @@ def test_campplus_export_embeds_as_torch_does(audio) -> None:
 
 
 def test_segmentation_export_gives_the_torch_activity() -> None:
-    from m3cli.stages.backends.segmentation import SegmentationModel
+    from m3cli.stages.backends.diarizer.segmentation import SegmentationModel
     from m3cli.stages.core.audio_file import read_audio_file
 
     _, meeting = read_audio_file(DATA / "dev00.wav")  # an AMI meeting excerpt
@@ -54,16 +54,16 @@ def test_segmentation_export_gives_the_torch_activity() -> None:
 
 
 def test_exported_networks_run_without_importing_torch(audio) -> None:
-    from m3cli.stages.backends.segmentation import SegmentationModel
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.diarizer.segmentation import SegmentationModel
+    from m3cli.stages.backends.speaker.campplus import CamppModel
 
     CamppModel(), SegmentationModel()  # the exports exist in the store from here on
     script = textwrap.dedent(
         f"""
         import sys
         from pathlib import Path
-        from m3cli.stages.backends.segmentation import SegmentationModel
-        from m3cli.stages.backends.speaker_campplus import CamppModel
+        from m3cli.stages.backends.diarizer.segmentation import SegmentationModel
+        from m3cli.stages.backends.speaker.campplus import CamppModel
         from m3cli.stages.core.audio_file import read_audio_file
         _, audio = read_audio_file(Path({str(DATA / "speakers3.mp4")!r}))
         print(CamppModel().embed(audio, [(1.0, 3.0)]).shape)
@@ -80,7 +80,7 @@ def test_exported_networks_run_without_importing_torch(audio) -> None:
 
 
 def _weights_copy(tmp_path: Path) -> Path:
-    from m3cli.stages.backends.speaker_campplus import bundled_weights
+    from m3cli.stages.backends.speaker.campplus import bundled_weights
 
     copy = tmp_path / "weights" / "campplus.pt"
     copy.parent.mkdir()
@@ -94,7 +94,7 @@ def _embed_in_new_process(weights: Path) -> np.ndarray:
         f"""
         import sys
         from pathlib import Path
-        from m3cli.stages.backends.speaker_campplus import CamppModel
+        from m3cli.stages.backends.speaker.campplus import CamppModel
         from m3cli.stages.core.audio_file import read_audio_file
         _, audio = read_audio_file(Path({str(DATA / "speakers3.mp4")!r}))
         print(",".join(map(repr, CamppModel(Path({str(weights)!r})).embed(audio, [(1.0, 3.0)])[0].tolist())))
@@ -107,9 +107,9 @@ def _embed_in_new_process(weights: Path) -> np.ndarray:
 
 
 def test_store_replaces_a_damaged_export_and_keys_on_the_weights(tmp_path, monkeypatch) -> None:
-    from m3cli.stages.backends import speaker_campplus
-    from m3cli.stages.backends.onnx_export import export_path
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.onnx.export import export_path
+    from m3cli.stages.backends.speaker import campplus as speaker_campplus
+    from m3cli.stages.backends.speaker.campplus import CamppModel
 
     monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path / "store"))
     weights = _weights_copy(tmp_path)
@@ -134,15 +134,15 @@ def test_store_replaces_a_damaged_export_and_keys_on_the_weights(tmp_path, monke
 
 
 def test_one_session_per_export_in_a_process() -> None:
-    from m3cli.stages.backends.segmentation import SegmentationModel
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.diarizer.segmentation import SegmentationModel
+    from m3cli.stages.backends.speaker.campplus import CamppModel
 
     assert CamppModel()._session is CamppModel()._session  # diarize's and voices' CAM++ in `m3 run`
     assert SegmentationModel()._session is not CamppModel()._session
 
 
 def test_unwritable_store_still_runs_from_memory(tmp_path, monkeypatch, audio, caplog) -> None:
-    from m3cli.stages.backends.segmentation import SegmentationModel
+    from m3cli.stages.backends.diarizer.segmentation import SegmentationModel
 
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where the store should be")
@@ -153,8 +153,8 @@ def test_unwritable_store_still_runs_from_memory(tmp_path, monkeypatch, audio, c
 
 
 def test_runtime_choice_is_checked() -> None:
-    from m3cli.stages.backends.segmentation import SegmentationModel
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.diarizer.segmentation import SegmentationModel
+    from m3cli.stages.backends.speaker.campplus import CamppModel
     from m3cli.stages.core.errors import M3Error
 
     with pytest.raises(M3Error, match="unknown runtime 'tensorrt'; valid: onnxruntime, torch"):
@@ -168,8 +168,9 @@ def test_two_threads_export_two_networks_at_once(tmp_path, monkeypatch, audio) -
     torch's exporter is process-global; unguarded, one of them failed with `GLOBALS.in_onnx_export`."""
     import threading
 
-    from m3cli.stages.backends import onnx_export, tagger_effnet
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.onnx import export as onnx_export
+    from m3cli.stages.backends.speaker.campplus import CamppModel
+    from m3cli.stages.backends.tagger import effnet as tagger_effnet
 
     monkeypatch.setenv("M3_MODEL_STORE", str(tmp_path / "store"))
     onnx_export._SESSIONS.__init__()  # nothing opened yet in this process from this store

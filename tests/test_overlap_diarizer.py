@@ -11,7 +11,7 @@ from conftest import DATA, HAMILTON, SHARED_MEDIA, run_m3
 from m3cli.stages.backends.asr import SpeakerTurn
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
-from m3cli.stages.diarize import DiarizeConfig, diarize_file, turn_records
+from m3cli.stages.diarize.stage import DiarizeConfig, diarize_file, turn_records
 from m3cli.stages.eval.audio import diarization_error, overlap_agreement, read_rttm, read_uem
 
 LIBRI5 = DATA / "libri5.mp4"  # five LibriSpeech readers; 533 only in 0.9-1.5 s pieces (make_libri5.py)
@@ -137,7 +137,7 @@ def test_one_speaker_video_has_one_voice(tmp_path):
 def test_clips_with_a_few_seconds_of_speech_still_split_two_speakers():
     """Under ~8 s of speech the eigengap is replaced by average linkage (measured on 10 excerpts: 9 right)."""
     from m3cli.stages.backends.asr import make_vad
-    from m3cli.stages.backends.diarizer_overlap import OverlapDiarizer
+    from m3cli.stages.backends.diarizer.overlap import OverlapDiarizer
     from m3cli.stages.core.audio_file import read_audio_file
 
     diarizer, vad = OverlapDiarizer(), make_vad("silero")
@@ -159,7 +159,7 @@ def test_an_overlaps_second_speaker_is_the_chunks_other_local_speaker(uri, rttm,
     pair probability inside windows where the argmax hears two, 7.8 of 7.9 s and 1.5 of 2.5 s flagged
     are overlapped in the reference."""
     from m3cli.stages.backends.asr import make_vad
-    from m3cli.stages.backends.diarizer_overlap import OverlapDiarizer
+    from m3cli.stages.backends.diarizer.overlap import OverlapDiarizer
     from m3cli.stages.core.audio_file import read_audio_file
 
     folder = SHARED_MEDIA / "diarization"

@@ -40,7 +40,7 @@ def test_m3cli_path_is_its_own_folder_only():
 
 def test_no_source_file_is_loaded_twice():
     # what the suite has imported so far, plus the modules that carry process-wide state
-    for name in ("m3cli.app", "m3cli.stages.core.errors", "m3cli.stages.batch_ray", "m3cli.schemas.records"):
+    for name in ("m3cli.app", "m3cli.stages.core.errors", "m3cli.stages.batch.ray", "m3cli.schemas.records"):
         importlib.import_module(name)
     # the folders this process runs (installed or editable) and the checkout's own
     packages = [sys.modules[n].__file__ for n in ("m3cli", "m3cli.stages", "m3cli.schemas")]
@@ -79,7 +79,7 @@ def test_a_checkout_on_sys_path_still_refuses_the_bare_names():
 
 def test_ray_driver_refuses_a_directory_whose_m3cli_would_shadow_its_own(tmp_path):
     import m3cli
-    from m3cli.stages.batch_ray import check_workers_see_this_m3
+    from m3cli.stages.batch.ray import check_workers_see_this_m3
     from m3cli.stages.core.errors import M3Error
 
     check_workers_see_this_m3(str(tmp_path))  # a user's directory: nothing to shadow

@@ -18,7 +18,7 @@ from m3cli.stages.ask.loop import AskConfig
 from m3cli.stages.ask.questions import Question
 from m3cli.stages.core import memory_prompts as MP
 from m3cli.stages.core.errors import InputError
-from m3cli.stages.memorize import MemorizeConfig, memorize_records
+from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 from support import ask_memory
 from support.ask_memory import check_answer, fake_env, make_asker
 from support.fake_openai import FakeOpenAI

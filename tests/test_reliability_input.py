@@ -165,7 +165,9 @@ def test_eval_link_cli_accepts_a_turns_truth_file(tmp_path):
 def _current_speaker_exports():
     """The store files this machine's CAM++ and segmentation-3.0 weights export to (a store may also
     hold exports of other weights or torch versions, under other names)."""
-    from m3cli.stages.backends import onnx_export, segmentation, speaker_campplus
+    from m3cli.stages.backends.diarizer import segmentation
+    from m3cli.stages.backends.onnx import export as onnx_export
+    from m3cli.stages.backends.speaker import campplus as speaker_campplus
 
     paths = (
         onnx_export.export_path(speaker_campplus._export_spec(speaker_campplus.bundled_weights(), 192)),
@@ -180,7 +182,8 @@ def test_another_networks_export_under_the_segmentation_name_is_one_line(tmp_pat
     """A valid ONNX of CAM++ copied over the segmentation-3.0 export in the model store."""
     import shutil
 
-    from m3cli.stages.backends import onnx_export, segmentation
+    from m3cli.stages.backends.diarizer import segmentation
+    from m3cli.stages.backends.onnx import export as onnx_export
     from m3cli.stages.core.errors import M3Error
 
     campplus, segment = _current_speaker_exports()
@@ -203,7 +206,8 @@ def test_another_networks_export_under_the_campplus_name_is_one_line(tmp_path, m
 
     import numpy as np
 
-    from m3cli.stages.backends import onnx_export, speaker_campplus
+    from m3cli.stages.backends.onnx import export as onnx_export
+    from m3cli.stages.backends.speaker import campplus as speaker_campplus
     from m3cli.stages.core.errors import M3Error
 
     campplus, segment = _current_speaker_exports()

@@ -266,7 +266,7 @@ def test_new_content_moved_over_a_processed_name_is_processed(tmp_path, cache_di
         watch.send_signal(signal.SIGTERM)
         _, err = watch.communicate(timeout=60)
     assert err.decode().count("a.mp4: 1 clips committed") == 2 and final["failed"] == []
-    from m3cli.stages.batch import indexed_videos
+    from m3cli.stages.batch.stage import indexed_videos
     from m3cli.stages.core.media import content_id
 
     assert indexed_videos(memory) == {content_id(HAMILTON), content_id(SPEAKERS3)}

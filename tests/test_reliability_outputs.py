@@ -124,7 +124,7 @@ def test_batch_output_made_read_only_during_the_work_keeps_the_work(switchable, 
     after = _cache_entries(cache_dir)
     assert {k: after.get(k) for k in before} == before  # every entry read back, none made again
     assert {k.split("/")[1] for k in set(after) - set(before)} <= {"index-embed"}  # only the commit's
-    from m3cli.stages.batch import indexed_videos
+    from m3cli.stages.batch.stage import indexed_videos
     from m3cli.stages.core.media import content_id
 
     assert indexed_videos(memory) == {content_id(HAMILTON)}
@@ -208,7 +208,7 @@ def test_watch_status_made_read_only_while_watching_ends_with_one_line(switchabl
     line = one_error(done)
     assert done.returncode == 1 and line.startswith(f"m3: error: {status}: cannot write the watch status (")
     assert "the clips committed so far stay in the memory" in line
-    from m3cli.stages.batch import clip_values
+    from m3cli.stages.batch.stage import clip_values
 
     assert len(clip_values(memory, "clip")) >= before["clips_committed"]
 
@@ -276,7 +276,7 @@ def test_two_first_starts_mint_one_stream_id(tmp_path, cache_dir):
     refused = next(err for code, err in results if code == 1)
     assert refused.count("m3: error: ") == 1 and "is already watched into" in refused
     sid = orjson.loads((state / "state.json").read_bytes())["stream_id"]
-    from m3cli.stages.batch import clip_values
+    from m3cli.stages.batch.stage import clip_values
 
     assert clip_values(memory, "video") == {sid} and clip_values(memory, "clip") == {0, 1}
 
@@ -409,7 +409,7 @@ def test_the_llm_memorizer_keeps_the_on_screen_text(tmp_path):
     from m3cli.stages.backends.llm import LlmClient
     from m3cli.stages.core.cache import Cache
     from m3cli.stages.core.common import RunContext
-    from m3cli.stages.memorize import MemorizeConfig, memorize_records, offline_memory
+    from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records, offline_memory
     from m3cli.stages.segment import SegmentConfig, segment_video
     from m3cli.stages.sight import SightConfig, SightModels, memory_lines, run_sight
     from support.fake_openai import FakeOpenAI

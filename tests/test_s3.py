@@ -13,9 +13,9 @@ import pytest
 from memory_helpers import clip
 
 from conftest import HAMILTON
-from m3cli.stages.abstract import AbstractConfig, abstract_records
-from m3cli.stages.link import LinkConfig, link_records
-from m3cli.stages.memorize import MemorizeConfig, memorize_records
+from m3cli.stages.abstract.stage import AbstractConfig, abstract_records
+from m3cli.stages.link.stage import LinkConfig, link_records
+from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 from support.clips import cut_pieces
 from support.fake_openai import FakeOpenAI
 from support.memory_rows import memory_rows

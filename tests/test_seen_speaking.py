@@ -17,7 +17,7 @@ from test_link_seen import scene
 from conftest import DATA, run_m3
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.eval.audio import diarization_error, read_rttm
-from m3cli.stages.link import LinkConfig, link_records
+from m3cli.stages.link.stage import LinkConfig, link_records
 
 LINK = DATA / "link"
 VIDEOS = ["latentsync_2people_turns", "grid_4people_turns"]

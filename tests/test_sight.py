@@ -97,7 +97,7 @@ def test_title_text_found_with_its_time_span(models, tmp_path):
 
 def test_tags_on_real_photos_are_right_at_the_default_threshold(models):
     from m3cli.stages.eval.sight import _right
-    from m3cli.stages.faces import load_image
+    from m3cli.stages.faces.stage import load_image
     from m3cli.stages.sight import kept_tags
 
     truth = json.loads((SIGHT / "tags" / "truth.json").read_text())
@@ -126,7 +126,7 @@ def test_eval_sight_command_prints_ocr_and_tag_scores(cache_dir):
 
 
 def test_offline_memorizer_writes_sight_lines(models, tmp_path):
-    from m3cli.stages.memorize import offline_memory
+    from m3cli.stages.memorize.stage import offline_memory
 
     record = ClipRecord.model_validate(
         {
@@ -164,7 +164,7 @@ def test_offline_memorizer_writes_sight_lines(models, tmp_path):
 
 def test_llm_memorizer_is_sent_the_keyframes(models, tmp_path):
     from m3cli.stages.backends.llm import LlmClient
-    from m3cli.stages.memorize import MemorizeConfig, memorize_records
+    from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
     from support.fake_openai import FakeOpenAI
 
     cache = Cache(tmp_path / "cache")
@@ -359,7 +359,7 @@ def test_a_scene_with_nothing_remembered_is_still_a_complete_memory(models, tmp_
 
 
 def test_decoder_restores_a_dropped_word_space_only_where_the_lexicon_and_the_recogniser_agree():
-    from m3cli.stages.backends.ocr_decode import CtcDecode, lexicon, restore_spaces
+    from m3cli.stages.backends.ocr.decode import CtcDecode, lexicon, restore_spaces
 
     words = lexicon()
     assert {"no", "parking", "all", "year"} <= words and len(words) > 10_000
@@ -394,7 +394,7 @@ def test_decoder_restores_a_dropped_word_space_only_where_the_lexicon_and_the_re
     reason="the shared sight set is not here",
 )
 def test_a_sign_read_without_its_word_space_gets_it_back_and_accents_are_not_invented(models):
-    from m3cli.stages.faces import load_image
+    from m3cli.stages.faces.stage import load_image
 
     folder = SHARED_MEDIA / "sight" / "ocr"
     parking = [b.text for b in models.ocr.read(load_image(folder / "cvc_scenetext05.jpg"))]

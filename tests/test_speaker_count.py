@@ -17,7 +17,7 @@ MAX_DER = 0.10
 @pytest.fixture(scope="module")
 def stack():
     from m3cli.stages.backends.asr import make_vad
-    from m3cli.stages.backends.diarizer_overlap import OverlapDiarizer
+    from m3cli.stages.backends.diarizer.overlap import OverlapDiarizer
 
     return OverlapDiarizer(), make_vad("silero")
 

@@ -1,4 +1,4 @@
-"""Joining over-split local speakers by the pooled CAM++ rule (stages/backends/speaker_join.py), on real
+"""Joining over-split local speakers by the pooled CAM++ rule (stages/backends/speaker/join.py), on real
 speech: speakers3.mp4's three LibriSpeech/LatentSync voices, each cut into two clusters on purpose."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from m3cli.stages.backends.speaker import windows_over
-from m3cli.stages.backends.speaker_join import JOIN_COSINE, join_clusters, pooled_spans, split_within
+from m3cli.stages.backends.speaker.join import JOIN_COSINE, join_clusters, pooled_spans, split_within
 from m3cli.stages.eval.audio import read_rttm
 
 DATA = Path(__file__).parent / "data"
 
 
 def test_split_clusters_of_three_voices_join_back_to_three():
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.speaker.campplus import CamppModel
     from m3cli.stages.core.audio_file import read_audio_file
 
     _, audio = read_audio_file(DATA / "speakers3.mp4")
@@ -69,7 +69,7 @@ def _speakers3_windows():
 
 
 def _linkage(emb: np.ndarray, apart: np.ndarray | None) -> np.ndarray:
-    from m3cli.stages.backends.diarizer_overlap import _few_windows
+    from m3cli.stages.backends.diarizer.overlap import _few_windows
 
     return _few_windows(emb, 0.5, None, apart)
 
@@ -77,7 +77,7 @@ def _linkage(emb: np.ndarray, apart: np.ndarray | None) -> np.ndarray:
 def test_split_within_finds_the_people_one_cluster_holds():
     """Three voices given as one cluster (what an eigengap over too few windows per person returns) come
     out as three, one per voice."""
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.speaker.campplus import CamppModel
 
     audio, wins, truth = _speakers3_windows()
     model = CamppModel()
@@ -92,7 +92,7 @@ def test_split_within_finds_the_people_one_cluster_holds():
 def test_split_within_never_joins_pieces_of_two_clusters():
     """One voice cut across two clusters stays in two: only pieces of one cluster are joined again,
     whatever their pooled cosine (the clustering kept the two apart with the whole clip's evidence)."""
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.speaker.campplus import CamppModel
 
     audio, wins, truth = _speakers3_windows()
     model = CamppModel()
@@ -118,7 +118,7 @@ def test_split_within_keeps_sample_wavs_two_speakers_apart_and_whole():
 
     from conftest import SHARED_MEDIA
     from m3cli.stages.backends.asr import make_vad
-    from m3cli.stages.backends.diarizer_overlap import OverlapConfig, OverlapDiarizer
+    from m3cli.stages.backends.diarizer.overlap import OverlapConfig, OverlapDiarizer
     from m3cli.stages.core.audio_file import read_audio_file
     from m3cli.stages.eval.audio import diarization_error
 

@@ -89,7 +89,7 @@ def test_blas_cap_reaches_spawned_processes_when_numpy_is_already_loaded():
 def test_batch_workers_take_the_thread_settings(tmp_path):
     """A spawned `m3 batch` worker starts with no thread counts of its own: worker_setup adopts them."""
     code = (
-        "from m3cli.stages.batch import worker_setup\n"
+        "from m3cli.stages.batch.stage import worker_setup\n"
         "from m3cli.stages.core import threads\n"
         "from m3cli.stages.core.config import load_settings\n"
         "from m3cli.stages.pipeline import PipelineConfig\n"

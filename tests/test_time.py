@@ -20,9 +20,9 @@ from m3cli.stages.ask.memory import LanceMemory
 from m3cli.stages.ask.nodes import Scope
 from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
 from m3cli.stages.backends.embed import make_embedder
-from m3cli.stages.batch import apply_manifest_time, manifest_times
+from m3cli.stages.batch.stage import apply_manifest_time, manifest_times
 from m3cli.stages.configs.segment import SegmentConfig
-from m3cli.stages.index import index_records
+from m3cli.stages.index.stage import index_records
 from m3cli.stages.segment import segment_video
 from support.fake_openai import FakeOpenAI
 

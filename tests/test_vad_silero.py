@@ -1,4 +1,4 @@
-"""The torch-free silero VAD (stages/backends/vad_silero.py) against the silero-vad package itself.
+"""The torch-free silero VAD (stages/backends/asr/vad_silero.py) against the silero-vad package itself.
 
 The reference is the package's own ``OnnxWrapper`` + ``get_speech_timestamps`` (which need torch; they
 are imported here only): the port must give the same per-window probabilities and the same sample
@@ -16,14 +16,14 @@ import numpy as np
 import pytest
 
 from conftest import DATA, FIXTURE
-from m3cli.stages.backends.asr_faster_whisper import (
+from m3cli.stages.backends.asr.faster_whisper import (
     VAD_MIN_SILENCE_MS,
     VAD_MIN_SPEECH_MS,
     VAD_SPEECH_PAD_MS,
     VAD_THRESHOLD,
     SileroVad,
 )
-from m3cli.stages.backends.vad_silero import (
+from m3cli.stages.backends.asr.vad_silero import (
     RATE,
     SileroOnnx,
     bundled_model_path,
@@ -125,7 +125,7 @@ def test_probabilities_equal_the_package_wrapper(recording, ours, window_by_wind
 
 
 def test_block_model_is_exact_across_block_boundaries(ours, window_by_window, monkeypatch):
-    from m3cli.stages.backends import vad_silero
+    from m3cli.stages.backends.asr import vad_silero
 
     audio = _audio(DATA / "dev00.wav")[: 16000 * 20]
     expected = window_by_window.probabilities(audio)
@@ -214,7 +214,7 @@ def test_silero_vad_speech_runs_without_torch():
 
 def test_speech_spans_in_seconds_match_the_package(ours, reference):
     """SileroVad.speech: the package's spans turned into seconds and merged, as before the port."""
-    from m3cli.stages.backends.asr_faster_whisper import _to_spans
+    from m3cli.stages.backends.asr.faster_whisper import _to_spans
 
     audio = _audio(DATA / "dev00.wav")
     assert SileroVad().speech(audio) == _to_spans(_reference_stamps(reference, audio, **STAGE), len(audio))
@@ -229,7 +229,7 @@ def test_missing_model_says_how_to_install(tmp_path):
         f"""
         import sys
         sys.path.insert(0, {str(tmp_path)!r})
-        from m3cli.stages.backends.vad_silero import bundled_model_path
+        from m3cli.stages.backends.asr.vad_silero import bundled_model_path
         from m3cli.stages.core.errors import M3Error
         try:
             bundled_model_path()

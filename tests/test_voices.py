@@ -178,7 +178,7 @@ def test_resemblyzer_backend_matches_the_resemblyzer_package(monkeypatch):
     webrtcvad stub here: webrtcvad imports pkg_resources, which this environment lacks)."""
     import soundfile as sf
 
-    from m3cli.stages.backends.speaker_resemblyzer import ResemblyzerModel
+    from m3cli.stages.backends.speaker.resemblyzer import ResemblyzerModel
 
     monkeypatch.setitem(sys.modules, "webrtcvad", types.ModuleType("webrtcvad"))
     for name in [m for m in sys.modules if m.startswith("resemblyzer")]:

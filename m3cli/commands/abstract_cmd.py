@@ -44,7 +44,7 @@ def abstract(
     max_evidence: int = options.stage_option(AbstractConfig, "max_evidence"),
 ) -> None:
     """Summarise characters, relationships, clips and the video; link related facts."""
-    from m3cli.stages.abstract import abstract_records
+    from m3cli.stages.abstract.stage import abstract_records
     from m3cli.stages.backends.llm import client_from_settings
     from m3cli.stages.core.memory_store import make_text_embedder
 

@@ -1,4 +1,4 @@
-"""`m3 batch INPUT... -o MEMORY`: many videos into one memory (m3cli.stages.batch)."""
+"""`m3 batch INPUT... -o MEMORY`: many videos into one memory (m3cli.stages.batch.stage)."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def batch(
     embed_backend: str | None = typer.Option(None, "--embed-backend", help="local, torch or openai."),
 ) -> None:
     """Index many videos into one memory: parallel workers, one writer, resumable, failures reported."""
-    from m3cli.stages.batch import (
+    from m3cli.stages.batch.stage import (
         Journal,
         LocalEngine,
         Progress,
@@ -138,7 +138,7 @@ def batch(
             config, settings, jobs=jobs, retries=retries, log_level=worker_log, events=events
         )
     elif engine == "ray":
-        from m3cli.stages.batch_ray import RayEngine
+        from m3cli.stages.batch.ray import RayEngine
 
         runner = RayEngine(
             config,

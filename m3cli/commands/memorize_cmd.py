@@ -62,7 +62,7 @@ def memorize(
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
     from m3cli.stages.backends.llm import client_from_settings
     from m3cli.stages.core.errors import InputError, M3Error
-    from m3cli.stages.memorize import memorize_records
+    from m3cli.stages.memorize.stage import memorize_records
 
     settings = context.settings(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}

@@ -1,4 +1,4 @@
-"""`m3 watch SOURCE -o MEMORY`: the pipeline on a live source, clip by clip (m3cli.stages.watch)."""
+"""`m3 watch SOURCE -o MEMORY`: the pipeline on a live source, clip by clip (m3cli.stages.live.stage)."""
 
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ def watch(
     from pathlib import Path
 
     from m3cli.stages.core.errors import M3Error
+    from m3cli.stages.live.stage import Watcher, bound_heap
     from m3cli.stages.pipeline import Models
-    from m3cli.stages.watch import Watcher, bound_heap
     from m3cli.terminal import error_line, safe
 
     settings = context.settings(ctx)
@@ -87,7 +87,7 @@ def watch(
             "segment.recorded_at": recorded_at,
         },
     )
-    from m3cli.stages.batch import check_memory_target
+    from m3cli.stages.batch.stage import check_memory_target
     from m3cli.stages.core.outputs import check_writable
 
     check_memory_target(output)  # a read-only or misnamed memory folder: said now, before any clip

@@ -348,7 +348,7 @@ def tool_expand(ctx: ToolContext, arg: str) -> ToolResult:
 
 def _prune(ctx: ToolContext, cands: list[Node], result: ToolResult) -> tuple[list[Node], str | None]:
     from m3cli.stages.backends.llm import LlmError
-    from m3cli.stages.backends.llm_json import extract_json
+    from m3cli.stages.backends.llm.json_reply import extract_json
 
     labels = {f"c{i + 1}": n for i, n in enumerate(cands)}
     block = P.data_block(
@@ -608,7 +608,7 @@ def tool_rewatch(ctx: ToolContext, arg: str) -> ToolResult:
 
 
 def _rewatch_frames(ctx: ToolContext, arg: str) -> ToolResult:
-    from m3cli.stages.backends.llm_media import image_part
+    from m3cli.stages.backends.llm.media import image_part
     from m3cli.stages.core import media
 
     info, question = _clip_question(ctx, arg, "Rewatch")
@@ -648,7 +648,7 @@ def _video_of(info: ClipInfo) -> VideoInfo:
 
 def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
     """CAM's listen_to_audio: the clip's audio (16 kHz WAV) to an omni model with a focused question."""
-    from m3cli.stages.backends.llm_media import audio_part, wav_bytes
+    from m3cli.stages.backends.llm.media import audio_part, wav_bytes
     from m3cli.stages.core import media
 
     info, question = _clip_question(ctx, arg, "Listen")

@@ -1,0 +1,7 @@
+"""`m3 diarize`, the stage that turns a clip's sound into words with times and speakers.
+
+Parts: :mod:`~m3cli.stages.diarize.stage` (the command's entry: ASR, turns, the transcript),
+:mod:`~m3cli.stages.diarize.language_id` (each speaker's language, asked before any words are read),
+:mod:`~m3cli.stages.diarize.second` (the multilingual second reading) and
+:mod:`~m3cli.stages.diarize.asr_guards` (dropping words the English model invented).
+"""

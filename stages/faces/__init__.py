@@ -1,0 +1,1 @@
+"""`m3 faces`, the stage that finds, follows and clusters the faces of a video."""

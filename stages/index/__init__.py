@@ -1,0 +1,1 @@
+"""`m3 index`, the stage that writes clip records into a memory (LanceDB tables, indexes, people)."""
