@@ -14,7 +14,7 @@ from m3cli.schemas.records import ClipRecord
 from m3cli.stages.ask.nodes import Node
 from m3cli.stages.ask.offline import ROUTES, classify, parse_line, route
 from m3cli.stages.eval import formats
-from m3cli.stages.memorize.stage import absence_lines, offline_memory, position_lines
+from m3cli.stages.memorize.offline import absence_lines, offline_memory, position_lines
 
 # the M3-Bench annotations (../shared/media/m3bench beside the checkout, or $M3BENCH_DIR)
 M3BENCH = Path(

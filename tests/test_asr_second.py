@@ -12,7 +12,7 @@ from conftest import DATA, run_m3
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.backends.asr import AsrSegment, SpeakerTurn
 from m3cli.stages.diarize.second import MIN_LANGUAGE_SECONDS, through_pauses, trustworthy, unread
-from m3cli.stages.memorize.stage import speech_lines, untranscribed_lines
+from m3cli.stages.memorize.offline import speech_lines, untranscribed_lines
 
 LATENTSYNC = DATA / "link" / "latentsync_2people_turns.mp4"
 

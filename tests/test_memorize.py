@@ -16,7 +16,8 @@ from m3cli.stages.backends.llm import LlmClient
 from m3cli.stages.core.cache import Cache, CacheKey
 from m3cli.stages.core.media import content_id
 from m3cli.stages.core.memory_prompts import PROMPT_VERSION
-from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records, names_said, offline_memory
+from m3cli.stages.memorize.offline import names_said, offline_memory
+from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 from m3cli.stream import parse_record
 from support.fake_openai import FakeOpenAI, Fault
 

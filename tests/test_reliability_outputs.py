@@ -409,7 +409,8 @@ def test_the_llm_memorizer_keeps_the_on_screen_text(tmp_path):
     from m3cli.stages.backends.llm import LlmClient
     from m3cli.stages.core.cache import Cache
     from m3cli.stages.core.common import RunContext
-    from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records, offline_memory
+    from m3cli.stages.memorize.offline import offline_memory
+    from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
     from m3cli.stages.segment import SegmentConfig, segment_video
     from m3cli.stages.sight import SightConfig, SightModels, memory_lines, run_sight
     from support.fake_openai import FakeOpenAI

@@ -126,7 +126,7 @@ def test_eval_sight_command_prints_ocr_and_tag_scores(cache_dir):
 
 
 def test_offline_memorizer_writes_sight_lines(models, tmp_path):
-    from m3cli.stages.memorize.stage import offline_memory
+    from m3cli.stages.memorize.offline import offline_memory
 
     record = ClipRecord.model_validate(
         {
