@@ -152,7 +152,7 @@ def age(base: Path, path: Path, commits: int) -> float:
 
 def build_indexes(writer) -> None:
     """The indexes the indexer leaves after a commit: full text on node text, the scalar ones."""
-    from m3cli.stages.index.stage import SCALAR_INDEXES
+    from m3cli.stages.index.indexes import SCALAR_INDEXES
 
     writer.full_text_index("nodes", "text")
     for table, cols in SCALAR_INDEXES.items():

@@ -28,7 +28,8 @@ from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.memory_manifest import read_manifest, write_manifest
 from m3cli.stages.core.memory_reader import open_reader
 from m3cli.stages.core.memory_writer import MemoryWriter
-from m3cli.stages.index.stage import build_indexes, index_records
+from m3cli.stages.index.indexes import build_indexes
+from m3cli.stages.index.stage import index_records
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
