@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from m3cli import context
+from m3cli import context, options
 from m3cli.options import stage_config, stage_option
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
 from m3cli.stages.configs.watch import WatchConfig
@@ -61,7 +61,7 @@ def watch(
     status: str | None = typer.Option(
         None, "--status", help="Keep this JSON file updated with progress and lag."
     ),
-    offline: bool = typer.Option(False, "--offline", help="Never call an LLM (memorize and abstract)."),
+    no_llm: bool = options.no_llm_option("Never call an LLM (memorize and abstract)."),
 ) -> None:
     """Build a memory while a stream, a growing file or a drop folder is recorded, one clip at a time.
 
@@ -79,7 +79,7 @@ def watch(
         settings,
         sets,
         "index",
-        offline,
+        no_llm,
         {
             "segment.clip_seconds": clip_seconds,
             "faces.fps": faces_fps,
@@ -211,4 +211,4 @@ def _mark_stopped(path: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(watch)
+    app.command(epilog=EPILOG, cls=options.OldSpellings)(watch)
