@@ -142,7 +142,8 @@ def padded_speech(audio, pad_ms: int):
 
 def hypothesis(got: dict, decoder: Decoder, speech) -> str:
     from m3cli.stages.backends.asr import merge_spans
-    from m3cli.stages.diarize.stage import fit_to_turns, split_by_speaker, transcribe_speech
+    from m3cli.stages.diarize.transcribe import transcribe_speech
+    from m3cli.stages.diarize.utterances import fit_to_turns, split_by_speaker
 
     turns = got["turns"]
     heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])

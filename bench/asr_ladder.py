@@ -73,7 +73,8 @@ def short_clips():
 
 def main() -> None:
     from m3cli.stages.core.audio_file import read_audio_file
-    from m3cli.stages.diarize.stage import DiarizeConfig, Pipeline, transcribe_speech
+    from m3cli.stages.diarize.stage import DiarizeConfig, Pipeline
+    from m3cli.stages.diarize.transcribe import transcribe_speech
     from m3cli.stages.eval.audio import normalize_text, word_error
 
     pipe = Pipeline(DiarizeConfig())

@@ -46,14 +46,16 @@ def read_by_tiny_en(path: Path, pipe) -> tuple[list[dict], list, list]:
     """(utterances, Whisper segments, speaker turns) of tiny.en's reading of the whole file."""
     from m3cli.stages.core.audio_file import read_audio_file
     from m3cli.stages.diarize import stage as D
+    from m3cli.stages.diarize import transcribe as T
+    from m3cli.stages.diarize import utterances as U
 
     _, audio = read_audio_file(path)
     speech = pipe.vad.speech(audio)
     turns = D.speaker_turns(audio, speech, pipe)
     heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])
-    transcript = D.transcribe_speech(audio, heard, pipe.asr, None)
+    transcript = T.transcribe_speech(audio, heard, pipe.asr, None)
     assert pipe.asr.model == "tiny.en"
-    utterances = D.fit_to_turns(D.split_by_speaker(transcript.segments, turns, relabel=False), turns)
+    utterances = U.fit_to_turns(U.split_by_speaker(transcript.segments, turns, relabel=False), turns)
     return utterances, list(transcript.segments), turns
 
 

@@ -14,7 +14,7 @@ import pytest
 from m3cli.stages.backends.face.dlib import DlibFaceModel
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache
-from m3cli.stages.faces.stage import Counters, FacesConfig, detect_clip, frame_changes
+from m3cli.stages.faces.detect import Counters, FacesConfig, detect_clip, frame_changes
 from m3cli.stages.segment import SegmentConfig, segment_video
 
 DATA = Path(__file__).parent / "data"

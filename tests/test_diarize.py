@@ -21,9 +21,8 @@ from m3cli.stages.diarize.stage import (
     Pipeline,
     diarize_audio,
     diarize_file,
-    fit_to_turns,
-    split_by_speaker,
 )
+from m3cli.stages.diarize.utterances import fit_to_turns, split_by_speaker
 from m3cli.stages.eval.audio import diarization_error, read_rttm, read_uem, word_error
 
 # Measured on this machine (2 CPU cores): jfk.wav WER 0.0 %; dev00 DER 4.8 % from the turns with no
@@ -348,7 +347,7 @@ def test_unsure_words_after_every_turn_are_dropped():
 
 
 def test_a_squeezed_repeat_of_the_segment_before_is_whisper_looping():
-    from m3cli.stages.diarize.stage import _echo
+    from m3cli.stages.diarize.transcribe import _echo
 
     said = AsrSegment(33.9, 34.42, "Thank you very much.", ())
     squeezed = tuple(Word(34.42 + 0.05 * i, 34.47 + 0.05 * i, w, 0.9) for i, w in enumerate("abcd"))

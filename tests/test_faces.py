@@ -19,15 +19,10 @@ from m3cli.stages.backends.face.dlib import DlibFaceModel
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import M3Error
-from m3cli.stages.faces.stage import (
-    Counters,
-    FacesConfig,
-    cluster_embeddings,
-    image_faces,
-    load_image,
-    run_faces,
-    spans,
-)
+from m3cli.stages.faces.cluster import cluster_embeddings
+from m3cli.stages.faces.detect import Counters
+from m3cli.stages.faces.stage import FacesConfig, image_faces, load_image, run_faces
+from m3cli.stages.faces.tracks import spans
 from m3cli.stages.segment import SegmentConfig, segment_video
 
 DATA = Path(__file__).parent / "data"

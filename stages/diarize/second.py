@@ -178,7 +178,8 @@ def second_reading(
     English translation of its audio (``translation``).
 
     ``reader_of()`` gives the multilingual model (loaded on the first clip that needs it)."""
-    from m3cli.stages.diarize.stage import fit_to_turns, split_by_speaker, transcribe_speech
+    from m3cli.stages.diarize.transcribe import transcribe_speech
+    from m3cli.stages.diarize.utterances import fit_to_turns, split_by_speaker
 
     new: list[dict] = []
     heard: list[list] = []

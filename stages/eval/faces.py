@@ -63,16 +63,14 @@ def eval_images(folder: Path, model: Any, config: Any) -> dict[str, Any]:
     import numpy as np
 
     from m3cli.stages.core.entity_ids import face_id
-    from m3cli.stages.faces.stage import (
-        IMAGE_SUFFIXES,
+    from m3cli.stages.faces.cluster import (
         FaceBank,
         assign_clip,
         cluster_embeddings,
         euclid_threshold,
-        image_faces,
-        load_image,
         metric_space,
     )
+    from m3cli.stages.faces.stage import IMAGE_SUFFIXES, image_faces, load_image
 
     paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
     if not paths:
