@@ -233,7 +233,7 @@ def decode_options(temperatures: tuple[float, ...] = TEMPERATURES) -> dict:
 
     The diarize stage adds two more: a word read from the zero padding after the audio is dropped, and so
     are unsure words at a segment's end where the speaker stack heard nobody (see
-    :mod:`m3cli.stages.diarize.stage`)."""
+    :mod:`m3cli.stages.diarize.transcribe` and :mod:`m3cli.stages.diarize.utterances`)."""
     return {
         "beam_size": BEAM_SIZE,
         "temperature": list(temperatures),

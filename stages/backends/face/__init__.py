@@ -1,7 +1,7 @@
 """Face detection + identity embedding behind one small Protocol, and the registry of backends.
 
 A backend turns one RGB frame into :class:`Detection` rows. Everything after that (quality filter,
-clustering, the per-video face bank) lives in ``stages/faces/stage.py`` and is backend-agnostic; the only
+clustering, the per-video face bank) lives in ``stages/faces/cluster.py`` and is backend-agnostic; the only
 things that differ between models are the embedding geometry (``metric``) and the threshold at which
 two embeddings are the same person (``threshold``), so each backend states both.
 
