@@ -33,7 +33,8 @@ from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_pla
 from m3cli.stages.ask.nodes import Node, Scope
 from m3cli.stages.ask.questions import Question
 from m3cli.stages.ask.text import fmt_time, has_quote, overlap, terms
-from m3cli.stages.ask.tools import ToolContext, run_action
+from m3cli.stages.ask.tools import run_action
+from m3cli.stages.ask.tools_context import ToolContext
 from m3cli.stages.configs.ask import AskConfig
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.sizes import count
