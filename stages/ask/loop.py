@@ -258,7 +258,8 @@ class Asker:
     ) -> None:
         """No LLM: the answer computed from the memory's structure (:mod:`m3cli.stages.ask.offline`),
         citing exactly the lines it used; the trajectory shows the retrieved lines with their cosine."""
-        from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
+        from m3cli.stages.ask.offline import OfflineAnswerer
+        from m3cli.stages.ask.wording import evidence_of
 
         t0 = time.perf_counter()
         from m3cli.stages.ask.retrieval import focus
