@@ -11,8 +11,9 @@ import pytest
 
 from conftest import DATA
 from m3cli.schemas.records import ClipRecord
+from m3cli.stages.ask.facts import parse_line
 from m3cli.stages.ask.nodes import Node
-from m3cli.stages.ask.offline import ROUTES, classify, parse_line, route
+from m3cli.stages.ask.route import ROUTES, classify, route
 from m3cli.stages.eval import formats
 from m3cli.stages.memorize.offline import absence_lines, offline_memory, position_lines
 

@@ -15,8 +15,10 @@ import pytest
 
 from conftest import DATA, run_m3
 from m3cli.stages.ask.choice import letter_in, parse_options
+from m3cli.stages.ask.facts import parse_line, speaking_turns
 from m3cli.stages.ask.nodes import Node
-from m3cli.stages.ask.offline import classify, parse_line, quoted, speaking_turns
+from m3cli.stages.ask.route import classify
+from m3cli.stages.ask.wording import quoted
 from m3cli.stages.eval import formats
 
 QA = DATA / "qa"

@@ -304,7 +304,8 @@ def test_a_memory_without_the_keyframes_column_stays_readable_and_appendable(see
 def _rewatch(memory: Path, arg: str, llm: object = None) -> object:
     from m3cli.stages.ask.memory import LanceMemory
     from m3cli.stages.ask.nodes import Scope
-    from m3cli.stages.ask.tools import ToolContext, tool_rewatch
+    from m3cli.stages.ask.tools_context import ToolContext
+    from m3cli.stages.ask.tools_media import tool_rewatch
 
     ctx = ToolContext(memory=LanceMemory.open(memory), embed=lambda _q: None, scope=Scope(), llm=llm)
     return tool_rewatch(ctx, arg)

@@ -18,7 +18,8 @@ from conftest import run_m3
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.ask.memory import LanceMemory
 from m3cli.stages.ask.nodes import Scope
-from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
+from m3cli.stages.ask.offline import OfflineAnswerer
+from m3cli.stages.ask.wording import evidence_of
 from m3cli.stages.backends.embed import make_embedder
 from m3cli.stages.batch.stage import apply_manifest_time, manifest_times
 from m3cli.stages.configs.segment import SegmentConfig
