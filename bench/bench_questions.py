@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
 import bench  # noqa: E402,F401 - finds m3 (bench/__init__.py)
-from m3cli.stages.ask.route import route  # noqa: E402
+from m3cli.stages.ask.route import route
 
 #: forms whose handler answers from the memory's structure (who spoke, when, how many, what was seen…)
 STRUCTURAL = {
