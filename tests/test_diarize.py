@@ -188,7 +188,7 @@ def test_missing_optional_backends_say_how_to_install():
     with pytest.raises(M3Error, match="pip install"):
         make_asr("whisperx")
     with pytest.raises(M3Error, match="--diarizer-model"):
-        from m3cli.stages.backends.asr import make_diarizer
+        from m3cli.stages.backends.diarizer import make_diarizer
 
         make_diarizer("pyannote", None)
     with pytest.raises(M3Error, match="not a CTranslate2"):

@@ -6,14 +6,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import DATA
-from m3cli.stages.backends.asr import (
-    Diarizer,
-    SpeakerTurn,
-    local_names,
-    make_diarizer,
-    make_vad,
-    relabel_turns,
-)
+from m3cli.stages.backends.asr import SpeakerTurn, local_names, make_vad, relabel_turns
+from m3cli.stages.backends.diarizer import Diarizer, make_diarizer
 from m3cli.stages.configs.diarize import ClusterConfig
 from m3cli.stages.core.audio_file import read_audio_file
 from m3cli.stages.eval.audio import diarization_error, read_rttm

@@ -10,7 +10,7 @@ Per clip (all cached under the clip's content id, index, span and every setting 
    with hallucinated text; its guards against invented text are in
    :func:`m3cli.stages.backends.asr.faster_whisper.decode_options`, and a word read from the zero
    padding after the audio is dropped.
-3. **Speaker turns** by the configured :class:`~m3cli.stages.backends.asr.Diarizer`, handed the VAD's
+3. **Speaker turns** by the configured :class:`~m3cli.stages.backends.diarizer.Diarizer`, handed the VAD's
    speech: ``overlap`` (default, :mod:`m3cli.stages.backends.diarizer.overlap`): segmentation-3.0
    finds speech and where two people talk at once, CAM++ embeddings of 2-s windows clustered
    spectrally find who; turns of different speakers may overlap. ``cluster``
@@ -48,21 +48,19 @@ import numpy as np
 from m3cli.schemas.records import AsrSection, ClipRecord, Turn, Utterance
 from m3cli.stages.backends.asr import (
     ASR_BACKENDS,
-    DIARIZERS,
     RATE,
     VADS,
     AsrModel,
-    Diarizer,
     Span,
     SpeakerTurn,
     Vad,
     make_asr,
-    make_diarizer,
     make_vad,
     merge_spans,
     relabel_turns,
     subtract_spans,
 )
+from m3cli.stages.backends.diarizer import DIARIZERS, Diarizer, make_diarizer
 from m3cli.stages.backends.registry import backend_class, dist_version
 from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, make_speaker_model
 from m3cli.stages.configs.diarize import DiarizeConfig

