@@ -54,7 +54,7 @@ from m3cli.stages.backends.face import (
     yaw_proxy,
 )
 from m3cli.stages.configs.faces import FacesConfig
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_frames, media_probe
 from m3cli.stages.core.cache import Cache, CacheKey, memo, put_once
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.entity_ids import face_id
@@ -262,7 +262,9 @@ def detect_clip(
         path = media.source_path(record.video, cache)
         started = time.perf_counter()
         # the detections are cached, not the frames: a rerun never decodes again
-        frames = media.decode_frames(path, record.clip.start, record.clip.end, config.fps, config.frame_side)
+        frames = media_frames.decode_frames(
+            path, record.clip.start, record.clip.end, config.fps, config.frame_side
+        )
         t1 = time.perf_counter()
         per_frame = model.detect_frames(frames.images) if len(frames) else []
         t2 = time.perf_counter()
@@ -719,7 +721,7 @@ def faces_video(
     bank = fold.bank
     out: list[ClipRecord] = []
     for record in ctx.progress(clips, desc="faces", total=len(clips)):
-        if media.pictureless(record):  # an audio-only recording: nobody can be seen, nothing decoded
+        if media_probe.pictureless(record):  # an audio-only recording: nobody can be seen, nothing decoded
             out.append(no_pictures(record, model))
             continue
         faces = detect_clip(record, model, config, ctx.cache, counters)

@@ -57,7 +57,7 @@ import orjson
 from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
 from m3cli.stages.configs.watch import WatchConfig
-from m3cli.stages.core import locks, media, recorded
+from m3cli.stages.core import locks, media, media_probe, recorded
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.storage import memory_location, write_atomic
 from m3cli.stages.live import source as live_source
@@ -275,7 +275,7 @@ class WatchState:
         return Path(self.data["spool"])
 
 
-def _gaps(recorder: live_source.Recorder | None, probe: media.Probe | None) -> list[dict]:
+def _gaps(recorder: live_source.Recorder | None, probe: media_probe.Probe | None) -> list[dict]:
     """The stretches the memory misses: the source away (a stream's drops and restarts) and packets
     of the recording left out as damaged (their media times: ``at`` to ``until``)."""
     gaps = [g.to_json() for g in recorder.gaps] if recorder is not None else []
@@ -483,7 +483,7 @@ class Watcher:
         if ended and not scanner.error:
             # the recording is complete: the plan is m3 segment's, from the file's own probe
             self._verify()
-            final = media.probe(self.state.spool)
+            final = media_probe.probe(self.state.spool)
             with scanner.lock:
                 self.status.live_edge = max(0.0, scanner.arrival.covered)
             plan = plan_clips(final, self.clip_seconds)
