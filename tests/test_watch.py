@@ -230,7 +230,7 @@ def test_committed_clips_are_the_manifests_not_a_killed_writers(tmp_path):
     import pyarrow as pa
 
     from m3cli.stages.core.memory_manifest import write_manifest
-    from m3cli.stages.live.stage import committed_clips
+    from m3cli.stages.live.state import committed_clips
 
     memory = tmp_path / "m.lance"
     db = lancedb.connect(str(memory))
@@ -246,7 +246,7 @@ def test_committed_clips_are_the_manifests_not_a_killed_writers(tmp_path):
 def manifest_view(memory: Path, video: str) -> tuple[set[int], set[str]]:
     """Committed clip indexes and node ids of ``video``, as the memory's manifest commits them."""
     from m3cli.stages.core.memory_store import open_memory
-    from m3cli.stages.live.stage import committed_clips
+    from m3cli.stages.live.state import committed_clips
 
     clips = committed_clips(memory, video)
     if not clips:
