@@ -67,7 +67,8 @@ def _torch_cuda() -> None:
 
 
 def _face_frames() -> list[Any]:
-    from m3cli.stages.core.media import probe, sample_frames
+    from m3cli.stages.core.media_frames import sample_frames
+    from m3cli.stages.core.media_probe import probe
 
     frames = []
     for name in FACE_VIDEOS:
@@ -107,7 +108,8 @@ def check_faces(args: argparse.Namespace) -> Timing:
 
 
 def _speech() -> Any:
-    from m3cli.stages.core.media import clip_audio, probe
+    from m3cli.stages.core.media_audio import clip_audio
+    from m3cli.stages.core.media_probe import probe
 
     path = DATA / SPEECH_VIDEO
     return clip_audio(path, SPEECH_VIDEO, 0, 0.0, probe(path).duration)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from m3cli.stages.backends.face.dlib import DlibFaceModel
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_frames
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.faces.detect import Counters, FacesConfig, detect_clip, frame_changes
 from m3cli.stages.segment import SegmentConfig, segment_video
@@ -33,7 +33,7 @@ def test_shot_changes_from_the_detectors_grey_frames_are_the_same(model, video):
     """The shot-change measure on the detector's grey frames equals it converting the frames itself,
     to the bit, on every sampled frame of a real clip (cuts included: the fixture has photo turns)."""
     config = FacesConfig()
-    frames = media.decode_frames(video, 0.0, 30.0, config.fps, config.frame_side)
+    frames = media_frames.decode_frames(video, 0.0, 30.0, config.fps, config.frame_side)
     assert len(frames) > 10
     model.detect_frames(frames.images)
     greys = model.take_greys()
@@ -54,7 +54,7 @@ def test_a_clip_computed_with_the_skip_equals_one_without(model, tmp_path):
     counters = Counters()
     faces = detect_clip(record, model, config, None, counters)
     assert counters.computed == 1 and counters.greys_reused == counters.frames > 0
-    frames = media.decode_frames(
+    frames = media_frames.decode_frames(
         media.source_path(record.video, cache),
         record.clip.start,
         record.clip.end,

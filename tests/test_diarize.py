@@ -196,9 +196,9 @@ def test_missing_optional_backends_say_how_to_install():
 
 
 def test_vads_find_the_fixture_turns(tmp_path):
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media_audio
 
-    audio = media.clip_audio(FIXTURE, "f" * 16, 0, 0.0, 30.0)
+    audio = media_audio.clip_audio(FIXTURE, "f" * 16, 0, 0.0, 30.0)
     truth = json.loads((DATA / "fixture.truth.json").read_text())["turns"]
     for name in ("silero", "faster-whisper"):
         speech = make_vad(name).speech(audio)

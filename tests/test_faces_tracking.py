@@ -10,11 +10,11 @@ from conftest import DATA, HAMILTON
 from m3cli.stages.backends.face import dlib as face_dlib
 from m3cli.stages.backends.face import make_face_model
 from m3cli.stages.backends.face.dlib import _iou
-from m3cli.stages.core import media
+from m3cli.stages.core import media_frames
 
 
 def frames(path, start, end):
-    return media.decode_frames(path, start, end, 5.0, max_side=1280).images
+    return media_frames.decode_frames(path, start, end, 5.0, max_side=1280).images
 
 
 def tracked_model(**kw):

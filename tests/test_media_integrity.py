@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from conftest import FIXTURE, HAMILTON, run_m3
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_audio, media_frames
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.segment import SegmentConfig, segment_video
@@ -95,8 +95,8 @@ def test_clip_zero_starts_at_the_earliest_sample_of_any_stream(tmp_path):
     with av.open(str(HAMILTON)) as c:
         end = max(float((s.start_time + s.duration) * s.time_base) for s in c.streams) - c.start_time / 1e6
     assert recs[-1].clip.end >= end - 0.05
-    audio = media.clip_audio(HAMILTON, recs[0].video.id, 0, recs[0].clip.start, recs[0].clip.end)
-    before_first_frame = audio[: int(0.8 * media.AUDIO_RATE)]
+    audio = media_audio.clip_audio(HAMILTON, recs[0].video.id, 0, recs[0].clip.start, recs[0].clip.end)
+    before_first_frame = audio[: int(0.8 * media_audio.AUDIO_RATE)]
     assert np.sqrt(np.mean(before_first_frame**2)) > 0.03  # speech, not silence padding
 
 
@@ -111,12 +111,14 @@ def test_mpeg_ts_with_negative_start_loses_nothing(tmp_path):
     assert [r.clip.frames for r in ts_clips] == [r.clip.frames for r in mp4_clips]
     assert [r.clip.start for r in ts_clips] == pytest.approx([r.clip.start for r in mp4_clips], abs=1e-3)
     c0 = ts_clips[0]
-    frames = media.sample_frames(ts, c0.video.id, 0, c0.clip.start, c0.clip.end, fps=5.0)
-    reference = media.sample_frames(HAMILTON, mp4_clips[0].video.id, 0, 0.0, mp4_clips[0].clip.end, fps=5.0)
+    frames = media_frames.sample_frames(ts, c0.video.id, 0, c0.clip.start, c0.clip.end, fps=5.0)
+    reference = media_frames.sample_frames(
+        HAMILTON, mp4_clips[0].video.id, 0, 0.0, mp4_clips[0].clip.end, fps=5.0
+    )
     assert frames.times[0] < 0.9 and len(frames) == len(reference)
     assert np.abs(frames.images[0].astype(int) - reference.images[0].astype(int)).mean() < 3
-    audio = media.clip_audio(ts, c0.video.id, 0, c0.clip.start, c0.clip.end)
-    ref_audio = media.clip_audio(HAMILTON, mp4_clips[0].video.id, 0, 0.0, mp4_clips[0].clip.end)
+    audio = media_audio.clip_audio(ts, c0.video.id, 0, c0.clip.start, c0.clip.end)
+    ref_audio = media_audio.clip_audio(HAMILTON, mp4_clips[0].video.id, 0, 0.0, mp4_clips[0].clip.end)
     n = min(len(audio), len(ref_audio))
     assert n >= 0.99 * len(ref_audio)
     assert np.corrcoef(audio[:n], ref_audio[:n])[0, 1] > 0.95
@@ -136,8 +138,8 @@ def test_a_ts_remux_decodes_every_clip_from_its_start(tmp_path):
         ["ffmpeg", "-v", "error", "-i", str(FIXTURE), "-c", "copy", "-f", "mpegts", str(ts)], check=True
     )
     for k in range(5):
-        mp4 = list(media.iter_sampled(FIXTURE, 10.0 * k, 10.0 * (k + 1), 1.0))
-        got = list(media.iter_sampled(ts, 10.0 * k, 10.0 * (k + 1), 1.0))
+        mp4 = list(media_frames.iter_sampled(FIXTURE, 10.0 * k, 10.0 * (k + 1), 1.0))
+        got = list(media_frames.iter_sampled(ts, 10.0 * k, 10.0 * (k + 1), 1.0))
         assert len(got) == len(mp4) == 10
         assert abs(got[0][0] - mp4[0][0]) <= 0.1, (k, got[0][0], mp4[0][0])
 
@@ -153,8 +155,10 @@ def test_rotated_phone_video_is_decoded_upright_and_its_faces_found(tmp_path):
         assert (stored.width, stored.height) == (360, 640)  # the pixels are sideways on disk
     recs = segment_video(clip, SegmentConfig())
     assert (recs[0].video.width, recs[0].video.height) == (640, 360)  # what a player shows
-    frames = media.sample_frames(clip, recs[0].video.id, 0, recs[0].clip.start, recs[0].clip.end, fps=2.0)
-    upright = media.sample_frames(FIXTURE, "0" * 16, 0, 0.0, 3.0, fps=2.0)
+    frames = media_frames.sample_frames(
+        clip, recs[0].video.id, 0, recs[0].clip.start, recs[0].clip.end, fps=2.0
+    )
+    upright = media_frames.sample_frames(FIXTURE, "0" * 16, 0, 0.0, 3.0, fps=2.0)
     assert frames.images[2].shape == upright.images[2].shape == (360, 640, 3)
     assert np.abs(frames.images[2].astype(int) - upright.images[2].astype(int)).mean() < 8
     out = run_faces(recs, DlibFaceModel(), FacesConfig(fps=2.0), RunContext(cache=Cache(tmp_path / "c")))

@@ -80,14 +80,14 @@ def test_option_bounds_hold_through_every_way_of_setting_them(tmp_path, cache_di
 
 
 def test_frame_sampling_beyond_the_bound_is_refused_in_the_library_too():
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media_frames
     from m3cli.stages.core.errors import InputError
 
     with pytest.raises(InputError, match="frame rate"):
-        media.decode_frames(HAMILTON, 0.0, 1.0, fps=1e9)
-    frames = media.decode_frames(HAMILTON, 2.0, 3.0, fps=120)  # the bound: every frame of 29.97 fps
+        media_frames.decode_frames(HAMILTON, 0.0, 1.0, fps=1e9)
+    frames = media_frames.decode_frames(HAMILTON, 2.0, 3.0, fps=120)  # the bound: every frame of 29.97 fps
     assert len(frames) in (29, 30)
-    assert len(media.decode_frames(HAMILTON, 2.0, 4.0, fps=5)) == 10
+    assert len(media_frames.decode_frames(HAMILTON, 2.0, 4.0, fps=5)) == 10
 
 
 def _clips(path, seconds: str = "5") -> list[dict]:

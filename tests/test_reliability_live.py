@@ -103,10 +103,10 @@ def test_damaged_ts_packets_are_left_out_and_the_span_is_named(damaged, cache_di
     """PyAV raised IndexError on the stream the damaged table announced, and the 3-hour timestamp made
     the 30-s recording last 3 hours. Now: three clips, as the clean recording has, and a warning with
     where the damage sat."""
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media_audio, media_frames, media_probe
 
-    clean = media.probe(remux_ts(FIXTURE, damaged.parent / "clean.ts", seconds=30))
-    probe = media.probe(damaged)
+    clean = media_probe.probe(remux_ts(FIXTURE, damaged.parent / "clean.ts", seconds=30))
+    probe = media_probe.probe(damaged)
     assert abs(probe.duration - clean.duration) < 0.1 and len(probe.frame_times) >= len(clean.frame_times) - 2
     [(a, b)] = probe.damaged
     assert 10 < a < b < 20 and b - a < 1
@@ -117,9 +117,9 @@ def test_damaged_ts_packets_are_left_out_and_the_span_is_named(damaged, cache_di
     assert clips[-1]["end"] == pytest.approx(clean.duration, abs=0.1)
     assert b"damaged timestamps left out" in proc.stderr and b"Traceback" not in proc.stderr
     for c in clips:  # every clip still has its pictures and sound, the garbage span concealed
-        frames = media.decode_frames(damaged, c["start"], c["end"], fps=1.0, max_side=64)
+        frames = media_frames.decode_frames(damaged, c["start"], c["end"], fps=1.0, max_side=64)
         assert len(frames) >= 9
-        assert media.clip_audio(damaged, "x", c["index"], c["start"], c["end"]).std() > 0
+        assert media_audio.clip_audio(damaged, "x", c["index"], c["start"], c["end"]).std() > 0
 
 
 def test_watch_on_a_damaged_spool_commits_every_clip_and_records_the_gap(damaged, tmp_path, cache_dir):

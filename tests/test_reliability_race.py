@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURE, HAMILTON
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_audio, media_probe
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.segment import SegmentConfig, segment_video
@@ -57,7 +57,7 @@ def _reset_process_memory() -> None:
 
 def test_segment_under_renames_never_caches_another_files_plan(tmp_path, two_videos):
     a, b, ids = two_videos
-    genuine = {vid: media.probe(p).duration for vid, p in ids.items()}
+    genuine = {vid: media_probe.probe(p).duration for vid, p in ids.items()}
     target = tmp_path / "in.mp4"
     os.link(a, target)
     cache = Cache(tmp_path / "cache")
@@ -100,8 +100,8 @@ def test_clip_audio_under_renames_is_the_audio_of_the_recorded_id(tmp_path, two_
     os.link(a, target)
     records = segment_video(target, SegmentConfig(clip_seconds=5))
     video = records[0].video
-    want = media._decode_audio(a, 0.0, 5.0, media.AUDIO_RATE)
-    other = media._decode_audio(b, 0.0, 5.0, media.AUDIO_RATE)
+    want = media_audio._decode_audio(a, 0.0, 5.0, media_audio.AUDIO_RATE)
+    other = media_audio._decode_audio(b, 0.0, 5.0, media_audio.AUDIO_RATE)
     assert not np.allclose(want[: len(other)], other[: len(want)])
     cache = Cache(tmp_path / "cache")
     swapper = Swapper(b, a, target)
@@ -115,7 +115,7 @@ def test_clip_audio_under_renames_is_the_audio_of_the_recorded_id(tmp_path, two_
             _reset_process_memory()
             try:
                 path = media.source_path(video, cache)
-                got = media.clip_audio(path, video.id, 0, 0.0, 5.0, cache=cache if i % 2 else None)
+                got = media_audio.clip_audio(path, video.id, 0, 0.0, 5.0, cache=cache if i % 2 else None)
             except InputError as exc:
                 assert "\n" not in str(exc)
                 continue
@@ -126,7 +126,7 @@ def test_clip_audio_under_renames_is_the_audio_of_the_recorded_id(tmp_path, two_
         swapper.join()
     assert served > 0
     _reset_process_memory()
-    cached = media.clip_audio(a, video.id, 0, 0.0, 5.0, cache=cache)
+    cached = media_audio.clip_audio(a, video.id, 0, 0.0, 5.0, cache=cache)
     np.testing.assert_array_equal(cached, want)
 
 
@@ -138,5 +138,5 @@ def test_edit_in_place_after_hashing_is_refused(tmp_path):
     with path.open("r+b") as fh:
         fh.write(FIXTURE.read_bytes()[:4096])
     with pytest.raises(InputError, match="changed while it was being read"):
-        media._decode_audio(pinned, 0.0, 1.0, media.AUDIO_RATE)
+        media_audio._decode_audio(pinned, 0.0, 1.0, media_audio.AUDIO_RATE)
     assert media.display_name(pinned) == media.display_name(path)

@@ -16,7 +16,7 @@ import soundfile as sf
 
 from conftest import DATA, HAMILTON, run_m3
 from m3cli.schemas.records import ClipRecord
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_audio
 
 JFK = DATA / "jfk.wav"
 READER = DATA / "fixture_src" / "1688-142285-0003.flac"
@@ -85,7 +85,7 @@ def test_the_track_heard_is_named_and_can_be_chosen(three_tracks, cache_dir):
         assert recs[0].video.audio_track == track
         ids.add(recs[0].video.id)
         path = media.source_path(recs[0].video)
-        heard[track] = media.clip_audio(path, recs[0].video.id, 0, 0.0, 5.0)
+        heard[track] = media_audio.clip_audio(path, recs[0].video.id, 0, 0.0, 5.0)
     assert len(ids) == 3  # each track its own video id: nothing cached for one is served for another
     assert _corr(heard[1], jfk) > 0.8  # track 1 is JFK
     assert _corr(heard[0], jfk) < 0.3 and _corr(heard[2], jfk) < 0.3

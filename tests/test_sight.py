@@ -420,10 +420,10 @@ def test_a_still_picture_is_read_once_and_its_later_keyframes_reuse_the_reading(
 
     # the rule itself: a change confined to one part of the picture (a caption line over a sixteenth
     # of the frame) makes a new picture although the frame as a whole barely changed
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media_frames
 
-    [(_, frame)] = list(media.iter_sampled(DATA / "libri5.mp4", 1.0, 1.6, 1.0))
-    thumb = media.to_grey(frame, 64, 36)
+    [(_, frame)] = list(media_frames.iter_sampled(DATA / "libri5.mp4", 1.0, 1.6, 1.0))
+    thumb = media_frames.to_grey(frame, 64, 36)
     captioned = thumb.copy()
     captioned[30:33, 18:30] = 1.0 - captioned[30:33, 18:30]  # a bright line where it was dark
     assert same_picture(thumb, thumb.copy())

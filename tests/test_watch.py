@@ -230,7 +230,7 @@ def test_committed_clips_are_the_manifests_not_a_killed_writers(tmp_path):
     import pyarrow as pa
 
     from m3cli.stages.core.memory_manifest import write_manifest
-    from m3cli.stages.live.stage import committed_clips
+    from m3cli.stages.live.state import committed_clips
 
     memory = tmp_path / "m.lance"
     db = lancedb.connect(str(memory))
@@ -246,7 +246,7 @@ def test_committed_clips_are_the_manifests_not_a_killed_writers(tmp_path):
 def manifest_view(memory: Path, video: str) -> tuple[set[int], set[str]]:
     """Committed clip indexes and node ids of ``video``, as the memory's manifest commits them."""
     from m3cli.stages.core.memory_store import open_memory
-    from m3cli.stages.live.stage import committed_clips
+    from m3cli.stages.live.state import committed_clips
 
     clips = committed_clips(memory, video)
     if not clips:
@@ -361,7 +361,7 @@ def test_a_damaged_audio_packet_silences_its_own_span_not_the_rest_of_the_clip(t
     import av
     import numpy as np
 
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media_audio
 
     clean, damaged = recorded_ts(tmp_path / "clean.ts", seconds=20), tmp_path / "damaged.ts"
     with av.open(str(clean)) as src, av.open(str(damaged), "w", format="mpegts") as dst:
@@ -380,9 +380,9 @@ def test_a_damaged_audio_packet_silences_its_own_span_not_the_rest_of_the_clip(t
             packet.stream = outs[index]
             dst.mux(packet)
     assert hit
-    want = media.clip_audio(clean, "clean", 1, 10.0, 20.0)
-    got = media.clip_audio(damaged, "damaged", 1, 10.0, 20.0)
+    want = media_audio.clip_audio(clean, "clean", 1, 10.0, 20.0)
+    got = media_audio.clip_audio(damaged, "damaged", 1, 10.0, 20.0)
     assert len(got) == len(want)
-    after = slice(int(3.0 * media.AUDIO_RATE), None)  # 13-20 s: after the damaged packet
+    after = slice(int(3.0 * media_audio.AUDIO_RATE), None)  # 13-20 s: after the damaged packet
     assert np.sqrt(np.mean(got[after] ** 2)) > 0.5 * np.sqrt(np.mean(want[after] ** 2)) > 0
     assert np.corrcoef(got[after], want[after])[0, 1] > 0.9  # in place, not shifted

@@ -134,12 +134,12 @@ def tool_rewatch(ctx: ToolContext, arg: str) -> ToolResult:
 
 def _rewatch_frames(ctx: ToolContext, arg: str) -> ToolResult:
     from m3cli.stages.backends.llm.media import image_part
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media, media_frames
 
     info, question = _clip_question(ctx, arg, "Rewatch")
     fps = max(REWATCH_FRAMES / max(info.end - info.start, 1e-3), 0.05)
     try:
-        frames = media.sample_frames(
+        frames = media_frames.sample_frames(
             media.source_path(_video_of(info), ctx.cache),
             info.video,
             info.clip,
@@ -159,7 +159,7 @@ def _rewatch_frames(ctx: ToolContext, arg: str) -> ToolResult:
         "rewatch",
         info,
         question,
-        [image_part(media.encode_jpeg(i, 85)) for i in images],
+        [image_part(media_frames.encode_jpeg(i, 85)) for i in images],
         P.REWATCH_PROMPT,
     )
 
@@ -174,11 +174,11 @@ def _video_of(info: ClipInfo) -> VideoInfo:
 def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
     """CAM's listen_to_audio: the clip's audio (16 kHz WAV) to an omni model with a focused question."""
     from m3cli.stages.backends.llm.media import audio_part, wav_bytes
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media, media_audio
 
     info, question = _clip_question(ctx, arg, "Listen")
     try:
-        audio = media.clip_audio(
+        audio = media_audio.clip_audio(
             media.source_path(_video_of(info), ctx.cache),
             info.video,
             info.clip,
@@ -191,5 +191,5 @@ def tool_listen(ctx: ToolContext, arg: str) -> ToolResult:
     if audio.size == 0:
         raise ToolError(f"clip {info.clip} has no audio")
     return _ask_media(
-        ctx, "listen", info, question, [audio_part(wav_bytes(audio, media.AUDIO_RATE))], P.LISTEN_PROMPT
+        ctx, "listen", info, question, [audio_part(wav_bytes(audio, media_audio.AUDIO_RATE))], P.LISTEN_PROMPT
     )

@@ -64,7 +64,7 @@ from m3cli.stages.backends.diarizer import DIARIZERS, Diarizer, make_diarizer
 from m3cli.stages.backends.registry import backend_class, dist_version
 from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, make_speaker_model
 from m3cli.stages.configs.diarize import DiarizeConfig
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_audio
 from m3cli.stages.core.audio_file import read_audio_file
 from m3cli.stages.core.cache import Cache, CacheKey, memo
 from m3cli.stages.core.common import RunContext, by_video
@@ -318,7 +318,7 @@ def clip_result(record: ClipRecord, pipe: Pipeline, cache: Cache | None) -> Clip
 
     def compute() -> ClipResult:
         path = media.source_path(record.video, cache)
-        audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
+        audio = media_audio.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
         return diarize_audio(audio, pipe)
 
     return _memo_result(cache, key, compute)

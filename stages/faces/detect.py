@@ -18,7 +18,7 @@ import numpy as np
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.backends.face import Detection, FaceModel, sharpness
 from m3cli.stages.configs.faces import FacesConfig
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_frames
 from m3cli.stages.core.cache import Cache, CacheKey, memo
 
 STAGE = "faces"
@@ -217,7 +217,9 @@ def detect_clip(
         path = media.source_path(record.video, cache)
         started = time.perf_counter()
         # the detections are cached, not the frames: a rerun never decodes again
-        frames = media.decode_frames(path, record.clip.start, record.clip.end, config.fps, config.frame_side)
+        frames = media_frames.decode_frames(
+            path, record.clip.start, record.clip.end, config.fps, config.frame_side
+        )
         t1 = time.perf_counter()
         per_frame = model.detect_frames(frames.images) if len(frames) else []
         t2 = time.perf_counter()

@@ -46,7 +46,7 @@ from m3cli.stages.backends.face import (
     yaw_proxy,
 )
 from m3cli.stages.configs.faces import FacesConfig
-from m3cli.stages.core import media
+from m3cli.stages.core import media_probe
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.faces.cluster import (
@@ -148,7 +148,7 @@ def faces_video(
     bank = fold.bank
     out: list[ClipRecord] = []
     for record in ctx.progress(clips, desc="faces", total=len(clips)):
-        if media.pictureless(record):  # an audio-only recording: nobody can be seen, nothing decoded
+        if media_probe.pictureless(record):  # an audio-only recording: nobody can be seen, nothing decoded
             out.append(no_pictures(record, model))
             continue
         faces = detect_clip(record, model, config, ctx.cache, counters)

@@ -46,7 +46,7 @@ from typing import Any
 
 from m3cli.schemas.records import ClipRecord, LinkSection
 from m3cli.stages.configs.link import LinkConfig
-from m3cli.stages.core import media
+from m3cli.stages.core import media_probe
 from m3cli.stages.core.common import by_video
 from m3cli.stages.core.entity_ids import character_id, number_of
 from m3cli.stages.core.lips import mouth_motion, moving_times, shot_bounds  # noqa: F401 (re-exported)
@@ -192,7 +192,7 @@ def meta_windows(record: ClipRecord, window: float) -> list[tuple[float, float]]
     out: list[tuple[float, float]] = []
     for s, e in zip(edges[:-1], edges[1:], strict=True):
         if e - s > 1e-6:
-            out.extend(media.windows(s, e, window))
+            out.extend(media_probe.windows(s, e, window))
     return out
 
 

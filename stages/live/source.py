@@ -31,7 +31,7 @@ from typing import Any
 import av
 import numpy as np
 
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_probe, media_streams
 
 log = logging.getLogger(__name__)
 
@@ -189,9 +189,9 @@ class Arrival:
     video_end: float = -math.inf
     #: (media seconds covered by both streams, monotonic time it was reached), increasing
     marks: list[tuple[float, float]] = field(default_factory=list)
-    #: packets with damaged timestamps are left out as :func:`media.probe` leaves them out
-    video_clock: media.TimestampFilter = field(default_factory=media.TimestampFilter)
-    audio_clock: media.TimestampFilter = field(default_factory=media.TimestampFilter)
+    #: packets with damaged timestamps are left out as :func:`media_probe.probe` leaves them out
+    video_clock: media_streams.TimestampFilter = field(default_factory=media_streams.TimestampFilter)
+    audio_clock: media_streams.TimestampFilter = field(default_factory=media_streams.TimestampFilter)
 
     @property
     def damaged(self) -> list[tuple[float, float]]:
@@ -212,8 +212,9 @@ class Arrival:
         at = bisect.bisect_left(self.marks, t, key=lambda mark: mark[0])
         return self.marks[at][1] if at < len(self.marks) else None
 
-    def probe(self) -> media.Probe | None:
-        """A :class:`~m3cli.stages.core.media.Probe` of what has arrived, computed as the file's probe is."""
+    def probe(self) -> media_probe.Probe | None:
+        """A :class:`~m3cli.stages.core.media_probe.Probe` of what has arrived, computed as the file's
+        probe is."""
         if not self.pts:
             return None
         times = np.unique(np.asarray(self.pts, dtype=np.int64)) * self.time_base - self.origin
@@ -223,7 +224,7 @@ class Arrival:
             frame_duration = 1.0 / self.fps
         else:
             frame_duration = float(np.median(np.diff(times))) if len(times) > 1 else 0.0
-        return media.Probe(
+        return media_probe.Probe(
             duration=max(float(times[-1] + frame_duration), self.audio_end),
             fps=self.fps,
             width=self.width,
@@ -309,7 +310,7 @@ class Scanner(threading.Thread):
                     a.width = vs.codec_context.width or None
                     a.height = vs.codec_context.height or None
                     a.has_audio = audio is not None
-                for packet in media.demux(container, *(s for s in (vs, audio) if s is not None)):
+                for packet in media_streams.demux(container, *(s for s in (vs, audio) if s is not None)):
                     if packet.pts is None or packet.size == 0:
                         continue
                     with self.lock:
@@ -362,7 +363,7 @@ def spool_end(path: Path) -> float | None:
     end = None
     try:
         with av.open(os.fsdecode(path)) as container:
-            for packet in media.demux(container):
+            for packet in media_streams.demux(container):
                 if packet.pts is not None and packet.time_base is not None:
                     t = float((packet.pts + (packet.duration or 0)) * packet.time_base)
                     end = t if end is None else max(end, t)

@@ -33,21 +33,22 @@ Design, for streams and growing files:
   is paid once. When the oldest waiting clip ends more than ``max_lag`` seconds behind the live edge,
   clips are skipped (oldest first, recorded in the state and the status) until the backlog is back
   under the bound: the memory misses those clips instead of falling ever further behind.
-* **Memory.** The process runs for hours: the command caps glibc's malloc arenas (:func:`bound_heap`)
-  and each commit is followed by :func:`trim_heap`, so the RSS stays flat after the first clips.
+* **Memory.** The process runs for hours: the command caps glibc's malloc arenas
+  (:func:`~m3cli.stages.live.heap.bound_heap`) and each commit is followed by
+  :func:`~m3cli.stages.live.heap.trim_heap`, so the RSS stays flat after the first clips.
+
+This module holds the rounds over a growing recording (:class:`Watcher`); the watch state
+(:mod:`~m3cli.stages.live.state`), the status (:mod:`~m3cli.stages.live.status`), drop folders
+(:mod:`~m3cli.stages.live.folder`) and the heap (:mod:`~m3cli.stages.live.heap`) are beside it.
 """
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
 import os
-import stat
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -57,239 +58,16 @@ import orjson
 from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
 from m3cli.stages.configs.watch import WatchConfig
-from m3cli.stages.core import locks, media, recorded
+from m3cli.stages.core import locks, media, media_probe, recorded
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.storage import memory_location, write_atomic
 from m3cli.stages.live import source as live_source
+from m3cli.stages.live.folder import run_folder
+from m3cli.stages.live.heap import trim_heap
+from m3cli.stages.live.state import WATCH_LOCK, WatchState, committed_clips, source_kind, state_dir
+from m3cli.stages.live.status import RoundClock, WatchStatus, _gaps, _now
 
 log = logging.getLogger(__name__)
-
-STATE_SCHEMA = "m3.watch/1"
-#: the state folder's lock file: held by the one watcher of its source and state (see Watcher._take_lock)
-WATCH_LOCK = "watch.lock"
-
-
-@dataclass
-class WatchStatus:
-    """Progress as ``--status`` writes it (and the stderr lines say)."""
-
-    source: str
-    stream_id: str
-    state: str = "starting"
-    clips_committed: int = 0
-    last_clip: int | None = None
-    last_commit: str | None = None
-    live_edge: float = 0.0  # media seconds arrived
-    committed_until: float = 0.0
-    latencies: list[float] = field(default_factory=list)  # clip complete -> committed, seconds
-    pending: int = 0
-    skipped: list[int] = field(default_factory=list)
-    gaps: list[dict] = field(default_factory=list)
-    #: drop-folder files that failed (names relative to the folder)
-    failed: list[str] = field(default_factory=list)
-    reconnects: int = 0
-    error: str | None = None
-    #: the last round's clips and where its time went (see :class:`RoundClock`)
-    last_round: dict | None = None
-
-    @property
-    def lag(self) -> float:
-        return round(max(0.0, self.live_edge - self.committed_until), 3)
-
-    def to_json(self) -> dict:
-        lat = sorted(self.latencies)
-
-        def q(p: float) -> float | None:
-            return round(lat[min(len(lat) - 1, int(p * len(lat)))], 3) if lat else None
-
-        return {
-            "schema": "m3.watch-status/1",
-            "source": self.source,
-            "stream_id": self.stream_id,
-            "state": self.state,
-            "clips_committed": self.clips_committed,
-            "last_clip": self.last_clip,
-            "last_commit": self.last_commit,
-            "lag_s": self.lag,
-            "live_edge_s": round(self.live_edge, 3),
-            "committed_until_s": round(self.committed_until, 3),
-            "latency_s": {"last": self.latencies[-1] if lat else None, "p50": q(0.5), "p95": q(0.95)},
-            "pending": self.pending,
-            "skipped": self.skipped,
-            "gaps": self.gaps,
-            "failed": self.failed,
-            "reconnects": self.reconnects,
-            "rss_mb": _rss_mb(),
-            "last_round": self.last_round,
-            "error": self.error,
-        }
-
-
-class RoundClock:
-    """Where a round's time went: seconds from the previous mark to each stage's end, in order.
-
-    The pipeline reports a stage when it has finished. Faces runs beside diarize and voices and sight
-    in whichever thread is free first (:func:`m3cli.stages.pipeline.perceive_side_by_side`), so the
-    critical path reads: diarize, voices, then sight when it followed voices, then "faces", the wait
-    for the faces thread (with sight in it when it ran there, and then "sight" is ~0)."""
-
-    def __init__(self, began: float) -> None:
-        self.last = began
-        self.spans: dict[str, float] = {}
-
-    def stage(self, name: str, _clips: int = 0) -> None:
-        now = time.monotonic()
-        self.spans[name] = round(now - self.last, 3)
-        self.last = now
-
-
-#: mallopt's parameter for the number of malloc arenas (glibc's malloc.h: M_ARENA_MAX)
-_M_ARENA_MAX = -8
-
-
-@functools.cache
-def _libc() -> Any:
-    """The C library, opened once (each commit trims the heap through it)."""
-    import ctypes
-
-    try:
-        return ctypes.CDLL("libc.so.6")
-    except OSError:  # not glibc (musl, macOS): nothing to bound or trim
-        return None
-
-
-def bound_heap(arenas: int = 2) -> bool:
-    """Cap glibc's malloc arenas for the long-running watcher; call it before the model threads start.
-
-    Why: glibc gives a thread that meets a locked arena an arena of its own (up to 8 per core), and the
-    threads of onnxruntime, CTranslate2 and the video decoder allocate and free large buffers each clip;
-    what they free stays mapped in their arenas, fragmented, so on a cold cache the watcher's RSS grew
-    about 190 MB per 30-s clip for the whole stream. With two arenas and :func:`trim_heap` after each
-    commit it stays flat after the first clips, for about 3% more CPU (both measured with
-    bench/bench_watch.py; the figures are in the README). True when the cap was set."""
-    libc = _libc()
-    try:
-        return bool(libc is not None and libc.mallopt(_M_ARENA_MAX, arenas))
-    except AttributeError:
-        return False
-
-
-def trim_heap() -> None:
-    """Give the heap's free pages back to the system (glibc's ``malloc_trim``); a few tens of ms."""
-    libc = _libc()
-    try:
-        if libc is not None:
-            libc.malloc_trim(0)
-    except AttributeError:
-        pass
-
-
-def _rss_mb() -> float | None:
-    try:
-        with open("/proc/self/statm") as fh:
-            return round(int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")  # datetime.UTC is 3.11+
-
-
-def source_kind(source: str) -> str:
-    """``url``, ``device``, ``folder`` or ``file``."""
-    if live_source.is_url(source):
-        return "url"
-    if live_source.is_device(source):
-        return "device"
-    path = Path(source)
-    if path.is_dir():
-        return "folder"
-    if path.is_file() or (not path.exists() and path.parent.is_dir() and path.suffix):
-        return "file"  # one that does not exist yet is waited for (a recorder about to start)
-    schemes = ", ".join(s[:-3] for s in live_source.URL_SCHEMES)
-    raise InputError(f"{source}: no such file, folder or device, and not a stream URL ({schemes})")
-
-
-def canonical_source(source: str) -> str:
-    return source if source_kind(source) in ("url", "device") else os.path.abspath(source)
-
-
-def state_dir(source: str, memory: str | Path, cache_root: Path) -> Path:
-    """The default watch folder of (source, memory): inside the cache, one per pair."""
-    key = f"{canonical_source(source)}\0{memory_location(memory)}"
-    return Path(cache_root) / "live" / hashlib.sha256(key.encode()).hexdigest()[:16]
-
-
-# ------------------------------------------------------------------------------------ state
-@dataclass
-class WatchState:
-    path: Path
-    data: dict
-
-    @classmethod
-    def open(cls, folder: Path, source: str, clip_seconds: float) -> WatchState:
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / "state.json"
-        if path.exists():
-            try:
-                data = orjson.loads(path.read_bytes())
-            except orjson.JSONDecodeError as exc:
-                raise M3Error(
-                    f"{path}: damaged watch state ({exc}); move it away to start a new stream"
-                ) from None
-            if data.get("clip_seconds") != clip_seconds:
-                raise InputError(
-                    f"{path}: this stream was cut into {data.get('clip_seconds')} s clips; use "
-                    f"--clip-seconds {data.get('clip_seconds')} or a new --state folder"
-                )
-            return cls(path, data)
-        started = _now()
-        canon = canonical_source(source)
-        sid = hashlib.sha256(f"m3.live/1\0{canon}\0{started}".encode()).hexdigest()[:16]
-        spool = Path(source) if source_kind(source) == "file" else folder / "spool.ts"
-        data = {
-            "schema": STATE_SCHEMA,
-            "stream_id": sid,
-            "source": canon,
-            "started": started,
-            "spool": os.fspath(Path(spool).absolute()),
-            "clip_seconds": clip_seconds,
-            "skipped": [],
-            "gaps": [],
-            "recorded_id": None,
-        }
-        state = cls(path, data)
-        state.save()
-        return state
-
-    def save(self) -> None:
-        write_atomic(self.path, orjson.dumps(self.data, option=orjson.OPT_INDENT_2))
-
-    @property
-    def stream_id(self) -> str:
-        return self.data["stream_id"]
-
-    @property
-    def spool(self) -> Path:
-        return Path(self.data["spool"])
-
-
-def _gaps(recorder: live_source.Recorder | None, probe: media.Probe | None) -> list[dict]:
-    """The stretches the memory misses: the source away (a stream's drops and restarts) and packets
-    of the recording left out as damaged (their media times: ``at`` to ``until``)."""
-    gaps = [g.to_json() for g in recorder.gaps] if recorder is not None else []
-    for a, b in probe.damaged if probe is not None else ():
-        gap = {"lost_at": None, "resumed_at": None, "reason": "damaged packets left out"}
-        gaps.append({**gap, "at": a, "until": b})
-    return gaps
-
-
-def committed_clips(memory: str | Path, video: str) -> set[int]:
-    """Clip indexes of ``video`` the memory holds (its last committed version)."""
-    from m3cli.stages.batch.stage import clip_values
-
-    return clip_values(memory, "clip", video)
 
 
 # ------------------------------------------------------------------------------------ the runner
@@ -483,7 +261,7 @@ class Watcher:
         if ended and not scanner.error:
             # the recording is complete: the plan is m3 segment's, from the file's own probe
             self._verify()
-            final = media.probe(self.state.spool)
+            final = media_probe.probe(self.state.spool)
             with scanner.lock:
                 self.status.live_edge = max(0.0, scanner.arrival.covered)
             plan = plan_clips(final, self.clip_seconds)
@@ -619,7 +397,7 @@ class Watcher:
     # -- the loop
     def run(self) -> WatchStatus:
         if self.kind == "folder":
-            return self._run_folder()
+            return run_folder(self)
         assert self.state is not None
         recorder = None
         finished: Callable[[], bool] | None = None
@@ -744,102 +522,3 @@ class Watcher:
         self.state.data["recorded_id"] = recorded
         self.state.data["gaps"] = self.status.gaps
         self.state.save()
-
-    # -- drop folders
-    def _run_folder(self) -> WatchStatus:
-        """Files appearing in the folder, each once it has not grown for ``idle`` seconds (or at once
-        with ``until_eof``), through the pipeline like ``m3 run``; files already in the memory are
-        skipped (by content id), so restarts do nothing twice.
-
-        A file is known by what it is, not by its name: (device, inode, size, modification time). New
-        content moved or copied over a name already processed is a new file and is processed. Entries
-        that cannot be read as files (a dangling symbolic link, a file removed between the listing and
-        its ``stat``) are passed over with one line each, never ending the watch. Each failed file is
-        one ``m3: error:`` line and is counted: ``--until-eof`` fails when any file failed."""
-        from m3cli.stages.batch.stage import expand_inputs, indexed_videos
-        from m3cli.stages.pipeline import content_id, run_videos
-
-        folder = Path(self.source)
-        seen: dict[Path, tuple[int, int, int, int, float]] = {}
-        handled: set[tuple[int, int, int, int]] = set()
-        told: set[tuple[Path, str]] = set()
-        self.status.state = "running"
-        self._publish()
-
-        def shown(path: Path) -> str:
-            try:
-                return media.display_name(path.relative_to(folder))
-            except ValueError:
-                return media.display_name(path)
-
-        def once(path: Path, why: str) -> None:
-            if (path, why) not in told:
-                told.add((path, why))
-                self.say(f"{shown(path)}: {why}; skipped")
-
-        while not self.stopping.is_set():
-            ready = []
-            now = time.monotonic()
-            for path in expand_inputs([folder]):
-                try:
-                    st = path.stat()
-                except FileNotFoundError:
-                    if path.is_symlink():
-                        once(path, "a symbolic link to nothing")
-                    seen.pop(path, None)  # removed since the listing: nothing to do
-                    continue
-                except OSError as exc:
-                    once(path, f"cannot be read ({exc.strerror or exc})")
-                    continue
-                if not stat.S_ISREG(st.st_mode):
-                    once(path, "not a regular file")
-                    continue
-                stamp = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-                if stamp in handled:
-                    continue
-                if path not in seen or seen[path][:4] != stamp:
-                    seen[path] = (*stamp, now)
-                if self.config.until_eof or now - seen[path][4] >= self.config.idle:
-                    ready.append((path, stamp))
-            indexed = indexed_videos(self.memory) if ready else set()
-            for path, stamp in ready:
-                handled.add(stamp)
-                if self.stopping.is_set():
-                    break
-                try:
-                    if content_id(path, self.ctx) in indexed:
-                        continue
-                    start = time.monotonic()
-                    with self.commit_lock:
-                        for outcome, _ in run_videos(
-                            [path], self.models, self.ctx, self.memory, keep_going=True
-                        ):
-                            if outcome.error:
-                                self._failed(shown(path), outcome.error)
-                            else:
-                                self.status.clips_committed += outcome.clips
-                                self.status.last_commit = _now()
-                                self.status.latencies.append(round(time.monotonic() - start, 3))
-                                self.say(f"{shown(path)}: {outcome.clips} clips committed")
-                except M3Error as exc:
-                    if not os.path.lexists(path):
-                        once(path, "removed before it was read")
-                    else:
-                        self._failed(shown(path), str(exc))
-                self._publish()
-            if self.config.until_eof and not ready:
-                break
-            self.stopping.wait(self.config.poll * 5)
-        self.status.state = "stopped" if self.stopping.is_set() else "ended"
-        self._publish()
-        return self.status
-
-    def _failed(self, name: str, error: str) -> None:
-        """One drop-folder file failed: counted, and one ``m3: error:`` line that names it once."""
-        self.status.failed.append(name)
-        full = media.display_name(Path(self.source) / name)
-        for prefix in (full, name):  # the stages' messages begin with the path already
-            if error.startswith(prefix + ":"):
-                error = error[len(prefix) + 1 :].lstrip()
-                break
-        self.fail(f"{name}: {error}")

@@ -35,9 +35,9 @@ def clip_ids(record: ClipRecord) -> tuple[list[str], list[str]]:
 
 def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
     from m3cli.stages.backends.llm.media import image_part
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media, media_frames, media_probe
 
-    if config.frames == 0 or media.pictureless(record):  # an audio-only recording has no frames
+    if config.frames == 0 or media_probe.pictureless(record):  # an audio-only recording has no frames
         return []
     from m3cli.stages.sight import keyframe_parts  # the sight stage's keyframes, where it ran
 
@@ -46,7 +46,7 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
         return keyframes
     duration = max(record.clip.end - record.clip.start, 1e-3)
     path = media.source_path(record.video, cache)
-    frames = media.sample_frames(
+    frames = media_frames.sample_frames(
         path,
         record.video.id,
         record.clip.index,
@@ -62,7 +62,7 @@ def _frame_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
     parts: list[dict] = [{"type": "text", "text": "Frames, in time order:"}]
     for i in picks:
         parts.append({"type": "text", "text": f"t={frames.times[i]:.1f} s"})
-        parts.append(image_part(media.encode_jpeg(frames.images[i], quality=config.jpeg_quality)))
+        parts.append(image_part(media_frames.encode_jpeg(frames.images[i], quality=config.jpeg_quality)))
     return parts
 
 
@@ -70,7 +70,7 @@ def _crop_parts(
     record: ClipRecord, config: MemorizeConfig, cache: Cache | None, images: bool = True
 ) -> list[dict]:
     from m3cli.stages.backends.llm.media import image_part
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media_frames
     from m3cli.stages.core.record_paths import JPEG, cache_file, record_name
 
     tracks = sorted(record.faces.tracks if record.faces else [], key=lambda t: t.face_id)
@@ -93,7 +93,7 @@ def _crop_parts(
         if path is not None and images:
             try:
                 data = path.read_bytes()
-                img = media.decode_jpeg(data)
+                img = media_frames.decode_jpeg(data)
             except Exception as exc:  # noqa: BLE001 - PIL raises many kinds for a broken image
                 raise InputError(
                     f"{record_name(record)}: {field}: {t.crop!r} is not a readable JPEG: {exc}"
@@ -104,7 +104,7 @@ def _crop_parts(
 
                 pil = Image.fromarray(img)
                 pil.thumbnail((config.max_side, config.max_side))
-                data = media.encode_jpeg(np.asarray(pil), quality=config.jpeg_quality)
+                data = media_frames.encode_jpeg(np.asarray(pil), quality=config.jpeg_quality)
             parts.append({"type": "text", "text": f"{t.face_id} (visible {spans} s):"})
             parts.append(image_part(data))
         else:
@@ -116,14 +116,14 @@ def _crop_parts(
 def _audio_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None) -> list[dict]:
     """The clip's audio as one ``input_audio`` part (16 kHz mono WAV, at most ``max_audio_s``)."""
     from m3cli.stages.backends.llm.media import audio_part, wav_bytes
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media, media_audio
 
     if record.video.has_audio is False or record.clip.has_audio is False:
         return []
     start = record.clip.start
     end = min(record.clip.end, start + config.max_audio_s)
     try:
-        audio = media.clip_audio(
+        audio = media_audio.clip_audio(
             media.source_path(record.video), record.video.id, record.clip.index, start, end, cache=cache
         )
     except (OSError, M3Error) as exc:
@@ -133,7 +133,7 @@ def _audio_parts(record: ClipRecord, config: MemorizeConfig, cache: Cache | None
         return []
     return [
         {"type": "text", "text": f"Audio of the clip ({_t(start)}-{_t(end)} s, 16 kHz mono):"},
-        audio_part(wav_bytes(audio, media.AUDIO_RATE)),
+        audio_part(wav_bytes(audio, media_audio.AUDIO_RATE)),
     ]
 
 
