@@ -14,7 +14,6 @@ from pathlib import Path
 import lance
 import numpy as np
 import pytest
-from test_index import pipeline
 
 from m3cli.stages.ask.loop import Asker
 from m3cli.stages.ask.memory import NODE_COLUMNS, NPROBES, REFINE, LanceMemory, scope_filter
@@ -29,6 +28,7 @@ from m3cli.stages.core.memory_manifest import read_manifest, write_manifest
 from m3cli.stages.core.memory_reader import open_reader
 from m3cli.stages.core.memory_writer import MemoryWriter
 from m3cli.stages.index.stage import build_indexes, index_records
+from support.index_pipeline import pipeline
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -12,10 +12,6 @@ import lance
 import lancedb
 import orjson
 import pyarrow as pa
-from test_index import ctx, embedder, pipeline  # noqa: F401  (fixtures)
-from test_s3 import BUCKET, embed_server, m3_env, s3_env  # noqa: F401  (fixtures)
-from test_s3 import _records as s3_records
-from test_s3 import run as s3_run
 
 from conftest import run_m3
 from m3cli.stages.configs.index import IndexConfig
@@ -25,7 +21,11 @@ from m3cli.stages.core.memory_reader import MemoryReader
 from m3cli.stages.core.memory_store import open_memory
 from m3cli.stages.core.memory_writer import MemoryWriter
 from m3cli.stages.index.stage import index_records
+from support.index_pipeline import pipeline
 from support.memory_rows import memory_rows
+from support.s3_memory import BUCKET, m3_env
+from support.s3_memory import _records as s3_records
+from support.s3_memory import run as s3_run
 
 QUESTIONS = ("Who likes the garden?", "What is the name of the person who said hello?")
 NO_SCHEDULE = IndexConfig(compact_fragments=0)

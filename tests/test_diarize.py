@@ -143,7 +143,7 @@ def test_silence_noise_and_short_audio_give_no_utterances():
 
 
 def test_tone_and_video_without_audio(tmp_path, cache_dir):
-    from test_segment import make_video
+    from support.synthetic_video import make_video
 
     tone = make_video(tmp_path / "tone.mp4", 3.0, audio=True)  # a 440 Hz tone: no speech
     mute = make_video(tmp_path / "mute.mp4", 3.0, audio=False)
@@ -156,7 +156,7 @@ def test_tone_and_video_without_audio(tmp_path, cache_dir):
 
 
 def test_moved_video_is_a_clear_error(tmp_path, cache_dir):
-    from test_segment import make_video
+    from support.synthetic_video import make_video
 
     video = make_video(tmp_path / "gone.mp4", 1.0)
     seg = run_m3("segment", video, check=True)

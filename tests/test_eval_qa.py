@@ -7,10 +7,10 @@ import json
 import re
 
 import pytest
-from test_ask import V, fake_env, write_clips
 
 from conftest import run_m3
 from m3cli.stages.eval import qa as qa_eval
+from support.ask_memory import V, fake_env, write_clips
 from support.fake_openai import FakeOpenAI
 
 ANNOTATIONS = {

@@ -12,7 +12,6 @@ import lancedb
 import orjson
 import pyarrow as pa
 import pytest
-from test_index import ctx, embedder, pipeline  # noqa: F401  (fixtures)
 
 from m3cli.stages.core.memory_manifest import read_manifest
 from m3cli.stages.core.memory_reader import open_reader
@@ -21,6 +20,7 @@ from m3cli.stages.core.memory_writer import MemoryWriter
 from m3cli.stages.index.stage import IndexConfig, index_records
 from m3cli.stages.people.store import EDITS, PEOPLE
 from support.import_probe import m3_imports
+from support.index_pipeline import pipeline
 from support.memory_rows import memory_rows
 from support.s3_server import s3_server
 

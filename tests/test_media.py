@@ -55,7 +55,7 @@ def test_clip_audio_is_16k_mono_and_in_sync(tmp_path):
 
 
 def test_clip_audio_of_a_video_without_audio_is_empty(tmp_path):
-    from test_segment import make_video
+    from support.synthetic_video import make_video
 
     silent = make_video(tmp_path / "silent.mp4", 2.0, audio=False)
     assert media.clip_audio(silent, "1" * 16, 0, 0.0, 2.0).size == 0

@@ -12,13 +12,13 @@ import re
 import wave
 
 import pytest
-from test_memorize import GOOD, client_for, talk
 
 from m3cli.stages.backends.llm import DEFAULT_MAX_TOKENS, LlmClient
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 from support.fake_openai import FakeOpenAI
+from support.fixture_talk import GOOD, client_for, talk
 
 NO_EQUIV = json.dumps({**GOOD, "equivalences": []})
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_memorize import client_for, talk
 
 from m3cli.stages.ask import prompts as P
 from m3cli.stages.ask.loop import AskConfig
@@ -22,6 +21,7 @@ from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 from support import ask_memory
 from support.ask_memory import check_answer, fake_env, make_asker
 from support.fake_openai import FakeOpenAI
+from support.fixture_talk import client_for, talk
 
 AGENT_MEMORY = {
     "episodic": [

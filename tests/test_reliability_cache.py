@@ -16,10 +16,10 @@ from pathlib import Path
 
 import numpy as np
 import orjson
-from test_index import pipeline
 
 from conftest import FIXTURE, HAMILTON, run_m3
 from m3cli.stages.core.cache import Cache, CacheKey
+from support.index_pipeline import pipeline
 
 FOREIGN = {
     "v1/docs/thesis.txt": b"three years of work\n",

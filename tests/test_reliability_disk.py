@@ -10,8 +10,9 @@ import shlex
 import sys
 
 import pytest
-from test_index import pipeline
-from test_memory_commit import fill, in_small_fs, jsonl, needs_small_fs
+
+from support.index_pipeline import pipeline
+from support.small_fs import fill, in_small_fs, jsonl, needs_small_fs
 
 
 @needs_small_fs

@@ -240,7 +240,8 @@ def test_a_huge_text_field_is_refused_without_gigabytes(tmp_path, cache_dir, whe
     import sys
 
     import orjson
-    from test_index import pipeline
+
+    from support.index_pipeline import pipeline
 
     big = "word " * 10_000_000  # 50 MB
     recs = [r.to_json() for r in pipeline(2)]

@@ -115,7 +115,8 @@ def test_output_to_a_fifo_reaches_its_reader(tmp_path, cache_dir):
 
 def test_index_ends_with_one_summary_line(tmp_path, cache_dir):
     import orjson
-    from test_index import pipeline
+
+    from support.index_pipeline import pipeline
 
     recs = pipeline(3)
     data = b"".join(orjson.dumps(r.to_json()) + b"\n" for r in recs)

@@ -12,10 +12,10 @@ import subprocess
 import sys
 
 import pytest
-from test_s3 import _records, m3_env
 
 from m3cli.stages.core.redact import MASK, mask_credentials
 from support.fake_openai import FakeOpenAI
+from support.s3_memory import _records, m3_env
 from support.s3_server import s3_server
 
 SECRET = "Zq9-s3cr3t"

@@ -5,11 +5,8 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-from fractions import Fraction
 from pathlib import Path
 
-import av
-import numpy as np
 import orjson
 import pytest
 
@@ -18,39 +15,11 @@ from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.segment import SegmentConfig, segment_video
+from support.synthetic_video import make_video
 
 
 def records(proc) -> list[dict]:
     return [orjson.loads(line) for line in proc.stdout.splitlines()]
-
-
-def make_video(path: Path, seconds: float, fps: int = 10, audio: bool = True) -> Path:
-    """A small real H.264 (+AAC) file with moving content."""
-    with av.open(str(path), "w") as out:
-        vs = out.add_stream("libx264", rate=fps)
-        vs.width, vs.height, vs.pix_fmt = 160, 96, "yuv420p"
-        aus = out.add_stream("aac", rate=16000) if audio else None
-        if aus is not None:
-            aus.layout = "mono"
-        n = int(seconds * fps)
-        for i in range(n):
-            img = np.zeros((96, 160, 3), np.uint8)
-            img[:, (i * 3) % 160] = 255
-            frame = av.VideoFrame.from_ndarray(img, format="rgb24")
-            frame.pts, frame.time_base = i, Fraction(1, fps)
-            out.mux(vs.encode(frame))
-        out.mux(vs.encode())
-        if aus is not None:
-            t = np.arange(int(seconds * 16000)) / 16000
-            tone = (0.2 * np.sin(2 * np.pi * 440 * t)).astype(np.float32)
-            for i in range(0, len(tone), 1024):
-                frame = av.AudioFrame.from_ndarray(
-                    tone[i : i + 1024].reshape(1, -1), format="flt", layout="mono"
-                )
-                frame.sample_rate, frame.pts, frame.time_base = 16000, i, Fraction(1, 16000)
-                out.mux(aus.encode(frame))
-            out.mux(aus.encode())
-    return path
 
 
 def test_hamilton_clips_are_frame_accurate(cache_dir):
