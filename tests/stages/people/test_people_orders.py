@@ -15,10 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import DATA as TESTS_DATA
 from m3cli.stages.eval.people import arrival_orders, partition, replay
 from m3cli.stages.people.match import Thresholds
 
-DATA = Path(__file__).parent / "data" / "people"
+DATA = TESTS_DATA / "people"
 GROUPS = ("photos", "latentsync", "grid")
 
 

@@ -8,11 +8,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import DATA as TESTS_DATA
 from m3cli.stages.eval.people import score
 from m3cli.stages.people.match import Appearance, KnownPeople, assign_video
 from m3cli.stages.people.store import Edits, merge_spans
 
-DATA = Path(__file__).parent / "data" / "people"
+DATA = TESTS_DATA / "people"
 
 
 def _unit(seed: int, dim: int = 128) -> np.ndarray:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
+from conftest import DATA, ROOT
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.ask.nodes import Node
 from m3cli.stages.ask.offline import ROUTES, classify, parse_line, route
@@ -17,9 +17,7 @@ from m3cli.stages.eval import formats
 from m3cli.stages.memorize.stage import absence_lines, offline_memory, position_lines
 
 # the M3-Bench annotations (../shared/media/m3bench beside the checkout, or $M3BENCH_DIR)
-M3BENCH = Path(
-    os.environ.get("M3BENCH_DIR") or Path(__file__).resolve().parents[2] / "shared" / "media" / "m3bench"
-)
+M3BENCH = Path(os.environ.get("M3BENCH_DIR") or ROOT.parent / "shared" / "media" / "m3bench")
 
 
 @pytest.mark.parametrize(
@@ -169,7 +167,7 @@ def test_m3bench_coverage_table():
     # bench/ is a folder of scripts beside the package, not installed: load the one script by its path
     import importlib.util
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "bench_questions.py"
+    path = ROOT / "bench" / "bench_questions.py"
     spec = importlib.util.spec_from_file_location("bench_questions", path)
     assert spec and spec.loader
     bench_questions = importlib.util.module_from_spec(spec)
@@ -185,7 +183,7 @@ def test_m3bench_coverage_table():
         if form == "count_people":
             assert "how many" in q.lower()
     assert outcome("How many servings of Italian pasta did the blogger have?")[0] == "declined"
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "answers.md").read_text("utf-8")
+    doc = (ROOT / "docs" / "answers.md").read_text("utf-8")
     c = res["types"]["ALL"]
     assert f"| ALL | 4490 | {c['routed']} (" in doc, "docs/answers.md: rerun python -m bench.bench_questions"
     json.dumps({k: dict(v) for k, v in res["types"].items()})

@@ -11,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DATA
 from support.fake_openai import FakeOpenAI
 
-PHOTOS = Path(__file__).parent / "data" / "people" / "photos"
+PHOTOS = DATA / "people" / "photos"
 
 
 def _inside(item: dict, spans: list[list[float]]) -> bool:

@@ -3,16 +3,13 @@ speech: speakers3.mp4's three LibriSpeech/LatentSync voices, each cut into two c
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from conftest import DATA
 from m3cli.stages.backends.speaker import windows_over
 from m3cli.stages.backends.speaker.join import JOIN_COSINE, join_clusters, pooled_spans, split_within
 from m3cli.stages.eval.audio import read_rttm
-
-DATA = Path(__file__).parent / "data"
 
 
 def test_split_clusters_of_three_voices_join_back_to_three():

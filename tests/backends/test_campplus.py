@@ -3,12 +3,10 @@ embedding it alone (the diarizer batches 2-s windows for speed; a mix-up of rows
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-DATA = Path(__file__).parent / "data"
+from conftest import DATA
 
 
 @pytest.fixture(scope="module")

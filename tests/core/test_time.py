@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import run_m3
+from conftest import DATA, run_m3
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.ask.memory import LanceMemory
 from m3cli.stages.ask.nodes import Scope
@@ -26,7 +26,7 @@ from m3cli.stages.index.stage import index_records
 from m3cli.stages.segment import segment_video
 from support.fake_openai import FakeOpenAI
 
-TIME = Path(__file__).parent / "data" / "time"
+TIME = DATA / "time"
 QUESTIONS = TIME / "questions.jsonl"
 _spec = importlib.util.spec_from_file_location("make_dated", TIME / "make_dated.py")
 assert _spec is not None and _spec.loader is not None

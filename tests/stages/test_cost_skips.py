@@ -6,18 +6,16 @@ without it, and the skip happened (a counter in the stage's stats says so).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
+from conftest import DATA
 from m3cli.stages.backends.face.dlib import DlibFaceModel
 from m3cli.stages.core import media
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.faces.stage import Counters, FacesConfig, detect_clip, frame_changes
 from m3cli.stages.segment import SegmentConfig, segment_video
 
-DATA = Path(__file__).parent / "data"
 CLIPS = [DATA / "short_hamilton_clip.mp4", DATA / "fixture.mp4"]
 
 pytestmark = pytest.mark.slow  # dlib's detector and landmark models on real clips

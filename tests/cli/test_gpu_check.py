@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 SCRIPT = ROOT / "scripts" / "gpu_check.sh"
 PATHS = ROOT / "scripts" / "gpu_check_paths.py"
 

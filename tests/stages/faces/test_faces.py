@@ -13,6 +13,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+from conftest import DATA, ROOT
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.backends.face import make_face_model
 from m3cli.stages.backends.face.dlib import DlibFaceModel
@@ -30,8 +31,6 @@ from m3cli.stages.faces.stage import (
 )
 from m3cli.stages.segment import SegmentConfig, segment_video
 
-DATA = Path(__file__).parent / "data"
-ROOT = Path(__file__).parent.parent
 FIXTURE = DATA / "fixture.mp4"
 HAMILTON = DATA / "short_hamilton_clip.mp4"
 SCHEMA = json.loads((ROOT / "schemas" / "clip.v1.json").read_text())

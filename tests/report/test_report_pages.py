@@ -28,13 +28,12 @@ from pathlib import Path
 import lancedb
 import pytest
 
-from conftest import run_m3
+from conftest import DATA, ROOT, run_m3
 from support.browser import Browser, find_chromium
 from support.report_page import Page, read_page
 
-ROOT = Path(__file__).resolve().parent.parent
-PHOTOS = Path(__file__).parent / "data" / "people" / "photos"
-COFFEE = Path(__file__).parent / "data" / "sight" / "video" / "sam2_04_coffee.mp4"
+PHOTOS = DATA / "people" / "photos"
+COFFEE = DATA / "sight" / "video" / "sam2_04_coffee.mp4"
 OFFLINE = {"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
 LAZY = re.compile(r'<script type="application/gzip" class="lazy" data-block="\d+">([A-Za-z0-9+/=]*)</script>')
 

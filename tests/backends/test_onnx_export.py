@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-DATA = Path(__file__).parent / "data"
+from conftest import DATA
 
 
 @pytest.fixture(scope="module")

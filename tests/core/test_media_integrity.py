@@ -24,8 +24,6 @@ from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.segment import SegmentConfig, segment_video
 
-ROOT = Path(__file__).resolve().parent.parent
-
 
 def jsonl(records) -> bytes:
     return b"".join(orjson.dumps(r.to_json() if hasattr(r, "to_json") else r) + b"\n" for r in records)

@@ -10,10 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import DATA, ROOT
 from m3cli.stages.eval.faces import identity_of, score
-
-DATA = Path(__file__).parent / "data"
-ROOT = Path(__file__).parent.parent
 
 
 def m3(*args: str, cache: Path) -> subprocess.CompletedProcess:

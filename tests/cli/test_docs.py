@@ -17,7 +17,8 @@ from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import ROOT
+
 README = ROOT / "README.md"
 
 

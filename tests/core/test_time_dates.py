@@ -1,5 +1,5 @@
 """Dates in questions (stages/ask/dates.py) and recording times (stages/core/recorded.py): parsing only,
-no media; the tests on real media are in tests/test_time.py."""
+no media; the tests on real media are in tests/core/test_time.py."""
 
 from __future__ import annotations
 

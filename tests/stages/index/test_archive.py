@@ -1,8 +1,8 @@
 """Archives: the synthetic-memory generator, appends to an indexed memory, indexed-search recall.
 
 The source memory is written by the real index stage from a four-clip conversation per video (the
-pipeline of tests/test_index.py: memorize, link, abstract, index with the bundled MiniLM), so the rows
-the generator copies are rows `m3 index` wrote.
+pipeline of tests/support/index_pipeline.py: memorize, link, abstract, index with the bundled MiniLM), so
+the rows the generator copies are rows `m3 index` wrote.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import lance
 import numpy as np
 import pytest
 
+from conftest import ROOT
 from m3cli.stages.ask.loop import Asker
 from m3cli.stages.ask.memory import NODE_COLUMNS, NPROBES, REFINE, LanceMemory, scope_filter
 from m3cli.stages.ask.nodes import Scope
@@ -32,7 +33,6 @@ from support.index_pipeline import pipeline
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.append(str(ROOT))  # bench/ is not an installed package
 A, B, C = "a" * 16, "b" * 16, "c" * 16

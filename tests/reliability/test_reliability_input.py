@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURE, HAMILTON, SHARED_MEDIA, run_m3
+from conftest import DATA, FIXTURE, HAMILTON, SHARED_MEDIA, run_m3
 
 
 @pytest.mark.parametrize(
@@ -36,7 +36,6 @@ def test_config_path_says_when_the_file_is_absent(tmp_path):
         proc.returncode == 0 and where.startswith(str(tmp_path)) and "does not exist" in proc.stderr.decode()
     )
     (tmp_path / "m3").mkdir(exist_ok=True)
-    from pathlib import Path
 
     Path(where).parent.mkdir(parents=True, exist_ok=True)
     Path(where).write_text("[llm]\n")
@@ -137,7 +136,7 @@ def test_eval_link_reads_the_shared_truth_files(name):
     from m3cli.stages.eval.link import read_truth
 
     shared = read_truth(SHARED / f"{name}.truth.json")
-    written = read_truth(Path(__file__).parent / "data" / "link" / f"{name}.json")
+    written = read_truth(DATA / "link" / f"{name}.json")
     assert set(shared) == set(written)
     for who, person in written.items():
         flat = [x for span in sorted(shared[who].speech) for x in span]
