@@ -227,6 +227,7 @@ def test_rewatch_sends_frames(fresh, memory_path, cache_dir):
     assert "portrait photo" in chat_bodies(fresh)[2]["messages"][-1]["content"]
 
 
+@pytest.mark.slow
 def test_llm_faults_are_bounded(fresh, memory_path):
     fresh.script(Fault.status(429, retry_after=0.01), "[Answer] Alice")
     rec = make_asker(fresh, memory_path).ask(Question("Who likes coffee?"))
@@ -296,6 +297,7 @@ def test_cli_retrieval_only_coffee_with_minilm(tmp_path, cache_dir):
 # ----------------------------------------------------------------------------------------- CLI
 
 
+@pytest.mark.slow
 def test_cli_single_and_batch(ask_server, tmp_path, cache_dir):
     env = fake_env(ask_server, llm=False)
     clips = write_clips(tmp_path / "clips.jsonl")
@@ -324,6 +326,7 @@ def test_cli_single_and_batch(ask_server, tmp_path, cache_dir):
         check_answer(r)
 
 
+@pytest.mark.slow
 def test_cli_llm_loop(ask_server, tmp_path, cache_dir):
     env = fake_env(ask_server)
     clips = write_clips(tmp_path / "clips.jsonl")
@@ -339,6 +342,7 @@ def test_cli_llm_loop(ask_server, tmp_path, cache_dir):
     assert "[Search]" in system and "[SearchClip]" not in system and "[Rewatch]" not in system
 
 
+@pytest.mark.slow
 def test_cli_bad_memory(ask_server, tmp_path):
     env = fake_env(ask_server, llm=False)
     proc = run_m3("ask", tmp_path / "nope.lance", "Who?", env=env)

@@ -122,6 +122,7 @@ def reference(memory, minilm, server) -> list[dict]:
         return answers(LanceMemory(LanceDBReader(memory)), minilm, server)
 
 
+@pytest.mark.slow
 def test_reference_answers_are_real(reference):
     """The reference itself is right (else agreeing with it would prove little)."""
     for rec in reference:
@@ -155,6 +156,7 @@ def test_lance_reader_answers_exactly_as_lancedb(reference, memory, minilm, serv
 
 
 @pytest.mark.parametrize("held", ["memory", "video"])
+@pytest.mark.slow
 def test_nodes_held_in_ram_give_the_same_answers(held, reference, memory, minilm, server, monkeypatch):
     """A small memory is searched in RAM; so is the video of a scoped question in a large one (here the
     threshold is lowered so that the whole memory is "large" and each video "small")."""
@@ -174,6 +176,7 @@ def test_nodes_held_in_ram_give_the_same_answers(held, reference, memory, minilm
             assert [r["score"] for r in a["results"]] == pytest.approx(theirs_scores, abs=2e-4)
 
 
+@pytest.mark.slow
 def test_cli_ask_never_imports_lancedb_and_answers_as_before(reference, memory, cache_dir):
     env = {"M3_LLM_BASE_URL": "", "M3_LLM_MODEL": "", "HF_HUB_OFFLINE": "1"}
     for i, q in enumerate(QUESTIONS[:2]):

@@ -78,6 +78,7 @@ def test_base_reads_jfk_and_the_speaker_tiny_en_cannot(cache_dir):
 
 
 @pytest.mark.parametrize("size", ["small", "medium"])
+@pytest.mark.slow
 def test_a_whisper_size_not_on_the_machine_is_one_line_saying_where_to_put_it(cache_dir, tmp_path, size):
     """`--asr-model small` on a machine with an empty model folder and an empty Hugging Face cache: one
     line naming where m3 looked and how to provide the weights; nothing is downloaded."""

@@ -18,6 +18,7 @@ def model_and_audio():
     return CamppModel(), audio
 
 
+@pytest.mark.slow
 def test_batched_windows_equal_one_by_one(model_and_audio) -> None:
     from m3cli.stages.backends.speaker.campplus import BATCH, frame_range, kaldi_fbank
 

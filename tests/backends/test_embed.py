@@ -126,6 +126,7 @@ def test_onnx_embedder_is_the_default_and_cheap_to_construct():
     assert isinstance(embedder, Embedder)
 
 
+@pytest.mark.slow
 def test_onnx_embedder_gives_sentence_transformers_vectors():
     """The onnx graph is the same computation: rows agree with sentence-transformers to float rounding."""
     onnx = OnnxEmbedder().embed(TEXTS)
@@ -138,6 +139,7 @@ def test_onnx_embedder_gives_sentence_transformers_vectors():
     assert np.abs(single - onnx).max() < 1e-5
 
 
+@pytest.mark.slow
 def test_onnx_graph_is_built_once_and_kept_in_the_model_store(tmp_path, monkeypatch):
     """The first load builds the graph and keeps it; a later process loads the file, same vectors; a
     damaged file is built again; an unwritable store still embeds (from memory)."""
@@ -157,6 +159,7 @@ def test_onnx_graph_is_built_once_and_kept_in_the_model_store(tmp_path, monkeypa
     assert np.array_equal(OnnxEmbedder().embed(TEXTS), a)
 
 
+@pytest.mark.slow
 def test_onnx_graph_is_valid_onnx():
     onnx = pytest.importorskip("onnx")  # a dev tool: the user install builds the graph without it
     from m3cli.stages.backends.embed.bert_onnx import build

@@ -37,6 +37,7 @@ class SearchCounting(face_dlib.DlibFaceModel):
     "video,start,end",
     [(DATA / "link" / "latentsync_2people_turns.mp4", 3.0, 7.0), (HAMILTON, 3.0, 5.5)],
 )
+@pytest.mark.slow
 def test_tracking_finds_the_faces_a_search_of_every_frame_finds_with_far_fewer_embeddings(video, start, end):
     images = frames(video, start, end)
     every = make_face_model("dlib")  # detect_every=1, embed_every=1: search and embed every frame
@@ -60,6 +61,7 @@ def test_tracking_finds_the_faces_a_search_of_every_frame_finds_with_far_fewer_e
     assert tracked.tracked > 0 and tracked.embedded * 5 <= every.embedded
 
 
+@pytest.mark.slow
 def test_a_cut_makes_a_whole_frame_search():
     # Hamilton cuts from the pianist's profile to Miranda's close-up at ~3.5 s: his face, at a place no
     # track was, is found in the first frame after the cut, not a second later at the next search
@@ -78,6 +80,7 @@ def _canvas(*faces: tuple[str, int]) -> np.ndarray:
     return np.asarray(canvas)
 
 
+@pytest.mark.slow
 def test_a_still_picture_is_searched_rarely_and_a_face_walking_in_is_found_at_once():
     still = _canvas(("obama.jpg", 60))
     model = SearchCounting(detect_every=5, embed_every=50)
@@ -92,6 +95,7 @@ def test_a_still_picture_is_searched_rarely_and_a_face_walking_in_is_found_at_on
     assert [len(f) for f in per_frame] == [1] * 7 + [2] * 8
 
 
+@pytest.mark.slow
 def test_every_detection_of_a_window_carries_its_descriptor_and_windows_are_bounded():
     images = frames(HAMILTON, 4.0, 10.0)  # Miranda's close-up: one face, 30 sampled frames
     model = tracked_model()

@@ -23,6 +23,7 @@ def audio() -> np.ndarray:
     return samples
 
 
+@pytest.mark.slow
 def test_campplus_export_embeds_as_torch_does(audio) -> None:
     from m3cli.stages.backends.speaker.campplus import CamppModel
 
@@ -53,6 +54,7 @@ def test_segmentation_export_gives_the_torch_activity() -> None:
     assert (got.frame_step, got.frame_duration) == (want.frame_step, want.frame_duration)
 
 
+@pytest.mark.slow
 def test_exported_networks_run_without_importing_torch(audio) -> None:
     from m3cli.stages.backends.diarizer.segmentation import SegmentationModel
     from m3cli.stages.backends.speaker.campplus import CamppModel
@@ -106,6 +108,7 @@ def _embed_in_new_process(weights: Path) -> np.ndarray:
     return np.array([float(x) for x in out.stdout.strip().split(",")], np.float32)
 
 
+@pytest.mark.slow
 def test_store_replaces_a_damaged_export_and_keys_on_the_weights(tmp_path, monkeypatch) -> None:
     from m3cli.stages.backends.onnx.export import export_path
     from m3cli.stages.backends.speaker import campplus as speaker_campplus
@@ -163,6 +166,7 @@ def test_runtime_choice_is_checked() -> None:
         SegmentationModel(device="cuda", runtime="onnxruntime")
 
 
+@pytest.mark.slow
 def test_two_threads_export_two_networks_at_once(tmp_path, monkeypatch, audio) -> None:
     """`m3 run` on an empty store: voices (CAM++) and sight (the tagger) export in two threads at once.
     torch's exporter is process-global; unguarded, one of them failed with `GLOBALS.in_onnx_export`."""

@@ -12,6 +12,7 @@ from m3cli.stages.backends.speaker.join import JOIN_COSINE, join_clusters, poole
 from m3cli.stages.eval.audio import read_rttm
 
 
+@pytest.mark.slow
 def test_split_clusters_of_three_voices_join_back_to_three():
     from m3cli.stages.backends.speaker.campplus import CamppModel
     from m3cli.stages.core.audio_file import read_audio_file
@@ -71,6 +72,7 @@ def _linkage(emb: np.ndarray, apart: np.ndarray | None) -> np.ndarray:
     return _few_windows(emb, 0.5, None, apart)
 
 
+@pytest.mark.slow
 def test_split_within_finds_the_people_one_cluster_holds():
     """Three voices given as one cluster (what an eigengap over too few windows per person returns) come
     out as three, one per voice."""
@@ -107,6 +109,7 @@ def test_split_within_never_joins_pieces_of_two_clusters():
     )
 
 
+@pytest.mark.slow
 def test_split_within_keeps_sample_wavs_two_speakers_apart_and_whole():
     """pyannote's sample.wav: two speakers whose pooled voices score up to 0.66 (over the 0.60 join), so
     a join across clusters merged them. Split within, the eigengap's two clusters stay two, and the

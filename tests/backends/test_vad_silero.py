@@ -114,6 +114,7 @@ def test_version_is_the_one_cached_results_were_keyed_on():
     )
 
 
+@pytest.mark.slow
 def test_probabilities_equal_the_package_wrapper(recording, ours, window_by_window, reference):
     name, audio = recording
     expected = _reference_probs(reference, audio)
@@ -135,6 +136,7 @@ def test_block_model_is_exact_across_block_boundaries(ours, window_by_window, mo
 
 
 @pytest.mark.parametrize("decision", [STAGE, {}], ids=["stage-settings", "package-defaults"])
+@pytest.mark.slow
 def test_spans_equal_get_speech_timestamps(recording, ours, reference, decision):
     name, audio = recording
     expected = _reference_stamps(reference, audio, **decision)

@@ -36,6 +36,7 @@ def test_top_level_help_shows_the_pipeline():
 
 
 @pytest.mark.parametrize("path", command_paths(), ids=lambda p: " ".join(p))
+@pytest.mark.slow
 def test_every_command_has_a_purpose_and_an_example(path):
     out = run_m3(*path, "--help", check=True).stdout.decode()
     lines = [line.strip() for line in out.splitlines() if line.strip()]

@@ -138,6 +138,7 @@ def _tour_readme(path: Path, shown: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_runner_passes_a_true_tour_and_fails_a_false_one(tmp_path, capsys):
     from m3cli import __version__
 
@@ -153,6 +154,7 @@ def test_the_runner_passes_a_true_tour_and_fails_a_false_one(tmp_path, capsys):
     assert tour.main(["--readme", str(bad)]) == 0
 
 
+@pytest.mark.slow
 def test_the_command_pages_cover_every_command_and_hold_what_the_cli_prints():
     from m3cli.commands import COMMANDS
 
@@ -176,6 +178,7 @@ def test_the_command_pages_cover_every_command_and_hold_what_the_cli_prints():
         )
 
 
+@pytest.mark.slow
 def test_the_site_builds_strict(tmp_path):
     pytest.importorskip("mkdocs")
     pytest.importorskip("material")

@@ -71,6 +71,7 @@ def test_help_and_usage_errors(tmp_path):
 
 
 @needs_cpu_only
+@pytest.mark.slow
 def test_each_path_prints_one_line_when_cuda_is_missing(tmp_path):
     """The per-path checker, run directly here: weights missing or no CUDA, one line each, never a crash."""
     env = {**os.environ, "M3_INSIGHTFACE_DIR": "", "M3_PYANNOTE_DIR": "", "M3_ALIGN_MODEL": ""}

@@ -25,6 +25,7 @@ def segmented(tmp_path_factory):
 
 
 @pytest.mark.parametrize("stage", ["faces", "diarize", "memorize", "index"])
+@pytest.mark.slow
 def test_a_video_given_to_a_later_stage_says_to_segment_it(stage, tmp_path, cache_dir):
     args = ["-o", tmp_path / "m.lance"] if stage == "index" else []
     proc = run_m3(stage, *args, FIXTURE)
@@ -36,6 +37,7 @@ def test_a_video_given_to_a_later_stage_says_to_segment_it(stage, tmp_path, cach
     )
 
 
+@pytest.mark.slow
 def test_a_video_piped_into_a_stage_and_an_audio_file(cache_dir, tmp_path):
     proc = run_m3("voices", input=HAMILTON.read_bytes())
     assert proc.returncode == 1
@@ -55,6 +57,7 @@ def test_a_video_piped_into_a_stage_and_an_audio_file(cache_dir, tmp_path):
 # ------------------------------------------------------------------------ global options anywhere
 
 
+@pytest.mark.slow
 def test_global_options_after_the_command(segmented, tmp_path, cache_dir):
     quiet = run_m3("memorize", "--offline", segmented, "-q")
     assert quiet.returncode == 1 and quiet.stderr.startswith(b"m3: error: ")  # no faces/utterances
@@ -83,6 +86,7 @@ def test_a_command_keeps_its_own_option_of_the_same_name(segmented, cache_dir):
 
 
 @pytest.mark.parametrize("name", ["memorize", "abstract", "index"])
+@pytest.mark.slow
 def test_every_stage_command_checks_the_device_before_it_runs(name, segmented, tmp_path, cache_dir):
     # memorize, abstract and index once built their run context by hand and never looked at --device
     args = ["-o", str(tmp_path / "mem.lance")] if name == "index" else ["--offline"]
@@ -103,6 +107,7 @@ def test_every_stage_command_checks_the_device_before_it_runs(name, segmented, t
         ("voices", "--device", "cuda:0"),
     ],
 )
+@pytest.mark.slow
 def test_device_cuda_without_a_gpu_is_one_line(args, segmented, cache_dir):
     proc = run_m3(*args, segmented)
     err = proc.stderr.decode()
@@ -116,6 +121,7 @@ def test_device_cuda_without_a_gpu_is_one_line(args, segmented, cache_dir):
 # ------------------------------------------------------------------------ no evidence is no answer
 
 
+@pytest.mark.slow
 def test_retrieval_only_says_when_nothing_in_memory_matches(segmented, tmp_path, cache_dir):
     record = json.loads(segmented.read_bytes().splitlines()[0])
     record["memory"] = {

@@ -29,6 +29,7 @@ def test_version_and_help_import_nothing_heavy(args):
 
 
 @pytest.mark.parametrize("name", list(COMMANDS))
+@pytest.mark.slow
 def test_command_help_imports_no_numpy_av_or_torch(name):
     imported, out = imported_by(name, "--help")
     # typer itself coerces parsed flag values through pydantic, so only pydantic is allowed here

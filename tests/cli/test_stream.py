@@ -45,6 +45,7 @@ def test_bad_line_is_reported_with_file_and_line(clip_lines, tmp_path):
         (b"\xff\xfe", "<stdin>:1: not valid JSON"),
     ],
 )
+@pytest.mark.slow
 def test_malformed_stdin(cache_dir, line, reason):
     proc = run_m3("validate", "--pass", input=line + b"\n")
     assert proc.returncode == 1 and proc.stdout == b""

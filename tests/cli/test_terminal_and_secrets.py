@@ -58,6 +58,7 @@ def test_mask_credentials_keeps_host_and_path():
 # ------------------------------------------------------------------------------------ item 5: ask
 
 
+@pytest.mark.slow
 def test_ask_text_escapes_memory_text(server, tmp_path, cache_dir):
     records = _segment(tmp_path)[:1]
     records[0]["memory"] = {
@@ -87,6 +88,7 @@ def test_ask_text_escapes_memory_text(server, tmp_path, cache_dir):
     assert HOSTILE in json.loads(proc.stdout)["evidence"][0]["quote"]
 
 
+@pytest.mark.slow
 def test_error_line_with_record_text_is_one_escaped_line(tmp_path, cache_dir):
     records = _segment(tmp_path)[:1]
     records[0]["video"]["path"] = str(tmp_path / "gone\x1b[2J\nm3: error: forged.mp4")
@@ -115,6 +117,7 @@ def test_config_show_masks_url_credentials(tmp_path):
     assert 'base_url = "http://********@127.0.0.1:9/v1"' in out
 
 
+@pytest.mark.slow
 def test_memorize_fallbacks_mask_url_credentials_and_strict_fails(server, tmp_path, cache_dir):
     records = _segment(tmp_path)
     for r in records:
@@ -144,6 +147,7 @@ def test_memorize_fallbacks_mask_url_credentials_and_strict_fails(server, tmp_pa
     assert SECRET not in err
 
 
+@pytest.mark.slow
 def test_llm_base_url_without_model_is_said(tmp_path, cache_dir):
     records = _segment(tmp_path)[:1]
     records[0]["utterances"] = [{"start": 1.0, "end": 2.0, "text": "hello"}]

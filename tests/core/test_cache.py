@@ -158,6 +158,7 @@ def test_prune_by_age_size_and_leftovers(tmp_path):
     assert not stray.parent.exists()  # empty directories are cleaned up
 
 
+@pytest.mark.slow
 def test_cache_commands(cache_dir):
     run_m3("segment", FIXTURE, check=True)
     info = run_m3("cache", "info", check=True).stdout.decode()
@@ -234,6 +235,7 @@ def test_a_killed_stages_lease_is_recognised_as_dead(tmp_path):
     assert cache.held_since() is None and not any((tmp_path / "leases").iterdir())
 
 
+@pytest.mark.slow
 def test_the_cache_cap_is_configured_and_shown(cache_dir):
     env = {"M3_CACHE_MAX_SIZE": "1.5M"}
     info = run_m3("cache", "info", env=env, check=True).stdout.decode()

@@ -12,6 +12,7 @@ import lance
 import lancedb
 import orjson
 import pyarrow as pa
+import pytest
 
 from conftest import run_m3
 from m3cli.stages.configs.index import IndexConfig
@@ -71,6 +72,7 @@ def queries(reader: MemoryReader) -> tuple:
     )
 
 
+@pytest.mark.slow
 def test_compaction_keeps_every_row_and_answer_and_drops_versions_and_fragments(tmp_path, embedder, ctx):  # noqa: F811
     out = tmp_path / "mem.lance"
     one_commit_per_clip(out, embedder, ctx, 8)
@@ -144,6 +146,7 @@ def test_rollback_of_a_failed_writer_after_compaction(tmp_path, embedder, ctx): 
     assert open_memory(out).node("stray") is None
 
 
+@pytest.mark.slow
 def test_the_schedule_compacts_after_a_commit(tmp_path, embedder, ctx):  # noqa: F811
     scheduled, never = tmp_path / "scheduled.lance", tmp_path / "never.lance"
     one_commit_per_clip(scheduled, embedder, ctx, 7, IndexConfig(compact_fragments=4, compact_keep_seconds=0))
@@ -165,6 +168,7 @@ def test_compaction_keeps_the_manifests_other_entries(tmp_path, embedder, ctx): 
     assert orjson.loads((out / MANIFEST).read_bytes())["manifest"] == 1
 
 
+@pytest.mark.slow
 def test_memory_compact_and_info_commands(tmp_path, embedder, ctx):  # noqa: F811
     out = tmp_path / "mem.lance"
     one_commit_per_clip(out, embedder, ctx, 3)
@@ -181,6 +185,7 @@ def test_memory_compact_and_info_commands(tmp_path, embedder, ctx):  # noqa: F81
     assert proc.stderr.decode().startswith("m3: error: ") and "no such memory" in proc.stderr.decode()
 
 
+@pytest.mark.slow
 def test_compaction_of_a_memory_on_s3(tmp_path, s3_env, embed_server, monkeypatch):  # noqa: F811
     """The same on a real S3-compatible server: one commit per clip, then `m3 memory compact`."""
     env = m3_env(s3_env, embed_server, tmp_path / "cache")

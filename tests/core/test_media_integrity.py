@@ -140,6 +140,7 @@ def test_a_ts_remux_decodes_every_clip_from_its_start(tmp_path):
         assert abs(got[0][0] - mp4[0][0]) <= 0.1, (k, got[0][0], mp4[0][0])
 
 
+@pytest.mark.slow
 def test_rotated_phone_video_is_decoded_upright_and_its_faces_found(tmp_path):
     from m3cli.stages.backends.face.dlib import DlibFaceModel
     from m3cli.stages.core.common import RunContext
@@ -213,6 +214,7 @@ def test_an_in_place_edit_with_size_and_mtime_restored_is_noticed(tmp_path, vide
         ({"index": 0, "start": 8.0, "end": 2.0}, "is after clip.end"),
     ],
 )
+@pytest.mark.slow
 def test_validate_refuses_clip_bounds_outside_the_video(clip, reason):
     rec = {
         "schema": "m3.clip/1",
@@ -243,6 +245,7 @@ def test_a_duration_the_file_does_not_have_is_refused(video_copy, cache_dir):
 # ------------------------------------------------------------------------- a clip given twice
 
 
+@pytest.mark.slow
 def test_a_clip_given_twice_is_dropped_with_a_warning_in_every_stage(tmp_path, video_copy, cache_dir):
     _path, recs = video_copy
     once = run_m3("link", input=jsonl(recs))

@@ -164,6 +164,7 @@ def test_ask_m3_agent_style_refuses_tools_it_cannot_name():
         AskConfig(prompt_style="agent")
 
 
+@pytest.mark.slow
 def test_ask_cli_prompt_style_defaults_to_search_only(fresh, memory_path, m3):
     fresh.script("Action: [Answer]\nContent: Alice.")
     out = m3("ask", memory_path, "Who likes coffee?", "--prompt-style", "m3-agent", env=fake_env(fresh))

@@ -73,6 +73,7 @@ def _images_sent(server: FakeOpenAI) -> int:
     )
 
 
+@pytest.mark.slow
 def test_a_crop_in_the_cache_is_sent(server, segmented, cache_dir):
     crop = _in_cache(cache_dir, "crop.jpg", OBAMA.read_bytes())
     proc = _memorize(server, _record(segmented, str(crop)))
@@ -81,6 +82,7 @@ def test_a_crop_in_the_cache_is_sent(server, segmented, cache_dir):
 
 
 @pytest.mark.parametrize("where", ["outside", "symlink", "dotdot"])
+@pytest.mark.slow
 def test_a_crop_outside_the_cache_is_refused(server, segmented, cache_dir, tmp_path, where):
     outside = tmp_path / "private.jpg"
     shutil.copy(OBAMA, outside)
@@ -104,6 +106,7 @@ def test_a_crop_outside_the_cache_is_refused(server, segmented, cache_dir, tmp_p
 
 
 @pytest.mark.parametrize("content", [b"not an image at all\n", (DATA / "jfk.wav").read_bytes()[:4096]])
+@pytest.mark.slow
 def test_a_non_image_crop_is_an_input_error(server, segmented, cache_dir, content):
     crop = _in_cache(cache_dir, "crop.jpg", content)
     proc = _memorize(server, _record(segmented, str(crop)))
@@ -112,6 +115,7 @@ def test_a_non_image_crop_is_an_input_error(server, segmented, cache_dir, conten
     assert f"faces.tracks[0].crop: {str(crop)!r} is not a JPEG image" in err
 
 
+@pytest.mark.slow
 def test_a_broken_jpeg_in_the_cache_is_an_input_error(server, segmented, cache_dir):
     crop = _in_cache(cache_dir, "crop.jpg", OBAMA.read_bytes()[:200])
     proc = _memorize(server, _record(segmented, str(crop)))
@@ -120,6 +124,7 @@ def test_a_broken_jpeg_in_the_cache_is_an_input_error(server, segmented, cache_d
     assert "faces.tracks[0].crop" in err and "is not a readable JPEG" in err
 
 
+@pytest.mark.slow
 def test_index_reads_embeddings_only_from_the_cache(server, segmented, cache_dir, tmp_path):
     env = {
         "M3_EMBED_BACKEND": "openai",

@@ -13,6 +13,7 @@ from support.memory_rows import memory_rows
 from support.s3_memory import BUCKET, _records, m3_env, run
 
 
+@pytest.mark.slow
 def test_index_and_ask_a_memory_on_s3(tmp_path, s3_env, embed_server, monkeypatch):
     env = m3_env(s3_env, embed_server, tmp_path / "cache")
     records = tmp_path / "records.jsonl"

@@ -50,12 +50,14 @@ def _videos(stdout: bytes) -> list[dict]:
     return [orjson.loads(line)["video"] for line in stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_recording_time_from_the_container(days: dict[str, Path], cache_dir: Path) -> None:
     for name, path in days.items():
         videos = _videos(run_m3("segment", path, check=True).stdout)
         assert {(v.get("recorded"), v.get("recorded_source")) for v in videos} == {WHEN[name]}, name
 
 
+@pytest.mark.slow
 def test_recorded_at_fills_in_only_what_the_file_does_not_say(days: dict[str, Path], cache_dir: Path) -> None:
     out = run_m3(
         "segment",
@@ -155,6 +157,7 @@ def _ask(memory: Path, server: Any, question: str, now: str | None = None) -> tu
     return ans, evidence_of(a, ans.cited if ans.supported else [])
 
 
+@pytest.mark.slow
 def test_questions_across_days(memory: Path, server: Any) -> None:
     ans, ev = _ask(memory, server, "What did people say on November 13?")
     assert ans.text == (

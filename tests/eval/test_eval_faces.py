@@ -38,6 +38,7 @@ def test_score_counts_merges_and_splits():
     assert split["clusters_by_identity"] == {"a": ["x", "y", "z"], "b": ["w"]}
 
 
+@pytest.mark.slow
 def test_eval_labelled_photos(tmp_path):
     res = m3("eval", "faces", str(DATA / "fixture_src"), "--json", cache=tmp_path)
     assert res.returncode == 0, res.stderr
@@ -64,6 +65,7 @@ def test_eval_video_with_truth(tmp_path):
     assert s["items"] > 150
 
 
+@pytest.mark.slow
 def test_eval_bad_inputs(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

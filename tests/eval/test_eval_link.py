@@ -40,6 +40,7 @@ def evaluate(name: str, records: Path, *args: str) -> dict:
 
 
 @pytest.mark.parametrize("name", sorted(CLIPS))
+@pytest.mark.slow
 def test_seen_speaking_joins_every_person_alone_given_the_true_speech(perceived, name):
     """The linker on real faces, lips and shots: with the truth's speech every person is joined."""
     report = evaluate(name, perceived[name], "--oracle-voices")
@@ -48,6 +49,7 @@ def test_seen_speaking_joins_every_person_alone_given_the_true_speech(perceived,
 
 
 @pytest.mark.parametrize("name", ["latentsync_2people_turns", "grid_4people_turns"])
+@pytest.mark.slow
 def test_meta_clips_cannot_link_people_who_share_the_screen(perceived, name):
     """M3-Agent's meta-clips need one face alone with one voice; here everyone is always on screen."""
     report = evaluate(name, perceived[name], "--oracle-voices", "--method", "meta")
@@ -55,6 +57,7 @@ def test_meta_clips_cannot_link_people_who_share_the_screen(perceived, name):
 
 
 @pytest.mark.parametrize("name", sorted(CLIPS))
+@pytest.mark.slow
 def test_the_whole_pipeline_never_merges_two_people(perceived, name):
     report = evaluate(name, perceived[name])
     assert report["false_joins"] == 0, report["per_person"]
@@ -63,12 +66,14 @@ def test_the_whole_pipeline_never_merges_two_people(perceived, name):
 
 
 @pytest.mark.parametrize("name", ["latentsync_demo1_woman_outdoor", "short_hamilton_clip"])
+@pytest.mark.slow
 def test_the_whole_pipeline_joins_a_lone_speaker(perceived, name):
     report = evaluate(name, perceived[name])
     assert report["joined"] == report["people"] == 1, report["per_person"]
 
 
 @pytest.mark.parametrize("name, joined", [("latentsync_2people_turns", 2), ("grid_4people_turns", 3)])
+@pytest.mark.slow
 def test_the_whole_pipeline_joins_people_taking_turns(perceived, name, joined):
     """With the pipeline's own speech: both men, and three of the four GRID speakers (the fourth speaks
     once, for 1.6 s, and gets no voice id), each one face, one voice and one character."""
@@ -88,6 +93,7 @@ def test_shot_changes_are_found_on_cuts_only(perceived):
         assert shots(name) == [], name
 
 
+@pytest.mark.slow
 def test_eval_link_in_process_pipeline_and_bad_truth(perceived, tmp_path):
     """Without --records the pipeline runs in process (same cache: same records, same report)."""
     name = "latentsync_demo1_woman_outdoor"

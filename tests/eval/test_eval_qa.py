@@ -98,6 +98,7 @@ def judge_calls(server: FakeOpenAI) -> int:
     return sum(1 for b in server.chat_requests if b["messages"][-1]["content"].startswith("You are provided"))
 
 
+@pytest.mark.slow
 def test_eval_qa_scores_and_resumes(server, setup):
     env, tmp, ann = setup
     out = tmp / "qa.jsonl"
@@ -173,6 +174,7 @@ def test_eval_qa_scores_and_resumes(server, setup):
     assert summary["rows"][0] == {**summary["rows"][0], "type": "ALL", "n": 2, "correct": 2, "accuracy": 1.0}
 
 
+@pytest.mark.slow
 def test_eval_qa_ablation_flags_and_retrieval_only_agent(server, setup):
     env, tmp, ann = setup
     out = tmp / "qa_ablation.jsonl"
@@ -206,6 +208,7 @@ def test_eval_qa_ablation_flags_and_retrieval_only_agent(server, setup):
     assert all(r["kind"] != "semantic" for rec in recs for s in rec["trajectory"] for r in s["results"])
 
 
+@pytest.mark.slow
 def test_eval_qa_bad_inputs(server, setup):
     env, tmp, ann = setup
     bad = tmp / "bad.json"

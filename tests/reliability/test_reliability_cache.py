@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pytest
 
 from conftest import FIXTURE, HAMILTON, run_m3
 from m3cli.stages.core.cache import Cache, CacheKey
@@ -41,6 +42,7 @@ def _kept(root: Path) -> None:
         assert (root / rel).read_bytes() == data, rel
 
 
+@pytest.mark.slow
 def test_prune_removes_only_m3_entries(cache_dir):
     _plant(cache_dir)
     run_m3("segment", FIXTURE, check=True)
@@ -54,6 +56,7 @@ def test_prune_removes_only_m3_entries(cache_dir):
     _kept(cache_dir)
 
 
+@pytest.mark.slow
 def test_eviction_by_the_cap_removes_only_m3_entries(cache_dir):
     _plant(cache_dir)
     run_m3("segment", FIXTURE, check=True)
@@ -75,6 +78,7 @@ def _records_with_embeddings(cache_dir: Path) -> tuple[list[bytes], Path]:
     return [orjson.dumps(rec.to_json())], path
 
 
+@pytest.mark.slow
 def test_index_refuses_an_evicted_entry_with_one_line(tmp_path, cache_dir):
     lines, path = _records_with_embeddings(cache_dir)
     assert run_m3("cache", "prune", "--max-size", "0", check=True).returncode == 0
@@ -105,6 +109,7 @@ print(*c.prune(max_bytes=0))
 """
 
 
+@pytest.mark.slow
 def test_a_later_pipe_stage_holds_what_earlier_stages_wrote(tmp_path, cache_dir):
     """``m3 segment | <stage>``: the stage started with the pipe, so the entries segment wrote after
     that are held while it runs, whatever it (or a cap) evicts."""

@@ -17,6 +17,7 @@ from support.small_fs import fill, in_small_fs, jsonl, needs_small_fs
 
 @needs_small_fs
 @pytest.mark.parametrize("free", ["60k", "200k"])
+@pytest.mark.slow
 def test_full_disk_on_an_existing_memory_dir_then_a_rerun_works(tmp_path, free):
     (tmp_path / "small.jsonl").write_bytes(jsonl(pipeline(2)))
     mnt = tmp_path / "mnt"
@@ -46,6 +47,7 @@ def test_full_disk_on_an_existing_memory_dir_then_a_rerun_works(tmp_path, free):
 
 
 @needs_small_fs
+@pytest.mark.slow
 def test_a_failed_append_is_rolled_back_before_the_error_is_reported(tmp_path):
     """After `index` fails on a full disk, a plain LanceDB reader of the latest versions (as
     docs/concepts/memory.md invites) sees the previous memory, not the failed run's half-written

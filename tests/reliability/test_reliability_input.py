@@ -19,6 +19,7 @@ from conftest import DATA, FIXTURE, HAMILTON, SHARED_MEDIA, run_m3
         (b"\xef\xbb\xbf[llm]\nmodel = 1\x00\n", "not valid TOML"),
     ],
 )
+@pytest.mark.slow
 def test_a_hostile_config_file_is_one_line(tmp_path, content, says):
     path = tmp_path / "m3.toml"
     path.write_bytes(content)
@@ -51,6 +52,7 @@ def test_config_path_says_when_the_file_is_absent(tmp_path):
         (("faces", "--fps", "nan"), "--fps must be"),
     ],
 )
+@pytest.mark.slow
 def test_unbounded_options_are_refused_at_once(tmp_path, cache_dir, args, says):
     clips = run_m3("segment", HAMILTON, check=True).stdout
     started = time.monotonic()
@@ -69,6 +71,7 @@ def test_unbounded_options_are_refused_at_once(tmp_path, cache_dir, args, says):
         (("run", HAMILTON, "-o", "mem.lance", "--set", "segment.clip_seconds=0.001"), "within 0.5..86400"),
     ],
 )
+@pytest.mark.slow
 def test_option_bounds_hold_through_every_way_of_setting_them(tmp_path, cache_dir, args, says):
     started = time.monotonic()
     proc = run_m3(*args, cwd=tmp_path, env={"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": ""})
@@ -97,6 +100,7 @@ def _clips(path, seconds: str = "5") -> list[dict]:
 
 
 @pytest.mark.parametrize("end", [3000.0, 60.0, 12.5])
+@pytest.mark.slow
 def test_validate_checks_clip_bounds_against_the_file_itself(cache_dir, end):
     import orjson
 
@@ -232,6 +236,7 @@ sys.exit(os.waitstatus_to_exitcode(status))
 
 
 @pytest.mark.parametrize("where", ["utterance", "memory line", "both"])
+@pytest.mark.slow
 def test_a_huge_text_field_is_refused_without_gigabytes(tmp_path, cache_dir, where):
     """A 50 MB utterance (and the memory line quoting it) used to cost abstract and index ~7 GB of RSS;
     now the record is refused as it is read, in one line, well under a gigabyte."""

@@ -21,6 +21,7 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
 
 
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.slow
 def test_interrupting_a_run_stops_at_once_and_a_rerun_resumes(tmp_path, sig, code):
     env = {**os.environ, **OFFLINE, "M3_CACHE": str(tmp_path / "cache")}
     memory = tmp_path / "mem.lance"

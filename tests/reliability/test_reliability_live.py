@@ -99,6 +99,7 @@ def one_error(proc: subprocess.CompletedProcess) -> str:
 
 
 # -- 1. damaged MPEG-TS packets mid-file ---------------------------------------------------------------
+@pytest.mark.slow
 def test_damaged_ts_packets_are_left_out_and_the_span_is_named(damaged, cache_dir):
     """PyAV raised IndexError on the stream the damaged table announced, and the 3-hour timestamp made
     the 30-s recording last 3 hours. Now: three clips, as the clean recording has, and a warning with
@@ -122,6 +123,7 @@ def test_damaged_ts_packets_are_left_out_and_the_span_is_named(damaged, cache_di
         assert media.clip_audio(damaged, "x", c["index"], c["start"], c["end"]).std() > 0
 
 
+@pytest.mark.slow
 def test_watch_on_a_damaged_spool_commits_every_clip_and_records_the_gap(damaged, tmp_path, cache_dir):
     """`m3 watch` exited 2 having committed nothing, and every restart met the same spool."""
     status, memory = tmp_path / "status.json", tmp_path / "live.lance"
@@ -192,6 +194,7 @@ def watch_while(tmp_path: Path, change) -> tuple[subprocess.CompletedProcess, di
     return done, before, memory_view(memory)["clips"], tmp_path / "state" / "state.json"
 
 
+@pytest.mark.slow
 def test_a_watched_file_truncated_while_written_ends_the_watch_with_one_line(tmp_path, cache_dir):
     """Truncated to 0 while its writer kept writing: exit 0, "ended: 2 clips committed", a stray clip
     of zeros and a content id that was not the file's. Now the watch ends with one line, the clips
@@ -209,6 +212,7 @@ def test_a_watched_file_truncated_while_written_ends_the_watch_with_one_line(tmp
     assert again.returncode == 1 and "not the recording this watch state was made from" in one_error(again)
 
 
+@pytest.mark.slow
 def test_a_watched_file_replaced_by_another_video_ends_the_watch_with_one_line(tmp_path, cache_dir):
     """Replaced by another video: exit 0, the rest of the recording silently dropped and the state
     recorded the replacement's content id."""
@@ -221,6 +225,7 @@ def test_a_watched_file_replaced_by_another_video_ends_the_watch_with_one_line(t
 
 
 # -- 4, 5, 10. drop folders: hostile entries, hostile names, content moved over a processed name -----
+@pytest.mark.slow
 def test_a_drop_folder_with_hostile_entries_and_names(tmp_path, cache_dir):
     """A dangling symlink ended the watch in a traceback; names reached the terminal raw (ESC/BEL, and
     a newline forged an `m3: error:` line); --until-eof exited 0 although files failed."""
@@ -246,6 +251,7 @@ def test_a_drop_folder_with_hostile_entries_and_names(tmp_path, cache_dir):
     assert lines[-1].startswith("m3: watch: memory ") and "1 clip committed, 2 files failed" in lines[-1]
 
 
+@pytest.mark.slow
 def test_new_content_moved_over_a_processed_name_is_processed(tmp_path, cache_dir):
     """Files were remembered by path: new content renamed over a processed name was never processed
     while the watcher ran."""
@@ -272,6 +278,7 @@ def test_new_content_moved_over_a_processed_name_is_processed(tmp_path, cache_di
     assert indexed_videos(memory) == {content_id(HAMILTON), content_id(SPEAKERS3)}
 
 
+@pytest.mark.slow
 def test_watching_a_complete_mp4_says_to_use_m3_run(tmp_path, cache_dir):
     proc = run_m3("watch", HAMILTON, "-o", tmp_path / "m.lance", "--offline", "--until-eof")
     line = one_error(proc)

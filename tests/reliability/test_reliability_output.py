@@ -15,6 +15,7 @@ from conftest import DATA, FIXTURE, run_m3
 OFFLINE = {"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
 
 
+@pytest.mark.slow
 def test_batch_escapes_file_names_and_names_each_failure_once(tmp_path, cache_dir):
     inbox = tmp_path / "inbox"
     inbox.mkdir()
@@ -35,6 +36,7 @@ def test_batch_escapes_file_names_and_names_each_failure_once(tmp_path, cache_di
         assert "of 4 inputs: 0 indexed, 0 already in the memory, 0 duplicates, 4 failed" in err
 
 
+@pytest.mark.slow
 def test_a_still_image_renamed_as_a_video_is_refused(tmp_path, cache_dir):
     from PIL import Image
 
@@ -67,6 +69,7 @@ def _umask_run(mask: int, *args) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.parametrize("mask,mode", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)])
+@pytest.mark.slow
 def test_output_files_honour_the_umask(tmp_path, cache_dir, mask, mode):
     out = tmp_path / "clips.jsonl"
     proc = _umask_run(mask, "segment", FIXTURE, "-o", out)
@@ -77,6 +80,7 @@ def test_output_files_honour_the_umask(tmp_path, cache_dir, mask, mode):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a device node needs root")
+@pytest.mark.slow
 def test_output_to_a_device_is_written_through_not_replaced(tmp_path, cache_dir):
     import stat
 
@@ -91,6 +95,7 @@ def test_output_to_a_device_is_written_through_not_replaced(tmp_path, cache_dir)
     assert [p.name for p in tmp_path.iterdir()] in (["null"], ["null", "cache"], ["cache", "null"])
 
 
+@pytest.mark.slow
 def test_output_to_a_fifo_reaches_its_reader(tmp_path, cache_dir):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -113,6 +118,7 @@ def test_output_to_a_fifo_reaches_its_reader(tmp_path, cache_dir):
     assert proc.returncode == 1 and got and b'"failed"' in got[0] and fifo.is_fifo()
 
 
+@pytest.mark.slow
 def test_index_ends_with_one_summary_line(tmp_path, cache_dir):
     import orjson
 
@@ -130,6 +136,7 @@ def test_index_ends_with_one_summary_line(tmp_path, cache_dir):
     assert run_m3("-q", "index", "-o", memory, input=data).stderr == b""  # -q: silent
 
 
+@pytest.mark.slow
 def test_install_steps_say_what_they_do_while_they_run(tmp_path):
     """install.sh runs each quiet pip step through scripts/with_ticker.sh: named at the start, a line
     every M3_TICK seconds while it runs, and its outcome; the command's exit status is kept."""
@@ -152,6 +159,7 @@ def test_install_steps_say_what_they_do_while_they_run(tmp_path):
     assert "installing m3 into .venv" in (ROOT / "examples" / "quickstart.sh").read_text()
 
 
+@pytest.mark.slow
 def test_batch_ends_with_the_same_summary_line_as_run_and_index(tmp_path, cache_dir):
     """memory, videos, clips, characters and seconds in run/index's shape, then batch's breakdown; the
     characters are the distinct ones the memory holds for the indexed video."""

@@ -97,6 +97,7 @@ def test_batch_into_a_read_only_folder_fails_before_any_work(switchable, cache_d
     assert not (cache_dir / "v1" / "diarize").exists() and time.monotonic() - began < 60
 
 
+@pytest.mark.slow
 def test_batch_output_made_read_only_during_the_work_keeps_the_work(switchable, cache_dir):
     """The folder turned read-only after the check: the video's work was done, then a traceback from
     the journal's write. Now one line that says the work is kept, and the rerun into the (again
@@ -140,6 +141,7 @@ def memory(tmp_path_factory) -> Path:
     return mem
 
 
+@pytest.mark.slow
 def test_report_into_a_read_only_folder_is_one_line(memory, switchable, tmp_path):
     (tmp_path / "afile").write_bytes(b"a regular file")
     switchable.read_only()
@@ -154,6 +156,7 @@ def test_report_into_a_read_only_folder_is_one_line(memory, switchable, tmp_path
     assert run_m3("report", memory, "-o", page).returncode == 0 and page.stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_watch_status_into_a_file_used_as_a_folder_fails_before_any_work(tmp_path, cache_dir):
     (tmp_path / "afile").write_bytes(b"a regular file")
     ts = remux_ts(FIXTURE, tmp_path / "rec.ts", seconds=10)
@@ -171,6 +174,7 @@ def test_watch_status_into_a_file_used_as_a_folder_fails_before_any_work(tmp_pat
     assert not (cache_dir / "v1" / "diarize").exists()
 
 
+@pytest.mark.slow
 def test_watch_status_made_read_only_while_watching_ends_with_one_line(switchable, tmp_path, cache_dir):
     """The status folder turned read-only while a growing file was watched: a traceback from the
     status write, exit 2. Now one line, exit 1, and the clips committed before stay in the memory."""
@@ -222,6 +226,7 @@ def _start_watch(*args: str | os.PathLike) -> subprocess.Popen:
     )
 
 
+@pytest.mark.slow
 def test_a_second_watcher_of_one_source_and_state_is_refused_and_kill_9_frees_it(tmp_path, cache_dir):
     """Two `m3 watch` on one growing file and state both did all the work and both claimed every
     commit. Now the second is refused at once, naming the first's process; after `kill -9` of the
@@ -263,6 +268,7 @@ def test_a_second_watcher_of_one_source_and_state_is_refused_and_kill_9_frees_it
     assert holder["pid"] != watcher.pid and set(holder) == {"pid", "host", "since"}
 
 
+@pytest.mark.slow
 def test_two_first_starts_mint_one_stream_id(tmp_path, cache_dir):
     """Started together on a fresh state, exactly one watcher runs; the other is refused, and the
     state holds the one stream id the memory's clips carry."""
@@ -281,6 +287,7 @@ def test_two_first_starts_mint_one_stream_id(tmp_path, cache_dir):
     assert clip_values(memory, "video") == {sid} and clip_values(memory, "clip") == {0, 1}
 
 
+@pytest.mark.slow
 def test_a_stream_that_never_delivered_leaves_no_state_folder(tmp_path, cache_dir):
     """A failed stream URL left its state folder (state, lock, empty spool) behind."""
     import socket
@@ -301,6 +308,7 @@ def test_a_stream_that_never_delivered_leaves_no_state_folder(tmp_path, cache_di
 
 
 # -- 7. duplicated question ids ---------------------------------------------------------------------------
+@pytest.mark.slow
 def test_ask_refuses_a_questions_file_with_a_duplicated_id(memory, tmp_path):
     """`m3 ask --questions` answered both lines of an id given twice: a scorer joining answers to its
     key by id scored one question against the other's answer. Now one line naming the id and both
@@ -358,6 +366,7 @@ def _read_moves_atime(folder: Path) -> bool:
     return probe.stat().st_atime != 1000
 
 
+@pytest.mark.slow
 def test_the_report_refuses_a_crafted_clip_path_by_its_name_before_reading_it(memory, tmp_path):
     """The voice-sample check hashed whatever file `clips.path` named (all of it) before refusing it.
     Now a name that cannot be a video is refused first: the file's access time does not move."""

@@ -58,6 +58,7 @@ def _craft(memory: Path, dst: Path, crop: str | None = None, video: str | None =
     return dst
 
 
+@pytest.mark.slow
 def test_the_genuine_memory_shows_its_faces_and_voice(memory, tmp_path):
     page, _ = _page(memory, tmp_path / "p.html")
     assert page.count("data:image/jpeg") >= 1 and page.count("data:audio/ogg") == 1
@@ -68,6 +69,7 @@ def test_the_genuine_memory_shows_its_faces_and_voice(memory, tmp_path):
     "how",
     ["absolute", "dotdot", "symlink", "dotdot-inside"],
 )
+@pytest.mark.slow
 def test_crops_outside_the_memory_are_not_embedded(memory, tmp_path, how):
     if how == "absolute":
         crop = str(SECRET_PHOTO)
@@ -86,6 +88,7 @@ def test_crops_outside_the_memory_are_not_embedded(memory, tmp_path, how):
     assert "outside the memory" in err or how == "absolute" or "crop" in err
 
 
+@pytest.mark.slow
 def test_a_decompression_bomb_crop_is_initials_not_a_traceback(memory, tmp_path):
     from PIL import Image
 
@@ -96,6 +99,7 @@ def test_a_decompression_bomb_crop_is_initials_not_a_traceback(memory, tmp_path)
 
 
 @pytest.mark.parametrize("which", ["another recording", "same size other bytes"])
+@pytest.mark.slow
 def test_a_clip_path_naming_another_file_gives_no_audio(memory, tmp_path, which):
     if which == "another recording":
         other = tmp_path / "other.mp4"
@@ -119,6 +123,7 @@ def test_a_clip_path_naming_another_file_gives_no_audio(memory, tmp_path, which)
 
 
 @pytest.mark.parametrize("damage", ["missing version", "truncated data", "emptied data"])
+@pytest.mark.slow
 def test_a_damaged_memory_is_one_line(memory, tmp_path, damage):
     import orjson
 
@@ -141,6 +146,7 @@ def test_a_damaged_memory_is_one_line(memory, tmp_path, damage):
 @pytest.mark.parametrize(
     "table,damage", [("clips", "data missing"), ("clips", "data truncated"), ("edges", "versions deleted")]
 )
+@pytest.mark.slow
 def test_every_reader_refuses_a_damaged_memory_with_the_same_line(memory, tmp_path, table, damage):
     """`m3 ask` printed `internal error: ArrowInvalid` on a clips data file gone or cut short, and with
     the edges versions deleted it answered as if the memory were whole; `m3 report` said one line.

@@ -62,6 +62,7 @@ def m3(env: dict, *args, drop: tuple[str, ...] = ()) -> tuple[int, list[str], by
 NO_KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
 
 
+@pytest.mark.slow
 def test_object_store_failures_are_one_line(store):
     d, env = store
     recs = d / "r.jsonl"
@@ -87,6 +88,7 @@ def test_object_store_failures_are_one_line(store):
         assert says in err[0]
 
 
+@pytest.mark.slow
 def test_answers_and_report_keep_no_credentials(store):
     d, env = store
     rc, err, _ = m3(env, "index", "-o", f"s3://{BUCKET}/keys.lance", d / "r.jsonl")
@@ -104,6 +106,7 @@ def test_answers_and_report_keep_no_credentials(store):
     assert SECRET not in (d / "page.html").read_text()
 
 
+@pytest.mark.slow
 def test_batch_into_a_broken_object_store_stops_with_one_line(store, tmp_path):
     """No bucket or no credentials: no video can land, so the batch stops at the first commit with one
     line (not a failure per video, not a traceback); the same videos then batch into the real bucket."""

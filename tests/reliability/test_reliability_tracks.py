@@ -68,6 +68,7 @@ def _corr(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-9))
 
 
+@pytest.mark.slow
 def test_the_track_heard_is_named_and_can_be_chosen(three_tracks, cache_dir):
     default = run_m3("segment", "--clip-seconds", "5", three_tracks)
     assert default.returncode == 0

@@ -347,6 +347,7 @@ def test_report_is_deterministic(memories, tmp_path):
     assert again.read_bytes() == built.report.read_bytes()
 
 
+@pytest.mark.slow
 def test_bad_input_is_one_error_line_and_no_page(tmp_path):
     out = tmp_path / "r.html"
     proc = run_m3("report", tmp_path / "missing.lance", "-o", out)

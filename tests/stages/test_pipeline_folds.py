@@ -4,10 +4,12 @@ from one call over all of them: what lets `m3 watch` fold only each round's new 
 from __future__ import annotations
 
 import orjson
+import pytest
 
 from conftest import FIXTURE
 
 
+@pytest.mark.slow
 def test_clips_fed_in_parts_with_kept_folds_equal_one_pass(cache_dir):
     from m3cli.stages.core.cache import open_cache
     from m3cli.stages.core.common import RunContext

@@ -141,6 +141,7 @@ def test_bad_stage_options_fail_clearly(sets, until, message):
         pipeline_config(assignments(sets), until=until)
 
 
+@pytest.mark.slow
 def test_run_reports_bad_input_in_one_line(m3, tmp_path, cache_dir):
     bad = tmp_path / "notes.mp4"
     bad.write_text("not a video")

@@ -142,6 +142,7 @@ def test_silence_noise_and_short_audio_give_no_utterances():
     assert diarize_audio(np.zeros(4000, np.float32), pipe).utterances == []  # 0.25 s
 
 
+@pytest.mark.slow
 def test_tone_and_video_without_audio(tmp_path, cache_dir):
     from support.synthetic_video import make_video
 
@@ -155,6 +156,7 @@ def test_tone_and_video_without_audio(tmp_path, cache_dir):
     assert recs[1]["clip"]["has_audio"] is False
 
 
+@pytest.mark.slow
 def test_moved_video_is_a_clear_error(tmp_path, cache_dir):
     from support.synthetic_video import make_video
 
@@ -177,6 +179,7 @@ def test_moved_video_is_a_clear_error(tmp_path, cache_dir):
         (["--max-speakers", "0"], "--max-speakers"),
     ],
 )
+@pytest.mark.slow
 def test_bad_flags_are_one_clear_line(flags, message, cache_dir):
     seg = run_m3("segment", FIXTURE, check=True)
     proc = run_m3("diarize", *flags, input=seg.stdout)
@@ -261,6 +264,7 @@ def test_pipe_run_and_batch_write_one_diarize_result(tmp_path):
     assert texts and all(any(c.isalnum() for c in t) for t in texts)
 
 
+@pytest.mark.slow
 def test_transcript_is_deterministic_whatever_the_blas_threads():
     """Whisper's log-mel features are a numpy matrix product, and on two BLAS threads OpenBLAS moves
     their last bits enough to change tiny.en's words and times (`m3 batch` once stored "This was the

@@ -81,6 +81,7 @@ def _truth_person(t: float) -> str | None:
     return next((turn["person"] for turn in turns if turn["start"] <= t < turn["end"]), None)
 
 
+@pytest.mark.slow
 def test_fixture_two_people_two_ids(fixture_run):
     _, out, model, counters = fixture_run
     assert counters.computed == 2 and model.calls == 2
@@ -151,6 +152,7 @@ def test_threshold_change_replays_from_cache(fixture_run, cache_dir):
     assert sum(r.faces.detections for r in strict) == sum(r.faces.detections for r in out)
 
 
+@pytest.mark.slow
 def test_cli_rerun_is_byte_identical(fixture_run, cache_dir, tmp_path):
     records, _, _, _ = fixture_run
     clips = b"".join(json.dumps(r.to_json()).encode() + b"\n" for r in records)
@@ -164,6 +166,7 @@ def test_cli_rerun_is_byte_identical(fixture_run, cache_dir, tmp_path):
     assert [ClipRecord.model_validate(x).faces.tracks[0].face_id for x in lines] == ["<face_1>", "<face_1>"]
 
 
+@pytest.mark.slow
 def test_hamilton_has_a_face(tmp_path):
     cache = Cache(tmp_path)
     out = run_faces(
@@ -178,6 +181,7 @@ def test_hamilton_has_a_face(tmp_path):
     jsonschema.validate(out[0].to_json(), SCHEMA)
 
 
+@pytest.mark.slow
 def test_clip_without_faces_and_undecodable_clip(tmp_path):
     video = tmp_path / "black.mp4"
     with av.open(str(video), "w") as container:
@@ -199,6 +203,7 @@ def test_clip_without_faces_and_undecodable_clip(tmp_path):
     assert flagged.faces.frames == 0 and "could be decoded" in flagged.errors[0].message
 
 
+@pytest.mark.slow
 def test_grayscale_tiny_and_blank_images():
     model = DlibFaceModel()
     grey = np.asarray(load_image(DATA / "fixture_src" / "obama.jpg").mean(axis=2).astype(np.uint8))
@@ -223,6 +228,7 @@ def test_local_clustering_small_sets_and_separation():
     assert spans([1.0, 1.2, 1.4, 3.0], 0.2, 10.0) == [(1.0, 1.6), (3.0, 3.2)]
 
 
+@pytest.mark.slow
 def test_bad_inputs_give_clear_errors(fixture_run, tmp_path):
     records, _, _, _ = fixture_run
     moved = records[0].to_json()

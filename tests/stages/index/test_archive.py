@@ -61,6 +61,7 @@ def _replicate():
     return replicate
 
 
+@pytest.mark.slow
 def test_replicate_writes_a_whole_memory_under_new_ids(source, tmp_path, embedder):
     dest = tmp_path / "synth.lance"
     info = _replicate()(source, dest, hours=0.5, videos=3)
@@ -140,6 +141,7 @@ def test_append_to_an_indexed_memory_adds_a_segment_not_a_rebuild(tmp_path, embe
     assert {h["video"] for h in hits} == {A, C}
 
 
+@pytest.mark.slow
 def test_indexes_fold_their_segments_past_the_limit(tmp_path, embedder, ctx):
     from m3cli.stages.core.memory_writer import MAX_SEGMENTS
 

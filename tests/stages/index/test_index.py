@@ -32,6 +32,7 @@ def versions(db_path: Path) -> dict[str, int]:
     return {t: db.open_table(t).version for t in TABLES}
 
 
+@pytest.mark.slow
 def test_index_builds_a_readable_memory(tmp_path, embedder, ctx):
     recs = pipeline(3)
     out = tmp_path / "mem.lance"
@@ -105,6 +106,7 @@ def test_semantic_lines_reinforce_and_episodic_lines_keep_every_occurrence(tmp_p
     )
 
 
+@pytest.mark.slow
 def test_indexing_twice_adds_nothing_and_appending_matches_a_single_run(tmp_path, embedder, ctx):
     recs = pipeline(4)
     once, split = tmp_path / "once.lance", tmp_path / "split.lance"
@@ -218,6 +220,7 @@ def test_open_memory_errors_are_clear(tmp_path):
         open_memory(tmp_path / "half.lance")
 
 
+@pytest.mark.slow
 def test_index_cli_rejects_a_different_embedder(m3, tmp_path, cache_dir, embedder, ctx):
     out = tmp_path / "mem.lance"
     index_records(pipeline(1), out, embedder, ctx=ctx)

@@ -38,6 +38,7 @@ def index_cli(memory: Path, records, cache: Path) -> list[str]:
     return sorted(loaded)
 
 
+@pytest.mark.slow
 def test_index_never_imports_lancedb_and_lancedb_reads_the_memory(tmp_path):
     recs = pipeline(4)
     out = tmp_path / "mem.lance"
@@ -150,6 +151,7 @@ def s3_env(tmp_path_factory):
         yield env
 
 
+@pytest.mark.slow
 def test_an_uncommitted_run_is_rolled_back_on_s3(tmp_path, s3_env, monkeypatch, embedder, ctx):  # noqa: F811
     for key, value in s3_env.items():
         monkeypatch.setenv(key, value)

@@ -77,6 +77,7 @@ def m3_link(path: Path) -> list[ClipRecord]:
 
 
 @pytest.mark.parametrize("name", VIDEOS)
+@pytest.mark.slow
 def test_one_voice_forced_on_every_person_is_split_into_one_voice_each(perceived, name):
     records = read(perceived[(name, "forced")])
     before = score(name, link_records(records, LinkConfig(split_voices=False)))
@@ -115,6 +116,7 @@ def test_voices_already_apart_are_left_as_they_were(perceived, name):
     assert score(name, linked)["voices"] == PEOPLE[name]
 
 
+@pytest.mark.slow
 def test_m3_run_gives_the_pipes_split(perceived, env, tmp_path):
     name = "latentsync_2people_turns"
     run = tmp_path / "run.jsonl"

@@ -67,6 +67,7 @@ def wait_for(path: Path, test, timeout: float = 240.0) -> dict:
     raise AssertionError(f"status never reached the condition; last: {read_status(path)}")
 
 
+@pytest.mark.slow
 def test_udp_stream_with_a_drop_equals_m3_run_on_the_recording(tmp_path, cache_dir):
     port = free_udp_port()
     status, state, memory = tmp_path / "status.json", tmp_path / "state", tmp_path / "live.lance"
@@ -114,6 +115,7 @@ def test_udp_stream_with_a_drop_equals_m3_run_on_the_recording(tmp_path, cache_d
     assert st["recorded_id"] and st["recorded_id"] != st["stream_id"]
 
 
+@pytest.mark.slow
 def test_growing_file_killed_and_restarted_loses_and_duplicates_nothing(tmp_path, cache_dir):
     growing = tmp_path / "camera.ts"
     status, state, memory = tmp_path / "status.json", tmp_path / "state", tmp_path / "live.lance"
@@ -161,6 +163,7 @@ def recorded_ts(path: Path, seconds: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_sigterm_exits_within_a_second_and_restart_continues(tmp_path, cache_dir):
     growing = recorded_ts(tmp_path / "camera.ts", seconds=20)
     status, memory = tmp_path / "status.json", tmp_path / "live.lance"
@@ -181,6 +184,7 @@ def test_sigterm_exits_within_a_second_and_restart_continues(tmp_path, cache_dir
     assert read_status(status)["clips_committed"] == len(memory_view(memory)["clips"]) >= 2
 
 
+@pytest.mark.slow
 def test_lag_is_bounded_by_skipping_the_oldest_clips(tmp_path, cache_dir):
     growing = recorded_ts(tmp_path / "camera.ts", seconds=20)
     status, memory = tmp_path / "status.json", tmp_path / "live.lance"
@@ -198,6 +202,7 @@ def test_lag_is_bounded_by_skipping_the_oldest_clips(tmp_path, cache_dir):
     assert final["lag_s"] == 0 and final["latency_s"]["p95"] is not None
 
 
+@pytest.mark.slow
 def test_a_stream_that_never_yields_a_frame_is_one_error_line(tmp_path, cache_dir):
     port = free_udp_port()
     proc = run_m3(
@@ -209,6 +214,7 @@ def test_a_stream_that_never_yields_a_frame_is_one_error_line(tmp_path, cache_di
     assert len(lines) == 1 and lines[0].startswith("m3: error: ") and "never delivered a frame" in lines[0]
 
 
+@pytest.mark.slow
 def test_drop_folder_indexes_each_new_file_once(tmp_path, cache_dir):
     folder = tmp_path / "incoming"
     folder.mkdir()
@@ -255,6 +261,7 @@ def manifest_view(memory: Path, video: str) -> tuple[set[int], set[str]]:
     return clips, set(store.table("nodes").to_arrow()["id"].to_pylist())
 
 
+@pytest.mark.slow
 def test_udp_stream_killed_at_random_moments_continues_the_same_memory(tmp_path, cache_dir, monkeypatch):
     """kill -9 twice at random moments of a live UDP stream (while recording, processing or
     committing), restarting with an empty cache (the identity banks, link votes and abstraction state
@@ -321,6 +328,7 @@ def test_udp_stream_killed_at_random_moments_continues_the_same_memory(tmp_path,
     assert live == whole, where  # no lost clip, no duplicate line, same identities
 
 
+@pytest.mark.slow
 def test_an_append_after_the_characters_were_renumbered_writes_what_one_index_writes(tmp_path, cache_dir):
     """A stream committed a few clips at a time: the link fold may renumber or merge characters after
     earlier clips were indexed (seen on a 10-minute stream). The earlier clips' face and voice rows
@@ -354,6 +362,7 @@ def test_an_append_after_the_characters_were_renumbered_writes_what_one_index_wr
     assert entities(appended) == entities(whole)
 
 
+@pytest.mark.slow
 def test_a_damaged_audio_packet_silences_its_own_span_not_the_rest_of_the_clip(tmp_path):
     """A dropped UDP stream leaves a packet cut short in the recording (seen on the 10-minute stream:
     the decoder stopped there and the clip's last 26 s were silent, live and in `m3 run` alike). The

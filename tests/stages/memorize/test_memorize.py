@@ -255,6 +255,7 @@ def test_ablations_shrink_prompt_and_output(server):
     assert out.memory.equivalences == [] and all(i.kind != "equivalence" for i in out.memory.semantic)
 
 
+@pytest.mark.slow
 def test_memorize_cli_with_llm_flags(m3, tmp_path, cache_dir, server):
     server.responder = lambda body: json.dumps({**GOOD, "equivalences": []})
     src = tmp_path / "in.jsonl"

@@ -177,6 +177,7 @@ def test_crafted_utterance_cannot_forge_dialogue_lines(server):
     assert "<voice_2>" not in first.split(": ", 1)[1] and "<face_2>" not in first  # no ids in speech
 
 
+@pytest.mark.slow
 def test_cli_no_images_and_audio_flags(m3, tmp_path, cache_dir, server):
     import orjson
 

@@ -57,6 +57,7 @@ def encode(source: Path, path: Path, codec: str) -> Path:
 
 
 @pytest.mark.parametrize("suffix", [".wav", ".flac", ".ogg", ".mp3", ".m4a", ".opus"])
+@pytest.mark.slow
 def test_an_audio_file_is_cut_into_clips_by_time(cache_dir, tmp_path, suffix):
     wav = talk(tmp_path / "talk.wav")
     if suffix in (".m4a", ".opus"):
@@ -122,6 +123,7 @@ def _broken(tmp_path: Path, case: str) -> tuple[Path, str]:
 
 
 @pytest.mark.parametrize("case", ["unknown codec", "mp3 that is not", "truncated flac", "subtitles"])
+@pytest.mark.slow
 def test_a_broken_audio_file_is_one_error_line(cache_dir, tmp_path, case):
     path, reason = _broken(tmp_path, case)
     proc = run_m3("segment", path)
@@ -131,6 +133,7 @@ def test_a_broken_audio_file_is_one_error_line(cache_dir, tmp_path, case):
     assert err[0].startswith("m3: error: ") and path.name in err[0] and reason in err[0], err
 
 
+@pytest.mark.slow
 def test_faces_pass_a_clip_without_pictures_through_and_the_memory_says_so(cache_dir, tmp_path):
     """No frame is decoded, no face invented: ``faces.pictures`` is false, and the offline memory's
     one absence line says the recording has no pictures (not "no face is seen", which would claim

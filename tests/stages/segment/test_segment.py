@@ -63,6 +63,7 @@ def test_rerun_is_identical_and_hits_the_cache(cache_dir):
     assert first == second
 
 
+@pytest.mark.slow
 def test_output_file_is_written_atomically(cache_dir, tmp_path):
     out = tmp_path / "clips.jsonl"
     run_m3("segment", FIXTURE, "-o", out, check=True)
@@ -107,6 +108,7 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[Path, str]]:
 @pytest.mark.parametrize(
     "case", ["missing", "text", "truncated", "no picture or sound", "empty", "directory"]
 )
+@pytest.mark.slow
 def test_bad_input_gives_one_clear_line(cache_dir, tmp_path, case):
     path, reason = _bad_inputs(tmp_path)[case]
     proc = run_m3("segment", path)

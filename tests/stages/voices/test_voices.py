@@ -104,6 +104,7 @@ def test_rerun_is_byte_identical_and_threshold_change_only_replays(voiced, monke
     assert len({u.speaker for r in strict for u in r.utterances} - {None}) > 2  # 0.99 splits voices
 
 
+@pytest.mark.slow
 def test_voices_needs_diarized_records(tmp_path, cache_dir):
     seg = run_m3("segment", FIXTURE, check=True)
     proc = run_m3("voices", input=seg.stdout)
@@ -119,6 +120,7 @@ def test_voices_needs_diarized_records(tmp_path, cache_dir):
         (["--backend", "pyannote"], "--speaker-model DIR"),
     ],
 )
+@pytest.mark.slow
 def test_bad_voice_flags(flags, message, cache_dir, tmp_path):
     rec = orjson.loads(run_m3("segment", FIXTURE, check=True).stdout.splitlines()[0])
     rec["utterances"] = [{"start": 1.0, "end": 4.0, "text": "hi", "speaker_local": "S0"}]
