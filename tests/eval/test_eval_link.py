@@ -81,6 +81,7 @@ def test_the_whole_pipeline_joins_people_taking_turns(perceived, name, joined):
     assert report["joined"] >= joined and report["false_joins"] == 0, report["per_person"]
 
 
+@pytest.mark.slow
 def test_shot_changes_are_found_on_cuts_only(perceived):
     def shots(name: str) -> list[float]:
         lines = perceived[name].read_text().splitlines()

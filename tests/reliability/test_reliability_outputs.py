@@ -336,6 +336,7 @@ def test_ask_refuses_a_questions_file_with_a_duplicated_id(memory, tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["videomme", "lvbench"])
+@pytest.mark.slow
 def test_eval_qa_refuses_a_benchmark_file_with_a_duplicated_id(memory, tmp_path, fmt):
     from conftest import DATA
 

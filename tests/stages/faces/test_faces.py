@@ -102,6 +102,7 @@ def test_fixture_two_people_two_ids(fixture_run):
     assert first.face_id == "<face_1>" and first.spans[0][0] == pytest.approx(0.6, abs=0.21)
 
 
+@pytest.mark.slow
 def test_fixture_record_fields(fixture_run):
     _, out, _, _ = fixture_run
     for record in out:
@@ -129,6 +130,7 @@ def test_fixture_record_fields(fixture_run):
     assert float(a["face_1"] @ a["face_2"]) < 0.95
 
 
+@pytest.mark.slow
 def test_threshold_change_replays_from_cache(fixture_run, cache_dir):
     records, out, _, _ = fixture_run
     cache = Cache(cache_dir)

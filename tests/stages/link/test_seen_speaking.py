@@ -104,6 +104,7 @@ def test_one_voice_forced_on_every_person_is_split_into_one_voice_each(perceived
 
 
 @pytest.mark.parametrize("name", VIDEOS)
+@pytest.mark.slow
 def test_voices_already_apart_are_left_as_they_were(perceived, name):
     records = read(perceived[(name, "default")])
     plain = link_records(records, LinkConfig(split_voices=False))
