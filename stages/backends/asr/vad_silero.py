@@ -10,8 +10,8 @@ speaker stages are meant to run without torch on CPU, so this module reads the p
   carried from window to window and reset for every new audio, the last window zero-padded (through
   the package's block-of-windows model where it ships one: the same numbers, bit for bit);
 * :func:`timestamps_from_probs` — ``get_speech_timestamps_from_probs``'s state machine, line for line,
-  so the spans are the same sample indices the package returns (tests/test_vad_silero.py compares them
-  with the package on real recordings).
+  so the spans are the same sample indices the package returns (tests/backends/test_vad_silero.py
+  compares them with the package on real recordings).
 """
 
 from __future__ import annotations

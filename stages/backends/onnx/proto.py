@@ -4,7 +4,7 @@ The bundled MiniLM ships as safetensors weights; onnxruntime wants an ONNX graph
 torch needs torch (seconds to import) and the `onnx` package, which a user install does not carry. A
 BERT encoder needs only a handful of message types, so this module encodes them directly in the
 protobuf wire format (field numbers from onnx/onnx.proto) and the graph is built in memory at load
-time from the weights alone. ``tests/test_embed.py`` checks the bytes with the `onnx` checker.
+time from the weights alone. ``tests/backends/test_embed.py`` checks the bytes with the `onnx` checker.
 """
 
 from __future__ import annotations
