@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.report.gather import Crop
+from m3cli.stages.report.records import Crop
 
 log = logging.getLogger(__name__)
 

@@ -368,8 +368,8 @@ def read_page_text(markup: str) -> str:
 
 def test_lazy_blocks_hold_exactly_the_markup_and_no_angle_bracket():
     """The packing is lossless and leaves nothing that could end the block or open an element."""
+    from m3cli.stages.report.lazy import _packed
     from m3cli.stages.report.markup import el
-    from m3cli.stages.report.render import _packed
 
     markup = el("p", '</script><script>alert(1)</script> & "quotes"', class_="x")
     packed = _packed(markup)
