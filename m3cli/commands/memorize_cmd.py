@@ -77,7 +77,7 @@ def memorize(
     run = context.run_context(ctx, settings)
     client = None if no_llm else client_from_settings(settings.llm)
     if client is None:
-        log.info("no LLM configured (or --offline): using the offline memorizer")
+        log.info("no LLM configured (or --no-llm): using the offline memorizer")
     out = memorize_records(records, config, client, run)
     fallbacks = [r for r in out if r.memory and r.memory.fallback]
     if client is not None:

@@ -67,7 +67,7 @@ def test_global_options_after_the_command(segmented, tmp_path, cache_dir):
     src = tmp_path / "perceived.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
     loud = run_m3("memorize", "--offline", src, "-v")
-    assert loud.returncode == 0 and b"m3: INFO: no LLM configured (or --offline)" in loud.stderr
+    assert loud.returncode == 0 and b"m3: INFO: no LLM configured (or --no-llm)" in loud.stderr
     after, before = run_m3("memorize", "--offline", src, "-vv"), run_m3("-vv", "memorize", "--offline", src)
     assert after.stderr == before.stderr
     assert run_m3("memorize", "--offline", "-q", src).stderr == b""
