@@ -1,0 +1,55 @@
+"""The benchmarks. Importing this package finds m3 for them, the one way: the installed m3 (an editable
+install runs the checkout it maps), else this checkout laid out as installed.
+
+In a checkout, stages/ and schemas/ sit beside m3cli/ and only installing maps them to m3cli.stages and
+m3cli.schemas (pyproject.toml's package-dir). So without an install, ``python bench/run.py`` would find
+the checkout's m3cli/ (the preamble puts the checkout on sys.path for ``bench.*``) but no m3cli.stages.
+Then this lays the installed tree out as symbolic links under bench/out/tree (scripts/typecheck.py's
+``lay_out``, as the type check does), puts it first on sys.path, and on PYTHONPATH so that the
+``python -m m3cli`` the benchmarks start runs the same checkout.
+
+Every script starts with the same preamble, before any ``m3cli`` import::
+
+    sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
+    import bench  # noqa: E402 - finds m3 (bench/__init__.py)
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TREE = ROOT / "bench" / "out" / "tree"
+
+
+def _installed() -> bool:
+    """Whether ``m3cli.stages`` imports as it is (an install, editable or not)."""
+    try:
+        importlib.import_module("m3cli.stages")
+    except ImportError:
+        return False
+    return True
+
+
+def _lay_out_checkout() -> None:
+    """This checkout, laid out as installed under TREE, first on sys.path and on PYTHONPATH."""
+    spec = importlib.util.spec_from_file_location("typecheck", ROOT / "scripts" / "typecheck.py")
+    assert spec is not None and spec.loader is not None
+    typecheck = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(typecheck)
+    typecheck.lay_out(TREE, typecheck.package_dirs())
+    for name in [n for n in sys.modules if n == "m3cli" or n.startswith("m3cli.")]:
+        del sys.modules[name]  # the checkout's bare m3cli/, found without its stages
+    sys.path.insert(0, str(TREE))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TREE), os.environ.get("PYTHONPATH")) if p)
+    importlib.invalidate_caches()
+
+
+#: True when m3 is this checkout laid out under TREE (no install found)
+LAID_OUT = not _installed()
+if LAID_OUT:
+    _lay_out_checkout()

@@ -87,7 +87,7 @@ class Decoder:
     name = "faster-whisper"
 
     def __init__(self, model: str | None) -> None:
-        from m3cli.stages.backends.asr_faster_whisper import FasterWhisperAsr
+        from m3cli.stages.backends.asr.faster_whisper import FasterWhisperAsr
 
         self.asr = FasterWhisperAsr(model, threads=1)
         self.changes: dict = {}
@@ -98,7 +98,7 @@ class Decoder:
         import ctranslate2
 
         from m3cli.stages.backends.asr import AsrSegment, Transcript, Word
-        from m3cli.stages.backends.asr_faster_whisper import decode_options
+        from m3cli.stages.backends.asr.faster_whisper import decode_options
         from m3cli.stages.core.threads import one_blas_thread
 
         if not self.asr.multilingual:
@@ -121,7 +121,7 @@ class Decoder:
 def perceive(path: Path) -> dict:
     """Audio, VAD speech and speaker turns, as the stage computes them (model-independent)."""
     from m3cli.stages.core.audio_file import read_audio_file
-    from m3cli.stages.diarize import DiarizeConfig, Pipeline, speaker_turns
+    from m3cli.stages.diarize.stage import DiarizeConfig, Pipeline, speaker_turns
 
     pipe = Pipeline(DiarizeConfig())
     _, audio = read_audio_file(path)
@@ -130,7 +130,7 @@ def perceive(path: Path) -> dict:
 
 
 def padded_speech(audio, pad_ms: int):
-    from m3cli.stages.backends import asr_faster_whisper as fw
+    from m3cli.stages.backends.asr import faster_whisper as fw
 
     old = fw.VAD_SPEECH_PAD_MS
     fw.VAD_SPEECH_PAD_MS = pad_ms
@@ -142,7 +142,8 @@ def padded_speech(audio, pad_ms: int):
 
 def hypothesis(got: dict, decoder: Decoder, speech) -> str:
     from m3cli.stages.backends.asr import merge_spans
-    from m3cli.stages.diarize import fit_to_turns, split_by_speaker, transcribe_speech
+    from m3cli.stages.diarize.transcribe import transcribe_speech
+    from m3cli.stages.diarize.utterances import fit_to_turns, split_by_speaker
 
     turns = got["turns"]
     heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])

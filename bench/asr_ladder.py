@@ -37,7 +37,7 @@ class Probe:
 
     def transcribe(self, audio, language):
         from m3cli.stages.backends.asr import AsrSegment, Transcript, Word
-        from m3cli.stages.backends.asr_faster_whisper import decode_options
+        from m3cli.stages.backends.asr.faster_whisper import decode_options
 
         opts = decode_options(self.temperatures)
         opts["hallucination_silence_threshold"] = self.silence
@@ -73,7 +73,8 @@ def short_clips():
 
 def main() -> None:
     from m3cli.stages.core.audio_file import read_audio_file
-    from m3cli.stages.diarize import DiarizeConfig, Pipeline, transcribe_speech
+    from m3cli.stages.diarize.stage import DiarizeConfig, Pipeline
+    from m3cli.stages.diarize.transcribe import transcribe_speech
     from m3cli.stages.eval.audio import normalize_text, word_error
 
     pipe = Pipeline(DiarizeConfig())

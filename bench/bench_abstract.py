@@ -27,8 +27,8 @@ SIZES = [int(n) for n in os.environ.get("M3_BENCH_ABSTRACT_CLIPS", "60,240,960")
 
 
 def prepared(n: int) -> list:
-    from m3cli.stages.link import LinkConfig, link_records
-    from m3cli.stages.memorize import MemorizeConfig, memorize_records
+    from m3cli.stages.link.stage import LinkConfig, link_records
+    from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 
     return link_records(memorize_records(synthetic_video(n), MemorizeConfig()), LinkConfig())
 
@@ -48,7 +48,7 @@ class Precomputed(HashEmbedder):
 
 def cpu_per_clip(records: list, embed: bool) -> float:
     """CPU milliseconds per clip of one abstract run over ``records`` (best of two, after a warm-up)."""
-    from m3cli.stages.abstract import AbstractConfig, abstract_records
+    from m3cli.stages.abstract.stage import AbstractConfig, abstract_records
 
     embedder = Precomputed() if embed else None
     abstract_records(records, AbstractConfig(embed=embed), None, embedder)
@@ -63,7 +63,7 @@ def cpu_per_clip(records: list, embed: bool) -> float:
 
 def stage_cpu_per_clip(records: list, embedder) -> float:
     """CPU milliseconds per clip of the stage with a real text model embedding each clip's lines."""
-    from m3cli.stages.abstract import AbstractConfig, abstract_records
+    from m3cli.stages.abstract.stage import AbstractConfig, abstract_records
 
     started = time.process_time()
     out = abstract_records(records, AbstractConfig(embed=True), None, embedder)

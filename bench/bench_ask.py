@@ -1,8 +1,8 @@
 """`m3 ask` at scale: our own time per question and vector-search recall on a large memory.
 
-The memory is written by the real index stage (:func:`m3cli.stages.index.index_records`, in chunks of videos,
-the last chunk building the FTS and IVF_HNSW_SQ indexes exactly as `m3 index` does once a table passes
-``ann_min_rows``). Texts are templated memory lines (speech, appearances, actions) with unique details;
+The memory is written by the real index stage (:func:`m3cli.stages.index.stage.index_records`, in chunks of
+videos, the last chunk building the FTS and IVF_HNSW_SQ indexes exactly as `m3 index` does once a table
+passes ``ann_min_rows``). Texts are templated memory lines (speech, appearances, actions) with unique details;
 vectors are the bundled MiniLM embedding of the line's template plus a small per-line perturbation, so
 the data is clustered the way real memory is while 1M lines do not need 1M MiniLM calls on 2 cores.
 
@@ -171,7 +171,7 @@ def clip_records(video_index: int) -> list:
 
 
 def build(path: Path, embedder) -> dict:
-    from m3cli.stages.index import IndexConfig, index_records
+    from m3cli.stages.index.stage import IndexConfig, index_records
 
     per_video = CLIPS_PER_VIDEO * LINES_PER_CLIP
     videos = max(1, NODES // per_video)

@@ -40,7 +40,7 @@ EXTRA_QUESTIONS = [
 def corpus() -> list[str]:
     from bench.bench_ask import templates
     from bench.bench_memory import synthetic_video
-    from m3cli.stages.memorize import MemorizeConfig, memorize_records
+    from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 
     lines = list(templates())
     for record in memorize_records(synthetic_video(), MemorizeConfig()):

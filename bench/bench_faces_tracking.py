@@ -60,7 +60,8 @@ if sys.argv[1]:  # a baseline tree: its m3cli, stages and schemas shadow the ins
     sys.meta_path.insert(0, Baseline)
 import sklearn.cluster  # noqa: F401  (loaded by the first clustering: a per-process cost)
 from m3cli.stages.core.common import RunContext
-from m3cli.stages.faces import Counters, FacesConfig, faces_video, load_model
+from m3cli.stages.faces.detect import Counters
+from m3cli.stages.faces.stage import FacesConfig, faces_video, load_model
 from m3cli.stages.segment import SegmentConfig, segment_video
 
 records = segment_video(Path(sys.argv[2]), SegmentConfig(), None)

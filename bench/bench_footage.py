@@ -101,7 +101,7 @@ def pipeline(video: Path, tmp: Path) -> dict[str, Cost]:
 WHISPER = """
 import sys
 import faster_whisper
-from m3cli.stages.backends.asr_faster_whisper import bundled_model_dir
+from m3cli.stages.backends.asr.faster_whisper import bundled_model_dir
 audio = faster_whisper.decode_audio(sys.argv[1])
 model = faster_whisper.WhisperModel(str(bundled_model_dir()), device="cpu", compute_type="int8")
 segments, _ = model.transcribe(audio, language="en")

@@ -92,12 +92,12 @@ def dir_size(path: Path) -> int:
 
 
 def stages_run(records, embedder, cache_root: Path, out: Path) -> dict[str, float]:
-    from m3cli.stages.abstract import AbstractConfig, abstract_records
+    from m3cli.stages.abstract.stage import AbstractConfig, abstract_records
     from m3cli.stages.core.cache import Cache
     from m3cli.stages.core.common import RunContext
-    from m3cli.stages.index import index_records
-    from m3cli.stages.link import LinkConfig, link_records
-    from m3cli.stages.memorize import MemorizeConfig, memorize_records
+    from m3cli.stages.index.stage import index_records
+    from m3cli.stages.link.stage import LinkConfig, link_records
+    from m3cli.stages.memorize.stage import MemorizeConfig, memorize_records
 
     ctx = RunContext(cache=Cache(cache_root))
     times = {}
@@ -121,7 +121,7 @@ def bench_100k(embedder, tmp: Path) -> tuple[float, int]:
     from m3cli.schemas.records import ClipRecord
     from m3cli.stages.core.cache import Cache
     from m3cli.stages.core.common import RunContext
-    from m3cli.stages.index import index_records
+    from m3cli.stages.index.stage import index_records
 
     rng = np.random.default_rng(1)
     records = []

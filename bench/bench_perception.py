@@ -41,8 +41,8 @@ def _records(video: Path, cache):
 def speed_rows(tmp: Path) -> list[list[object]]:
     from m3cli.stages.core.cache import Cache
     from m3cli.stages.core.common import RunContext
-    from m3cli.stages.diarize import DiarizeConfig, diarize_records
-    from m3cli.stages.faces import FacesConfig, load_model, run_faces
+    from m3cli.stages.diarize.stage import DiarizeConfig, diarize_records
+    from m3cli.stages.faces.stage import FacesConfig, load_model, run_faces
     from m3cli.stages.voices import VoicesConfig, voices_records
 
     rows = []
@@ -95,14 +95,14 @@ def plain_asr_seconds(recs, cache) -> float:
     settings (beam 5, its full temperature ladder, no word timestamps, no VAD), as the peer of the
     real-footage bench runs it, on the same CTranslate2 model m3 bundles."""
     from m3cli.stages.backends.asr import make_asr
-    from m3cli.stages.core import media
+    from m3cli.stages.core import media, media_audio
 
     asr = _plain_asr.get("m") or _plain_asr.setdefault("m", make_asr("faster-whisper"))
     whisper = asr._model  # type: ignore[attr-defined]
     total = 0.0
     for r in recs:
         path = media.source_path(r.video, cache)
-        audio = media.clip_audio(path, r.video.id, r.clip.index, r.clip.start, r.clip.end, cache=cache)
+        audio = media_audio.clip_audio(path, r.video.id, r.clip.index, r.clip.start, r.clip.end, cache=cache)
         c0 = time.process_time()
         segments, _ = whisper.transcribe(audio, language="en")
         list(segments)  # the segments are decoded lazily

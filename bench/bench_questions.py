@@ -1,7 +1,7 @@
 """What people ask, and what the offline answerer does with it: M3-Bench's questions by form.
 
 Reads the M3-Bench annotations (robot and web: 4,490 questions with their types; no videos needed) and
-routes every question the way `m3 ask` does without an LLM (:func:`m3cli.stages.ask.offline.route`).
+routes every question the way `m3 ask` does without an LLM (:func:`m3cli.stages.ask.route.route`).
 Per M3-Bench type it reports the share routed to a handler that answers from the memory's structure,
 the share answered by quoting the line of speech the answer lies in (the reader takes it from there),
 the share declined with a stated reason ("needs an LLM: ...", "needs what people and things look
@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from m3cli.stages.ask.offline import route
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
+import bench  # noqa: E402,F401 - finds m3 (bench/__init__.py)
+from m3cli.stages.ask.route import route
 
 #: forms whose handler answers from the memory's structure (who spoke, when, how many, what was seen…)
 STRUCTURAL = {

@@ -31,7 +31,7 @@ def main() -> str:
         startup = run_cmd(m3("--version"), env=env)
         clips = len(first.stdout.splitlines())
 
-        from m3cli.stages.core import media
+        from m3cli.stages.core import media, media_audio, media_frames
         from m3cli.stages.core.cache import Cache
         from m3cli.stages.segment import SegmentConfig, segment_video
 
@@ -45,10 +45,10 @@ def main() -> str:
         shutil.rmtree(inproc, ignore_errors=True)
         vid = media.content_id(video)
         t0 = time.perf_counter()
-        frames = media.sample_frames(video, vid, 0, 0.0, 30.0, fps=5.0, cache=Cache(cache))
+        frames = media_frames.sample_frames(video, vid, 0, 0.0, 30.0, fps=5.0, cache=Cache(cache))
         t_frames = time.perf_counter() - t0
         t0 = time.perf_counter()
-        media.clip_audio(video, vid, 0, 0.0, 30.0, cache=Cache(cache))
+        media_audio.clip_audio(video, vid, 0, 0.0, 30.0, cache=Cache(cache))
         t_audio = time.perf_counter() - t0
     finally:
         shutil.rmtree(cache, ignore_errors=True)

@@ -149,7 +149,7 @@ def _load(values: list[float]) -> str:
     return f"{min(values):.1f}-{max(values):.1f}" if values else "-"
 
 
-#: a round's parts in the order they happen (see m3cli.stages.watch.RoundClock)
+#: a round's parts in the order they happen (see m3cli.stages.live.status.RoundClock)
 PARTS = ("diarize", "voices", "faces", "sight", "memorize", "link", "abstract", "commit")
 
 

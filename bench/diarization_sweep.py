@@ -22,8 +22,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
+import bench  # noqa: E402,F401 - finds m3 (bench/__init__.py)
 from m3cli.stages.backends.asr import make_vad, relabel_turns
-from m3cli.stages.backends.diarizer_overlap import OverlapConfig, OverlapDiarizer
+from m3cli.stages.backends.diarizer.overlap import OverlapConfig, OverlapDiarizer
 from m3cli.stages.backends.speaker import windows_over
 from m3cli.stages.core.audio_file import read_audio_file
 from m3cli.stages.eval.audio import (

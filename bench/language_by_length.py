@@ -18,8 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
+import bench  # noqa: E402,F401 - finds m3 (bench/__init__.py)
 from m3cli.stages.backends.asr import RATE, make_asr
-from m3cli.stages.diarize_second import LANGUAGE_P, MODEL
+from m3cli.stages.diarize.second import LANGUAGE_P, MODEL
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"

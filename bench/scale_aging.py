@@ -152,7 +152,7 @@ def age(base: Path, path: Path, commits: int) -> float:
 
 def build_indexes(writer) -> None:
     """The indexes the indexer leaves after a commit: full text on node text, the scalar ones."""
-    from m3cli.stages.index import SCALAR_INDEXES
+    from m3cli.stages.index.indexes import SCALAR_INDEXES
 
     writer.full_text_index("nodes", "text")
     for table, cols in SCALAR_INDEXES.items():
@@ -210,7 +210,7 @@ def appends(path: Path, embedder, ctx, tmp: Path, runs: int = 3) -> float:
     from test_index import pipeline
 
     from m3cli.stages.configs.index import IndexConfig
-    from m3cli.stages.index import index_records
+    from m3cli.stages.index.stage import index_records
 
     times = []
     for i in range(runs):

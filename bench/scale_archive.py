@@ -175,7 +175,7 @@ def live_bytes(path: Path) -> int:
 def _old_index_upkeep(writer: Any, tables: set[str]) -> None:
     """What `m3 index` did after every append before build_indexes: full-text and scalar indexes
     rebuilt over the whole table; the vector index (built once) left without the new rows."""
-    from m3cli.stages.index import SCALAR_INDEXES
+    from m3cli.stages.index.indexes import SCALAR_INDEXES
 
     writer.full_text_index("nodes", "text")
     for table_name in ("nodes", "edges"):
@@ -187,7 +187,8 @@ def append_video(path: Path, rows: dict[str, Any], vid: str, old: bool = False) 
     """One new video's rows written as `m3 index` writes them; seconds per step."""
     from m3cli.stages.configs.index import IndexConfig
     from m3cli.stages.core.memory_reader import open_reader
-    from m3cli.stages.index import Indexer, build_indexes
+    from m3cli.stages.index.indexes import build_indexes
+    from m3cli.stages.index.stage import Indexer
     from m3cli.stages.people.add import MATCH_COLUMNS, appearances_of, known_of_table
     from m3cli.stages.people.match import assign_video
     from m3cli.stages.people.store import person_id, person_number
@@ -275,7 +276,7 @@ def index_real(path: Path, records: Path) -> float:
     from m3cli.stages.backends.embed import make_embedder
     from m3cli.stages.core.cache import open_cache
     from m3cli.stages.core.common import RunContext
-    from m3cli.stages.index import index_records
+    from m3cli.stages.index.stage import index_records
 
     recs = stream.read_records([str(records)])
     embedder = make_embedder("local")

@@ -55,7 +55,7 @@ def cpu():
 out = sys.argv[1]
 import m3cli.stages.pipeline as p
 import m3cli.stages.segment as seg
-import m3cli.stages.index as idx
+import m3cli.stages.index.stage as idx
 
 spent = {}
 
@@ -99,22 +99,22 @@ sys.exit(code)
 #: CTranslate2's worker thread included) with these functions wrapped, outermost call only per name.
 #: A function called inside another that is also listed is counted in both.
 PROFILED = (
-    ("m3cli.stages.backends.asr_faster_whisper", "FasterWhisperAsr.transcribe"),
-    ("m3cli.stages.backends.asr_faster_whisper", "FasterWhisperAsr.language_of"),
-    ("m3cli.stages.language_id", "speaker_languages"),
-    ("m3cli.stages.diarize_second", "second_reading"),
-    ("m3cli.stages.backends.segmentation", "SegmentationModel.activity"),
-    ("m3cli.stages.backends.speaker_campplus", "CamppModel.embed"),
-    ("m3cli.stages.backends.speaker_campplus", "CamppModel.embed_pooled"),
-    ("m3cli.stages.backends.diarizer_overlap", "cluster"),
-    ("m3cli.stages.backends.face_dlib", "DlibFaceModel.detect_frames"),
-    ("m3cli.stages.backends.face_dlib", "DlibFaceModel._measure"),
-    ("m3cli.stages.backends.face_dlib", "DlibFaceModel._detect_rects"),
-    ("m3cli.stages.backends.face_dlib", "DlibFaceModel._embed_window"),
-    ("m3cli.stages.backends.face_dlib", "DlibFaceModel._follow"),
+    ("m3cli.stages.backends.asr.faster_whisper", "FasterWhisperAsr.transcribe"),
+    ("m3cli.stages.backends.asr.faster_whisper", "FasterWhisperAsr.language_of"),
+    ("m3cli.stages.diarize.language_id", "speaker_languages"),
+    ("m3cli.stages.diarize.second", "second_reading"),
+    ("m3cli.stages.backends.diarizer.segmentation", "SegmentationModel.activity"),
+    ("m3cli.stages.backends.speaker.campplus", "CamppModel.embed"),
+    ("m3cli.stages.backends.speaker.campplus", "CamppModel.embed_pooled"),
+    ("m3cli.stages.backends.diarizer.overlap", "cluster"),
+    ("m3cli.stages.backends.face.dlib", "DlibFaceModel.detect_frames"),
+    ("m3cli.stages.backends.face.dlib", "DlibFaceModel._measure"),
+    ("m3cli.stages.backends.face.dlib", "DlibFaceModel._detect_rects"),
+    ("m3cli.stages.backends.face.dlib", "DlibFaceModel._embed_window"),
+    ("m3cli.stages.backends.face.dlib", "DlibFaceModel._follow"),
     ("m3cli.stages.sight", "sample_keyframes"),
-    ("m3cli.stages.backends.ocr_rapid", "RapidOcr.read"),
-    ("m3cli.stages.backends.tagger_effnet", "ImageNetTagger.probabilities"),
+    ("m3cli.stages.backends.ocr.rapid", "RapidOcr.read"),
+    ("m3cli.stages.backends.tagger.effnet", "ImageNetTagger.probabilities"),
     ("m3cli.stages.backends.embed", "OnnxEmbedder.embed"),
 )
 
@@ -152,7 +152,7 @@ for module, attr in targets:
     for part in path:
         owner = getattr(owner, part)
     setattr(owner, last, timed(attr, getattr(owner, last)))
-import m3cli.stages.index as idx
+import m3cli.stages.index.stage as idx
 idx.index_records = timed("stage index", idx.index_records)
 from m3cli.app import main
 sys.argv = ["m3", "run", "--sequential", *sys.argv[3:]]

@@ -63,7 +63,8 @@ def perceive(path: Path) -> dict:
     """VAD regions, turns, and the transcript on the audio's clock, as the stage computes them."""
     from m3cli.stages.backends.asr import merge_spans
     from m3cli.stages.core.audio_file import read_audio_file
-    from m3cli.stages.diarize import DiarizeConfig, Pipeline, speaker_turns, transcribe_speech
+    from m3cli.stages.diarize.stage import DiarizeConfig, Pipeline, speaker_turns
+    from m3cli.stages.diarize.transcribe import transcribe_speech
 
     global _PIPE
     pipe = _PIPE = _PIPE or Pipeline(DiarizeConfig())
@@ -76,7 +77,7 @@ def perceive(path: Path) -> dict:
 
 
 def measure(name: str, got: dict, ref, uem, fit: bool = True) -> dict:
-    from m3cli.stages.diarize import fit_to_turns, split_by_speaker
+    from m3cli.stages.diarize.utterances import fit_to_turns, split_by_speaker
     from m3cli.stages.eval.audio import crop_regions, diarization_error, merge_regions, subtract_regions
 
     utts = split_by_speaker(got["transcript"].segments, got["turns"], relabel=False)

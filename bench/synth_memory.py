@@ -20,7 +20,7 @@ clips' ``path`` still names the source's file. Say so wherever a number measured
 
 The result is a complete memory as `m3 index` writes it: the same tables and schemas, the scalar,
 full-text and (past ``ann_min_rows`` nodes) vector indexes the indexer builds
-(:func:`m3cli.stages.index.build_indexes`), the source's ``meta`` (embedder) rows, its crops and
+(:func:`m3cli.stages.index.indexes.build_indexes`), the source's ``meta`` (embedder) rows, its crops and
 keyframes, and a manifest committing every table; ``m3 ask`` / ``m3 report`` / ``m3 index`` (append)
 open it as any other. Rows are written in batches of videos, so memory use stays bounded whatever
 ``hours`` is.
@@ -242,7 +242,7 @@ def replicate(
     if indexes:
         from m3cli.stages.configs.index import IndexConfig
         from m3cli.stages.core.memory_writer import MemoryWriter
-        from m3cli.stages.index import build_indexes
+        from m3cli.stages.index.indexes import build_indexes
 
         build_indexes(MemoryWriter(dest), IndexConfig(), changed=True)
     versions = {

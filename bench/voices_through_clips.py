@@ -23,15 +23,18 @@ import dataclasses
 import functools
 import shutil
 import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
+import bench  # noqa: E402,F401 - finds m3 (bench/__init__.py)
 from m3cli.schemas.records import ClipRecord
-from m3cli.stages.backends import diarizer_overlap
+from m3cli.stages.backends.diarizer import overlap as diarizer_overlap
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.common import RunContext
-from m3cli.stages.diarize import DiarizeConfig, diarize_records
+from m3cli.stages.diarize.stage import DiarizeConfig, diarize_records
 from m3cli.stages.eval.audio import (
     EvalItem,
     collect_items,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 # typer.Argument and typer.Option are typed Any so that they can stand as a parameter's default
 # (`inputs: list[str] = inputs_argument()`); these two are the same.
@@ -24,6 +24,37 @@ def output_option() -> Any:
     return typer.Option(
         None, "--output", "-o", help="Write records to this file (atomically) instead of stdout."
     )
+
+
+#: Old spelling -> the one spelling of its concept (docs/reference/options.md). The old spelling still
+#: works, hidden from --help, until the next release; then these lines and OldSpellings go.
+OLD_SPELLINGS: dict[str, str] = {
+    "--offline": "--no-llm",  # memorize, abstract, run, batch, watch: never call an LLM
+    "--det-side": "--detect-side",  # sight, eval sight: the longer side the (text) detector sees
+}
+
+
+def no_llm_option(help: str) -> Any:  # noqa: A002 - typer's name
+    """``--no-llm``: never call an LLM, even if one is configured (retrieval-only, offline memorizer)."""
+    return typer.Option(False, "--no-llm", help=help)
+
+
+class OldSpellings(TyperCommand):
+    """A command that also takes the old spelling of each of its renamed flags (``OLD_SPELLINGS``):
+    the same option under its old name, hidden from --help, with the same type, default and effect."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        import copy
+
+        super().__init__(*args, **kwargs)
+        renamed = {new: old for old, new in OLD_SPELLINGS.items()}
+        for param in list(self.params):
+            olds = [renamed[n] for n in getattr(param, "opts", []) if n in renamed]
+            if param.param_type_name != "option" or not olds:
+                continue
+            alias = copy.copy(param)  # same name: whichever spelling is given sets the one value
+            alias.opts, alias.secondary_opts, alias.hidden = olds, [], True  # type: ignore[attr-defined]
+            self.params.append(alias)
 
 
 class GlobalOptionsAnywhere(TyperGroup):

@@ -378,7 +378,7 @@ class WatchProgress:
         self.line: _Line | None = None
 
     def begin(self, status: Callable[[], Any]) -> None:
-        """Start drawing; ``status()`` is the watcher's :class:`~m3cli.stages.watch.WatchStatus`."""
+        """Start drawing; ``status()`` is the watcher's :class:`~m3cli.stages.live.status.WatchStatus`."""
         self.status = status
         self.start = time.monotonic()
         self.line = _Line(self.enabled, None, self._describe, self.lock)

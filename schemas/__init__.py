@@ -1,7 +1,7 @@
 """Record contracts: one JSON Schema per record type, and the typed Python records that mirror them.
 
 The JSON Schemas are the published contract (other tools validate against them); the pydantic models in
-:mod:`m3cli.schemas.records` are what the stages use. ``tests/test_schemas.py`` checks that the two agree.
+:mod:`m3cli.schemas.records` are what the stages use. ``tests/cli/test_schemas.py`` checks that the two agree.
 """
 
 from __future__ import annotations

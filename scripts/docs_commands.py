@@ -4,7 +4,7 @@ Why: a hand-written reference drifts from the code the day an option changes. Th
 written by hand and never committed: at every `mkdocs build` this hook asks the installed `m3` for
 each command's `--help` (through click, in this process, exactly as `m3 CMD --help` prints it at a
 width of 100 columns), turns each into one page under `commands/`, and fills the "Commands" section of
-the navigation with them, so a new command appears by itself. tests/test_docs.py checks that a page
+the navigation with them, so a new command appears by itself. tests/cli/test_docs.py checks that a page
 holds what the real `m3 CMD --help` prints in a subprocess.
 
 As a script it writes the same pages to a folder, or lists them:
@@ -40,7 +40,7 @@ def _root() -> Any:
 def _invoke(args: list[str]) -> Any:
     """Run the CLI in this process as a terminal of WIDTH columns shows it. The test runner forces 80
     columns unless a width is given, and click formats a terminal of N columns (up to the root's
-    max_content_width) at N - 2; tests/test_docs.py compares the result with a real subprocess."""
+    max_content_width) at N - 2; tests/cli/test_docs.py compares the result with a real subprocess."""
     from typer.testing import CliRunner
 
     return CliRunner().invoke(_app(), args, prog_name="m3", terminal_width=WIDTH - 2)

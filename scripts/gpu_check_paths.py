@@ -67,7 +67,8 @@ def _torch_cuda() -> None:
 
 
 def _face_frames() -> list[Any]:
-    from m3cli.stages.core.media import probe, sample_frames
+    from m3cli.stages.core.media_frames import sample_frames
+    from m3cli.stages.core.media_probe import probe
 
     frames = []
     for name in FACE_VIDEOS:
@@ -88,7 +89,7 @@ def check_faces(args: argparse.Namespace) -> Timing:
     if "CUDAExecutionProvider" not in onnxruntime.get_available_providers():
         raise CheckFailed(f"onnxruntime {onnxruntime.__version__} has no CUDAExecutionProvider "
                           "(onnxruntime-gpu missing, or CPU onnxruntime installed beside it)")
-    from m3cli.stages.backends.face_insightface import InsightFaceModel
+    from m3cli.stages.backends.face.insightface import InsightFaceModel
 
     frames = _face_frames()
     counts = {}
@@ -107,7 +108,8 @@ def check_faces(args: argparse.Namespace) -> Timing:
 
 
 def _speech() -> Any:
-    from m3cli.stages.core.media import clip_audio, probe
+    from m3cli.stages.core.media_audio import clip_audio
+    from m3cli.stages.core.media_probe import probe
 
     path = DATA / SPEECH_VIDEO
     return clip_audio(path, SPEECH_VIDEO, 0, 0.0, probe(path).duration)
@@ -120,8 +122,8 @@ def _words(transcript: Any) -> list[str]:
 def check_whisperx(args: argparse.Namespace) -> Timing:
     """whisperx batched ASR plus wav2vec2 alignment (the diarize stage's production backend)."""
     _torch_cuda()
-    from m3cli.stages.backends.asr_faster_whisper import bundled_model_dir
-    from m3cli.stages.backends.asr_whisperx import WhisperxAsr
+    from m3cli.stages.backends.asr.faster_whisper import bundled_model_dir
+    from m3cli.stages.backends.asr.whisperx import WhisperxAsr
     from m3cli.stages.core.errors import M3Error
 
     model = args.asr_model or str(bundled_model_dir())
@@ -154,7 +156,7 @@ def check_pyannote(args: argparse.Namespace) -> Timing:
         raise MissingWeights("pass --diarizer-model DIR (or set M3_PYANNOTE_DIR): a local pyannote "
                              "speaker-diarization pipeline with config.yaml and its models")
     _torch_cuda()
-    from m3cli.stages.backends.diarizer_pyannote import PyannoteDiarizer
+    from m3cli.stages.backends.diarizer.pyannote import PyannoteDiarizer
 
     audio = _speech()
     speakers = {}

@@ -27,7 +27,7 @@ else varies: video ids are content hashes, and outputs are deterministic):
 Every other command line in README.md (each line of a ``bash`` block, and each inline `m3 CMD ARG...`
 of the prose) is checked without running it: a line starting with ``m3`` is parsed by the real CLI
 (options, choices and types, as `m3` parses them before running), and any other line must be one that
-CI itself runs (``CI_RUNS`` below; tests/test_docs.py checks that .ci/run holds each).
+CI itself runs (``CI_RUNS`` below; tests/cli/test_docs.py checks that .ci/run holds each).
 
     python scripts/readme_tour.py            # run the tour and check every README command line
     python scripts/readme_tour.py --parse    # only the cheap checks (no command is run)

@@ -46,7 +46,7 @@ from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.once import MadeOnce
 from m3cli.stages.core.options import build_config, option_paths
-from m3cli.stages.index import IndexStats
+from m3cli.stages.index.stage import IndexStats
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +135,7 @@ class Models:
 
     @property
     def diarize(self) -> Any:
-        from m3cli.stages.diarize import Pipeline
+        from m3cli.stages.diarize.stage import Pipeline
 
         return self._get("diarize", lambda: Pipeline(self.config.diarize, self.settings.device))
 
@@ -147,7 +147,7 @@ class Models:
 
     @property
     def faces(self) -> Any:
-        from m3cli.stages.faces import load_model
+        from m3cli.stages.faces.stage import load_model
 
         return self._get("faces", lambda: load_model(self.config.faces, self.settings.device))
 
@@ -220,10 +220,10 @@ class Folds:
         """The folds a checkpoint saved (:meth:`checkpoint`; ``saved`` is a verified
         :class:`~m3cli.stages.core.checkpoint.Loaded`), continuing as if its clips had just been fed.
         Raises ValueError (or KeyError, TypeError) for a document that is not one of this format."""
-        from m3cli.stages.abstract import Abstractor
-        from m3cli.stages.abstract_facts import VideoState
-        from m3cli.stages.faces import FacesFold
-        from m3cli.stages.link import LinkFold
+        from m3cli.stages.abstract.facts import VideoState
+        from m3cli.stages.abstract.stage import Abstractor
+        from m3cli.stages.faces.stage import FacesFold
+        from m3cli.stages.link.stage import LinkFold
         from m3cli.stages.voices import VoiceBank
 
         doc, arrays, folds = saved.folds, saved.arrays, cls()
@@ -244,7 +244,7 @@ class Folds:
 def _diarize(
     records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
 ) -> list[ClipRecord]:
-    from m3cli.stages.diarize import diarize_records
+    from m3cli.stages.diarize.stage import diarize_records
 
     return diarize_records(records, models.config.diarize, ctx, pipe=models.diarize)
 
@@ -261,7 +261,7 @@ def _voices(
 def _faces(
     records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
 ) -> list[ClipRecord]:
-    from m3cli.stages.faces import run_faces
+    from m3cli.stages.faces.stage import run_faces
 
     by_video = None if folds is None else folds.faces
     return run_faces(records, models.faces, models.config.faces, ctx, folds=by_video)
@@ -278,7 +278,7 @@ def _sight(
 def _memorize(
     records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
 ) -> list[ClipRecord]:
-    from m3cli.stages.memorize import memorize_records
+    from m3cli.stages.memorize.stage import memorize_records
 
     out = memorize_records(records, models.config.memorize, models.llm, ctx)
     fallbacks = sum(1 for r in out if r.memory and r.memory.fallback)
@@ -295,7 +295,7 @@ def _memorize(
 def _link(
     records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
 ) -> list[ClipRecord]:
-    from m3cli.stages.link import link_records
+    from m3cli.stages.link.stage import link_records
 
     return link_records(records, models.config.link, folds=None if folds is None else folds.link)
 
@@ -303,7 +303,7 @@ def _link(
 def _abstract(
     records: list[ClipRecord], models: Models, ctx: RunContext, folds: Folds | None = None
 ) -> list[ClipRecord]:
-    from m3cli.stages.abstract import abstract_records
+    from m3cli.stages.abstract.stage import abstract_records
 
     config = models.config.abstract
     embedder = models.text if config.embed else None
@@ -498,7 +498,7 @@ def index_video(
 ) -> IndexStats:
     """Commit one video's records to the memory through the index stage's public function; with
     ``checkpoint`` (:meth:`Folds.checkpoint`), the folds after them in the same commit."""
-    from m3cli.stages.index import index_records
+    from m3cli.stages.index.stage import index_records
 
     if checkpoint is None:
         return index_records(records, memory, models.text, models.config.index, ctx)

@@ -16,7 +16,7 @@ import numpy as np
 from m3cli.schemas import CLIP_SCHEMA
 from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
 from m3cli.stages.configs.segment import SegmentConfig
-from m3cli.stages.core import media, recorded
+from m3cli.stages.core import media, media_probe, media_streams, recorded
 from m3cli.stages.core.cache import Cache, CacheKey, memo
 
 log = logging.getLogger(__name__)
@@ -28,7 +28,7 @@ STAGE = "segment"
 PLAN_VERSION = 5
 
 
-def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
+def plan_clips(probe: media_probe.Probe, clip_seconds: float) -> list[dict]:
     """Group frames into clips of ``clip_seconds`` by presentation time; boundaries fall on frames.
 
     Clip k holds the frames with time in [k*L, (k+1)*L); its ``start`` is its first frame's time and
@@ -65,7 +65,7 @@ def plan_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
 TAIL_S = 0.05
 
 
-def plan_audio_clips(probe: media.Probe, clip_seconds: float) -> list[dict]:
+def plan_audio_clips(probe: media_probe.Probe, clip_seconds: float) -> list[dict]:
     """Clips of a recording without pictures: clip k holds [k*L, (k+1)*L) of its sound, the first
     from its earliest sample and the last to its end, as a video's clips would be cut; no frames.
 
@@ -103,10 +103,10 @@ TIME_OPTIONS = ("recorded_at", "recorded_from_file_time")
 
 def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None) -> dict:
     how = {k: v for k, v in asdict(config).items() if k not in TIME_OPTIONS}
-    key = CacheKey.of(vid, None, STAGE, {**how, "plan": PLAN_VERSION}, media.DECODER_VERSION)
+    key = CacheKey.of(vid, None, STAGE, {**how, "plan": PLAN_VERSION}, media_streams.DECODER_VERSION)
 
     def plan() -> dict:
-        probe = media.probe(path, config.audio_track)
+        probe = media_probe.probe(path, config.audio_track)
         return {
             "audio_tracks": probe.audio_tracks,
             "duration": round(probe.duration, 6),
@@ -116,7 +116,7 @@ def _video_plan(path: Path, vid: str, config: SegmentConfig, cache: Cache | None
             "has_audio": probe.has_audio,
             **({} if probe.has_video else {"has_video": False}),
             "clips": plan_clips(probe, config.clip_seconds),
-            "recorded_tags": media.recorded_tags(path),
+            "recorded_tags": media_probe.recorded_tags(path),
         }
 
     return memo(cache, key, "plan.json", plan, usable=lambda hit: isinstance(hit, dict))

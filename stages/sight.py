@@ -46,7 +46,7 @@ import numpy as np
 
 from m3cli.schemas.records import ClipRecord, Problem, SightSection
 from m3cli.stages.configs.sight import SightConfig
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_frames, media_probe
 from m3cli.stages.core.cache import Cache, CacheKey, memo
 from m3cli.stages.core.common import RunContext, by_video
 
@@ -66,12 +66,12 @@ class SightModels:
     """The text reader and the tagger, loaded once (the tagger only when tags are wanted)."""
 
     def __init__(self, config: SightConfig) -> None:
-        from m3cli.stages.backends.ocr_rapid import RapidOcr
+        from m3cli.stages.backends.ocr.rapid import RapidOcr
 
         self.ocr = RapidOcr(det_side=config.det_side, gate_side=config.gate_side) if config.text else None
         self.tagger = None
         if config.tags:
-            from m3cli.stages.backends.tagger_effnet import ImageNetTagger
+            from m3cli.stages.backends.tagger.effnet import ImageNetTagger
 
             self.tagger = ImageNetTagger()
 
@@ -135,12 +135,12 @@ def sample_keyframes(path: Any, start: float, end: float, config: SightConfig) -
 
     def close() -> None:
         t, frame, thumb = segment[(len(segment) - 1) // 2]
-        picked.append(Picked(segment[0][0], t, why, media.to_rgb(frame, config.frame_side), thumb))
+        picked.append(Picked(segment[0][0], t, why, media_frames.to_rgb(frame, config.frame_side), thumb))
 
     # one decoding thread: every frame is decoded to sample a few, and that is counted in CPU seconds
-    for t, frame in media.iter_sampled(path, start, end, config.fps, threaded=False):
+    for t, frame in media_frames.iter_sampled(path, start, end, config.fps, threaded=False):
         count += 1
-        thumb = media.to_grey(frame, *THUMB)
+        thumb = media_frames.to_grey(frame, *THUMB)
         if first is None or previous is None:
             new = "first"
         elif difference(thumb, previous) > config.change:
@@ -185,7 +185,7 @@ def keep_line(text: str, score: float, config: SightConfig) -> bool:
 # ------------------------------------------------------------------------------------------ tags
 def pooled_tags(probs: np.ndarray) -> list[tuple[str, float]]:
     """(tag, probability) for every class, dog breeds and cats pooled, highest first."""
-    from m3cli.stages.backends.tagger_effnet import class_names
+    from m3cli.stages.backends.tagger.effnet import class_names
 
     names = class_names()
     p = np.asarray(probs, dtype=np.float64)
@@ -275,7 +275,7 @@ def _section(
         frame_path = None
         if cache is not None:
             frame_path = str(
-                cache.put_bytes(key, f"keyframe_{k:03d}.jpg", media.encode_jpeg(p.image, quality=85))
+                cache.put_bytes(key, f"keyframe_{k:03d}.jpg", media_frames.encode_jpeg(p.image, quality=85))
             )
         source = same_as[k]
         if source is None:
@@ -352,7 +352,7 @@ def sight_video(
     out = []
     for record in ctx.progress(clips, desc="sight", total=len(clips)):
         new = record.model_copy(deep=True)
-        if media.pictureless(record):  # an audio-only recording: no keyframes to read, said as such
+        if media_probe.pictureless(record):  # an audio-only recording: no keyframes to read, said as such
             new.sight = SightSection(
                 backend=models.version, keyframes=[], text=[], tags=[], frames=0, pictures=False
             )
@@ -464,7 +464,7 @@ def keyframe_parts(
     Each path is checked to be a JPEG inside the cache before it is read."""
     from PIL import Image
 
-    from m3cli.stages.backends.llm_media import image_part
+    from m3cli.stages.backends.llm.media import image_part
     from m3cli.stages.core.record_paths import JPEG, cache_file
 
     if record.sight is None or cache is None or limit <= 0:
@@ -479,13 +479,13 @@ def keyframe_parts(
         path = cache_file(record, f"sight.keyframes[{i}].path", frame.path, cache, JPEG)
         if path is None:
             continue
-        image = media.decode_jpeg(path.read_bytes())
+        image = media_frames.decode_jpeg(path.read_bytes())
         scale = max_side / max(image.shape[:2])
         if scale < 1:
             size = (max(1, round(image.shape[1] * scale)), max(1, round(image.shape[0] * scale)))
             image = np.asarray(Image.fromarray(image).resize(size, Image.Resampling.BILINEAR))
         parts.append({"type": "text", "text": f"t={frame.t:.1f} s"})
-        parts.append(image_part(media.encode_jpeg(image, quality=quality)))
+        parts.append(image_part(media_frames.encode_jpeg(image, quality=quality)))
     return parts if len(parts) > 1 else []
 
 

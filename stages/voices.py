@@ -57,7 +57,7 @@ from m3cli.schemas.records import ClipRecord, Utterance, VoicesSection
 from m3cli.stages.backends.registry import backend_class
 from m3cli.stages.backends.speaker import SpeakerModel, l2_normalize, make_speaker_model
 from m3cli.stages.configs.voices import VoicesConfig
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_audio
 from m3cli.stages.core.cache import Cache, CacheKey, memo, put_once
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.entity_ids import number_of, voice_id
@@ -188,7 +188,7 @@ def clip_embeddings(
 
     def embed() -> np.ndarray:
         path = media.source_path(record.video, cache)
-        audio = media.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
+        audio = media_audio.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
         rel = [[(max(0.0, s - start), max(0.0, e - start)) for s, e in g] for g in groups]
         model = embedder.model
         if hasattr(model, "embed_pooled"):

@@ -65,3 +65,8 @@ def run_m3(
 @pytest.fixture(scope="session")
 def m3():
     return run_m3
+
+
+# Fixtures shared by tests in several folders (each module under tests/support/ says what it provides).
+from support.index_pipeline import ctx, embedder  # noqa: E402, F401
+from support.s3_memory import embed_server, s3_env  # noqa: E402, F401

@@ -1,7 +1,7 @@
 """One module per command (``register(app)``), imported only when the command is used.
 
 ``COMMANDS`` names each command's module and one-line summary (the first line of its help) in the
-order ``m3 --help`` lists them, so listing commands imports none of them; tests/test_startup.py checks
+order ``m3 --help`` lists them, so listing commands imports none of them; tests/cli/test_startup.py checks
 the summaries against the commands themselves. A module left out of the table still works, imported
 at every start.
 """

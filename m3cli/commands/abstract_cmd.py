@@ -31,7 +31,7 @@ def abstract(
     similar_threshold: float = options.stage_option(AbstractConfig, "similar_threshold"),
     embed: bool = options.stage_option(AbstractConfig, "embed"),
     causal: bool = options.stage_option(AbstractConfig, "causal"),
-    offline: bool = typer.Option(False, "--offline", help="Never call an LLM, even if one is configured."),
+    no_llm: bool = options.no_llm_option("Never call an LLM, even if one is configured."),
     llm_base_url: str | None = typer.Option(
         None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
     ),
@@ -44,7 +44,7 @@ def abstract(
     max_evidence: int = options.stage_option(AbstractConfig, "max_evidence"),
 ) -> None:
     """Summarise characters, relationships, clips and the video; link related facts."""
-    from m3cli.stages.abstract import abstract_records
+    from m3cli.stages.abstract.stage import abstract_records
     from m3cli.stages.backends.llm import client_from_settings
     from m3cli.stages.core.memory_store import make_text_embedder
 
@@ -60,10 +60,10 @@ def abstract(
     config = options.stage_config(AbstractConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
     run = context.run_context(ctx, settings)
-    client = None if offline else client_from_settings(settings.llm)
+    client = None if no_llm else client_from_settings(settings.llm)
     embedder = None if not config.embed else make_text_embedder(settings.embed, settings.device)
     context.write_records(ctx, abstract_records(records, config, client, embedder, run), output)
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(abstract)
+    app.command(epilog=EPILOG, cls=options.OldSpellings)(abstract)

@@ -1,4 +1,4 @@
-"""`m3 batch INPUT... -o MEMORY`: many videos into one memory (m3cli.stages.batch)."""
+"""`m3 batch INPUT... -o MEMORY`: many videos into one memory (m3cli.stages.batch.stage)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from m3cli import context
+from m3cli import context, options
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
 from m3cli.stages.core.sizes import count
 from m3cli.terminal import safe
@@ -20,7 +20,7 @@ Examples:
   m3 batch a.mp4 b.mkv list.txt -o mem.lance --report report.jsonl
   m3 batch /data/inbox -o s3://my-bucket/mem.lance       # AWS_* variables give the credentials
   m3 batch manifest.jsonl -o mem.lance --engine ray --address 10.0.0.5:6379 --gpus-per-task 0.5
-  m3 batch videos/ -o mem.lance --set faces.fps=2 --offline
+  m3 batch videos/ -o mem.lance --set faces.fps=2 --no-llm
   m3 batch days.jsonl -o mem.lance    # {"path": "mon.mp4", "recorded": "2026-11-09T09:00:00+01:00"}
 
 \b
@@ -74,7 +74,7 @@ def batch(
         "--recorded-from-file-time",
         help="segment.recorded_from_file_time: else guess the start from the file's modification time.",
     ),
-    offline: bool = typer.Option(False, "--offline", help="Never call an LLM, even if one is configured."),
+    no_llm: bool = options.no_llm_option("Never call an LLM, even if one is configured."),
     llm_base_url: str | None = typer.Option(
         None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
     ),
@@ -82,7 +82,7 @@ def batch(
     embed_backend: str | None = typer.Option(None, "--embed-backend", help="local, torch or openai."),
 ) -> None:
     """Index many videos into one memory: parallel workers, one writer, resumable, failures reported."""
-    from m3cli.stages.batch import (
+    from m3cli.stages.batch.stage import (
         Journal,
         LocalEngine,
         Progress,
@@ -103,7 +103,7 @@ def batch(
         settings,
         sets,
         "index",
-        offline,
+        no_llm,
         {
             "segment.clip_seconds": clip_seconds,
             "faces.fps": faces_fps,
@@ -138,7 +138,7 @@ def batch(
             config, settings, jobs=jobs, retries=retries, log_level=worker_log, events=events
         )
     elif engine == "ray":
-        from m3cli.stages.batch_ray import RayEngine
+        from m3cli.stages.batch.ray import RayEngine
 
         runner = RayEngine(
             config,
@@ -220,4 +220,4 @@ def _own_words(report: object) -> str:
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(batch)
+    app.command(epilog=EPILOG, cls=options.OldSpellings)(batch)

@@ -46,7 +46,7 @@ def diarize(
     cluster_min_turn: float = options.stage_option(ClusterConfig, "min_turn"),
 ) -> None:
     """Transcribe each clip with word timestamps and split it into single-speaker utterances."""
-    from m3cli.stages.diarize import diarize_records
+    from m3cli.stages.diarize.stage import diarize_records
 
     settings = context.settings(ctx, device=device)
     config = options.stage_config(DiarizeConfig, ctx.params)

@@ -7,13 +7,13 @@ from pathlib import Path
 import orjson
 import typer
 
-from m3cli import context
+from m3cli import context, options
 from m3cli.terminal import echo
 
 EPILOG = """\b
 Examples:
   m3 eval sight tests/data/sight
-  m3 eval sight /data/sight-set --det-side 1280 --json
+  m3 eval sight /data/sight-set --detect-side 1280 --json
 """
 
 
@@ -26,7 +26,7 @@ def sight(
     source: Path = typer.Argument(
         ..., help="A folder with ocr/ and/or tags/ (each with truth.json).", show_default=False
     ),
-    det_side: int = typer.Option(960, "--det-side", help="Longer side (px) the text detector sees."),
+    det_side: int = typer.Option(960, "--detect-side", help="Longer side (px) the text detector sees."),
     gate_side: int = typer.Option(
         480, "--gate-side", help="Side (px) of the first, cheap text detection; 0: none."
     ),
@@ -61,4 +61,4 @@ def sight(
 
 
 def register_eval(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(sight)
+    app.command(epilog=EPILOG, cls=options.OldSpellings)(sight)

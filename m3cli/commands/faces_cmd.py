@@ -45,7 +45,7 @@ def faces(
     output: str | None = options.output_option(),
 ) -> None:
     """Detect, cluster and identify faces: add global <face_N> tracks to each clip record."""
-    from m3cli.stages.faces import load_model, run_faces
+    from m3cli.stages.faces.stage import load_model, run_faces
 
     settings = context.settings(ctx)
     config = options.stage_config(FacesConfig, ctx.params)

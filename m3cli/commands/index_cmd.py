@@ -37,7 +37,7 @@ def index(
 ) -> None:
     """Write memory records into a LanceDB dataset (nodes, edges, entities, clips); appends are idempotent."""
     from m3cli.stages.core.memory_store import make_text_embedder
-    from m3cli.stages.index import index_records
+    from m3cli.stages.index.stage import index_records
 
     settings = context.settings(ctx, **{"embed.backend": embed_backend})
     records = stream.read_records(inputs or ["-"])

@@ -44,7 +44,7 @@ def link(
     min_piece: float = options.stage_option(LinkConfig, "min_piece"),
 ) -> None:
     """Link faces and voices into <character_k> ids by voting over the whole video."""
-    from m3cli.stages.link import link_records
+    from m3cli.stages.link.stage import link_records
 
     context.settings(ctx)
     config = options.stage_config(LinkConfig, ctx.params)

@@ -17,7 +17,7 @@ Examples:
   m3 memorize --llm-base-url http://localhost:8000/v1 --llm-model Qwen2.5-Omni-7B perceived.jsonl
   M3_LLM_BASE_URL=https://api.openai.com/v1 M3_LLM_MODEL=gpt-4o m3 memorize --frames 6 perceived.jsonl
   m3 memorize --no-semantic perceived.jsonl | jq -c '.memory.episodic[].text'
-  m3 memorize --offline perceived.jsonl -o mem.jsonl
+  m3 memorize --no-llm perceived.jsonl -o mem.jsonl
   m3 memorize --strict perceived.jsonl -o mem.jsonl    # batch/cron: exit 1 if any clip fell back
   m3 memorize --no-images --llm-model qwen2.5-0.5b-instruct perceived.jsonl   # a text-only model
   m3 memorize --audio --llm-model Qwen2.5-Omni-7B perceived.jsonl             # the model hears the clip
@@ -42,8 +42,8 @@ def memorize(
     max_side: int = options.stage_option(MemorizeConfig, "max_side"),
     semantic: bool = options.stage_option(MemorizeConfig, "semantic"),
     equivalence: bool = options.stage_option(MemorizeConfig, "equivalence"),
-    offline: bool = typer.Option(
-        False, "--offline", help="Use the deterministic offline memorizer even if an LLM is configured."
+    no_llm: bool = options.no_llm_option(
+        "Use the deterministic offline memorizer even if an LLM is configured."
     ),
     jobs: int = options.stage_option(MemorizeConfig, "jobs"),
     strict: bool = typer.Option(
@@ -62,22 +62,22 @@ def memorize(
     """Write episodic and semantic memory per clip (LLM if configured, else the offline memorizer)."""
     from m3cli.stages.backends.llm import client_from_settings
     from m3cli.stages.core.errors import InputError, M3Error
-    from m3cli.stages.memorize import memorize_records
+    from m3cli.stages.memorize.stage import memorize_records
 
     settings = context.settings(
         ctx, **{"llm.base_url": llm_base_url, "llm.model": llm_model, "llm.api_key": llm_api_key}
     )
     config = options.stage_config(MemorizeConfig, ctx.params)
     records = stream.read_records(inputs or ["-"])
-    if strict and not offline and settings.llm.base_url and not settings.llm.model:
+    if strict and not no_llm and settings.llm.base_url and not settings.llm.model:
         raise InputError(
             "an LLM server is set (llm.base_url) but no model: give --llm-model or M3_LLM_MODEL "
             "(--strict refuses to fall back to the offline memorizer)"
         )
     run = context.run_context(ctx, settings)
-    client = None if offline else client_from_settings(settings.llm)
+    client = None if no_llm else client_from_settings(settings.llm)
     if client is None:
-        log.info("no LLM configured (or --offline): using the offline memorizer")
+        log.info("no LLM configured (or --no-llm): using the offline memorizer")
     out = memorize_records(records, config, client, run)
     fallbacks = [r for r in out if r.memory and r.memory.fallback]
     if client is not None:
@@ -103,4 +103,4 @@ def memorize(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(memorize)
+    app.command(epilog=EPILOG, cls=options.OldSpellings)(memorize)

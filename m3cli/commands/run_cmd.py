@@ -6,7 +6,7 @@ import logging
 
 import typer
 
-from m3cli import context
+from m3cli import context, options
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags, print_options
 from m3cli.stages.core.redact import mask_credentials
 from m3cli.terminal import safe
@@ -60,8 +60,8 @@ def run(
         help="segment.recorded_from_file_time: else guess the start from the file's modification time.",
     ),
     asr_model: str | None = typer.Option(None, "--asr-model", help="diarize.model"),
-    offline: bool = typer.Option(
-        False, "--offline", help="Never call an LLM (memorize and abstract), even if one is configured."
+    no_llm: bool = options.no_llm_option(
+        "Never call an LLM (memorize and abstract), even if one is configured."
     ),
     llm_base_url: str | None = typer.Option(
         None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
@@ -107,7 +107,7 @@ def run(
         settings,
         sets,
         until,
-        offline,
+        no_llm,
         {
             "segment.clip_seconds": clip_seconds,
             "faces.fps": faces_fps,
@@ -170,4 +170,4 @@ def run(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(run)
+    app.command(epilog=EPILOG, cls=options.OldSpellings)(run)

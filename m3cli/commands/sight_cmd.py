@@ -45,4 +45,4 @@ def sight(
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(sight)
+    app.command(epilog=EPILOG, cls=options.OldSpellings)(sight)

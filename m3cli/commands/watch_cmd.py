@@ -1,4 +1,4 @@
-"""`m3 watch SOURCE -o MEMORY`: the pipeline on a live source, clip by clip (m3cli.stages.watch)."""
+"""`m3 watch SOURCE -o MEMORY`: the pipeline on a live source, clip by clip (m3cli.stages.live.stage)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from m3cli import context
+from m3cli import context, options
 from m3cli.options import stage_config, stage_option
 from m3cli.pipeline_options import SET_HELP, pipeline_from_flags
 from m3cli.stages.configs.watch import WatchConfig
@@ -61,7 +61,7 @@ def watch(
     status: str | None = typer.Option(
         None, "--status", help="Keep this JSON file updated with progress and lag."
     ),
-    offline: bool = typer.Option(False, "--offline", help="Never call an LLM (memorize and abstract)."),
+    no_llm: bool = options.no_llm_option("Never call an LLM (memorize and abstract)."),
 ) -> None:
     """Build a memory while a stream, a growing file or a drop folder is recorded, one clip at a time.
 
@@ -70,8 +70,9 @@ def watch(
     from pathlib import Path
 
     from m3cli.stages.core.errors import M3Error
+    from m3cli.stages.live.heap import bound_heap
+    from m3cli.stages.live.stage import Watcher
     from m3cli.stages.pipeline import Models
-    from m3cli.stages.watch import Watcher, bound_heap
     from m3cli.terminal import error_line, safe
 
     settings = context.settings(ctx)
@@ -79,7 +80,7 @@ def watch(
         settings,
         sets,
         "index",
-        offline,
+        no_llm,
         {
             "segment.clip_seconds": clip_seconds,
             "faces.fps": faces_fps,
@@ -87,7 +88,7 @@ def watch(
             "segment.recorded_at": recorded_at,
         },
     )
-    from m3cli.stages.batch import check_memory_target
+    from m3cli.stages.batch.stage import check_memory_target
     from m3cli.stages.core.outputs import check_writable
 
     check_memory_target(output)  # a read-only or misnamed memory folder: said now, before any clip
@@ -211,4 +212,4 @@ def _mark_stopped(path: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
-    app.command(epilog=EPILOG)(watch)
+    app.command(epilog=EPILOG, cls=options.OldSpellings)(watch)

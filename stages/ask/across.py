@@ -115,7 +115,7 @@ def _where(a: Any, person: Person) -> tuple[list[str], list[Any]]:
 
 
 def _count(a: Any, book: PeopleBook) -> Any:
-    from m3cli.stages.ask.offline import Answer, _cites, _join
+    from m3cli.stages.ask.wording import Answer, _cites, _join
 
     people = list(book.people.values())
     videos = {v for p in people for v in p.videos}
@@ -133,7 +133,7 @@ def _count(a: Any, book: PeopleBook) -> Any:
 
 
 def _recurring(a: Any, book: PeopleBook) -> Any:
-    from m3cli.stages.ask.offline import Answer, _cites, _join
+    from m3cli.stages.ask.wording import Answer, _cites, _join
 
     videos = {v for p in book.people.values() for v in p.videos}
     again = [p for p in book.people.values() if len(p.videos) > 1]
@@ -153,7 +153,7 @@ def _recurring(a: Any, book: PeopleBook) -> Any:
 
 
 def _appearances(a: Any, book: PeopleBook, person: Person, by_day: bool) -> Any:
-    from m3cli.stages.ask.offline import Answer, _cites, _join
+    from m3cli.stages.ask.wording import Answer, _cites, _join
 
     where, lines = _where(a, person)
     who = book.display(person.id)

@@ -47,7 +47,7 @@ def answer(a: Any, question: str) -> Any | None:
 
 
 def _unknown(book: PeopleBook, token: str) -> Any:
-    from m3cli.stages.ask.offline import Answer
+    from m3cli.stages.ask.wording import Answer
 
     known = list(book.people)
     listed = ", ".join(known[:6]) + (f" and {len(known) - 6} more" if len(known) > 6 else "")
@@ -71,7 +71,8 @@ def _appearances(a: Any, person: Person) -> list[tuple[str, str, str]]:
 
 
 def _per_video(a: Any, book: PeopleBook, person: Person, question: str, token: str) -> Any:
-    from m3cli.stages.ask.offline import Answer, OfflineAnswerer
+    from m3cli.stages.ask.offline import OfflineAnswerer
+    from m3cli.stages.ask.wording import Answer
 
     who = book.display(person.id)
     parts: list[tuple[str, Any]] = []

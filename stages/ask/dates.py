@@ -353,7 +353,7 @@ def answer(a: Any, question: str) -> Any | None:
     """The answer to a question about time, or None for the other answerers to take it.
 
     ``a`` is the :class:`~m3cli.stages.ask.offline.OfflineAnswerer` (its facts, names and citations)."""
-    from m3cli.stages.ask.offline import Answer
+    from m3cli.stages.ask.wording import Answer
 
     timeline: Timeline = a.facts.timeline
     now = now_of(a, timeline) or datetime.now().astimezone()
@@ -398,8 +398,8 @@ def _note_undated(a: Any, undated: list[str]) -> str:
 
 
 def _said_in(a: Any, window: Window, lines: list[Any], rest: str, undated: list[str]) -> Any:
-    from m3cli.stages.ask.offline import CITE_MAX, Answer, cite, quoted
     from m3cli.stages.ask.text import overlap, terms
+    from m3cli.stages.ask.wording import CITE_MAX, Answer, cite, quoted
 
     speech = sorted(
         (ln for ln in lines if ln.kind == "speech" and ln.quote),
@@ -442,7 +442,7 @@ def _speaker(a: Any, ln: Any) -> str:
 
 
 def _who_in(a: Any, window: Window, lines: list[Any], undated: list[str]) -> Any:
-    from m3cli.stages.ask.offline import Answer, _cites, _join
+    from m3cli.stages.ask.wording import Answer, _cites, _join
 
     firsts: dict[tuple[str, str], Any] = {}
     for ln in sorted(lines, key=lambda ln: (a.facts.timeline.at(ln.node.video, ln.start), ln.node.id)):
@@ -465,7 +465,7 @@ def _who_in(a: Any, window: Window, lines: list[Any], undated: list[str]) -> Any
 
 
 def _names(a: Any, ids: list[str]) -> str:
-    from m3cli.stages.ask.offline import _join
+    from m3cli.stages.ask.wording import _join
 
     return _join([a.name(p) for p in ids])
 
@@ -494,7 +494,7 @@ def _person_lines(a: Any, question: str) -> tuple[str, bool, list[Any]] | None:
 
 
 def _first_last(a: Any, question: str, timeline: Timeline, last: bool) -> Any | None:
-    from m3cli.stages.ask.offline import Answer, cite
+    from m3cli.stages.ask.wording import Answer, cite
 
     found = _person_lines(a, question)
     if found is None:

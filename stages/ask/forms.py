@@ -2,8 +2,8 @@
 
 A new user asks "Who is in the video?", "What is this video about?", "What text was on screen?", "What
 language does the first speaker speak?", "How long does she speak?". Each function here reads one such
-form and returns a :class:`Form` (or None); :data:`m3cli.stages.ask.offline.ROUTES` tries them in order
-before the older forms of :func:`m3cli.stages.ask.offline.classify`. Their handlers are in
+form and returns a :class:`Form` (or None); :data:`m3cli.stages.ask.route.ROUTES` tries them in order
+before the older forms of :func:`m3cli.stages.ask.route.classify`. Their handlers are in
 :mod:`m3cli.stages.ask.overview`.
 
 :func:`decline_reason` names why a question the structure cannot answer needs more than the memory's

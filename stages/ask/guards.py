@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from m3cli.stages.ask.tools import MAX_QUERY_CHARS
+from m3cli.stages.ask.tools_context import MAX_QUERY_CHARS
 from m3cli.stages.core.entity_ids import PROMPT_ID_RE
 
 if TYPE_CHECKING:

@@ -33,7 +33,8 @@ from m3cli.stages.ask.guards import check_query, clean_answer, echoes_m3, is_pla
 from m3cli.stages.ask.nodes import Node, Scope
 from m3cli.stages.ask.questions import Question
 from m3cli.stages.ask.text import fmt_time, has_quote, overlap, terms
-from m3cli.stages.ask.tools import ToolContext, run_action
+from m3cli.stages.ask.tools import run_action
+from m3cli.stages.ask.tools_context import ToolContext
 from m3cli.stages.configs.ask import AskConfig
 from m3cli.stages.core.errors import InputError, M3Error
 from m3cli.stages.core.sizes import count
@@ -257,7 +258,8 @@ class Asker:
     ) -> None:
         """No LLM: the answer computed from the memory's structure (:mod:`m3cli.stages.ask.offline`),
         citing exactly the lines it used; the trajectory shows the retrieved lines with their cosine."""
-        from m3cli.stages.ask.offline import OfflineAnswerer, evidence_of
+        from m3cli.stages.ask.offline import OfflineAnswerer
+        from m3cli.stages.ask.wording import evidence_of
 
         t0 = time.perf_counter()
         from m3cli.stages.ask.retrieval import focus

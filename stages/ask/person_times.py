@@ -112,7 +112,7 @@ def _subject(book: PeopleBook, people: list[Person]) -> tuple[str, Person]:
 
 
 def _unknown(ref: str) -> Any:
-    from m3cli.stages.ask.offline import Answer
+    from m3cli.stages.ask.wording import Answer
 
     return Answer(
         f"I can't tell: the memory knows no person called {ref.strip()} (`m3 people MEMORY` lists the "
@@ -139,7 +139,7 @@ def _undated_files(a: Any, rows: list[dict]) -> list[str]:
 
 
 def _last_seen(a: Any, book: PeopleBook, people: list[Person]) -> Any:
-    from m3cli.stages.ask.offline import Answer, _join, cite
+    from m3cli.stages.ask.wording import Answer, _join, cite
 
     who, person = _subject(book, people)
     dated = [(parse_time(r.get("recorded")), r) for r in person.rows if r["spans"]]
@@ -185,7 +185,7 @@ def _in_window(row: dict, window: dates.Window) -> bool:
 
 
 def _with(a: Any, book: PeopleBook, people: list[Person], window: dates.Window | None) -> Any:
-    from m3cli.stages.ask.offline import Answer, _cites, _join
+    from m3cli.stages.ask.wording import Answer, _cites, _join
 
     who, person = _subject(book, people)
     ids = {p.id for p in people}

@@ -28,37 +28,41 @@ class Step:
 
 
 def _campplus_path() -> Path:
-    from m3cli.stages.backends import onnx_export, speaker_campplus
+    from m3cli.stages.backends.onnx import export as onnx_export
+    from m3cli.stages.backends.speaker import campplus as speaker_campplus
 
     return onnx_export.export_path(speaker_campplus._export_spec(speaker_campplus.bundled_weights(), 192))
 
 
 def _campplus_run() -> object:
-    from m3cli.stages.backends.speaker_campplus import CamppModel
+    from m3cli.stages.backends.speaker.campplus import CamppModel
 
     return CamppModel()
 
 
 def _segmentation_path() -> Path:
-    from m3cli.stages.backends import onnx_export, segmentation
+    from m3cli.stages.backends.diarizer import segmentation
+    from m3cli.stages.backends.onnx import export as onnx_export
 
     return onnx_export.export_path(segmentation._export_spec(segmentation.bundled_checkpoint()))
 
 
 def _segmentation_run() -> object:
-    from m3cli.stages.backends.segmentation import SegmentationModel
+    from m3cli.stages.backends.diarizer.segmentation import SegmentationModel
 
     return SegmentationModel()
 
 
 def _tagger_path() -> Path:
-    from m3cli.stages.backends import onnx_export, tagger_effnet
+    from m3cli.stages.backends.onnx import export as onnx_export
+    from m3cli.stages.backends.tagger import effnet as tagger_effnet
 
     return onnx_export.export_path(tagger_effnet.export_spec())
 
 
 def _tagger_run() -> object:
-    from m3cli.stages.backends import onnx_export, tagger_effnet
+    from m3cli.stages.backends.onnx import export as onnx_export
+    from m3cli.stages.backends.tagger import effnet as tagger_effnet
 
     return onnx_export.cpu_session(tagger_effnet.export_spec())
 
@@ -78,13 +82,13 @@ def _embedder_run() -> object:
 
 
 def _ocr_table_path() -> Path:
-    from m3cli.stages.backends.ocr_rapid import parsed_table_path
+    from m3cli.stages.backends.ocr.rapid import parsed_table_path
 
     return parsed_table_path()
 
 
 def _ocr_table_run() -> object:
-    from m3cli.stages.backends.ocr_rapid import _import_engine
+    from m3cli.stages.backends.ocr.rapid import _import_engine
 
     return _import_engine()
 

@@ -23,27 +23,27 @@ _P = "m3cli.stages.backends."
 #: kind -> name -> "module:Class" (None: the stage does the work itself, no backend object).
 BACKENDS: dict[str, dict[str, str | None]] = {
     "asr": {
-        "faster-whisper": _P + "asr_faster_whisper:FasterWhisperAsr",
-        "whisperx": _P + "asr_whisperx:WhisperxAsr",
+        "faster-whisper": _P + "asr.faster_whisper:FasterWhisperAsr",
+        "whisperx": _P + "asr.whisperx:WhisperxAsr",
     },
     "vad": {
-        "silero": _P + "asr_faster_whisper:SileroVad",
-        "faster-whisper": _P + "asr_faster_whisper:FasterWhisperVad",
+        "silero": _P + "asr.faster_whisper:SileroVad",
+        "faster-whisper": _P + "asr.faster_whisper:FasterWhisperVad",
         "none": None,
     },
     "diarizer": {
-        "overlap": _P + "diarizer_overlap:OverlapDiarizer",
-        "cluster": _P + "diarizer_cluster:ClusterDiarizer",
-        "pyannote": _P + "diarizer_pyannote:PyannoteDiarizer",
+        "overlap": _P + "diarizer.overlap:OverlapDiarizer",
+        "cluster": _P + "diarizer.cluster:ClusterDiarizer",
+        "pyannote": _P + "diarizer.pyannote:PyannoteDiarizer",
     },
     "speaker": {
-        "campplus": _P + "speaker_campplus:CamppModel",
-        "resemblyzer": _P + "speaker_resemblyzer:ResemblyzerModel",
-        "pyannote": _P + "speaker_pyannote:PyannoteEmbedding",
+        "campplus": _P + "speaker.campplus:CamppModel",
+        "resemblyzer": _P + "speaker.resemblyzer:ResemblyzerModel",
+        "pyannote": _P + "speaker.pyannote:PyannoteEmbedding",
     },
     "face": {
-        "dlib": _P + "face_dlib:DlibFaceModel",
-        "insightface": _P + "face_insightface:InsightFaceModel",
+        "dlib": _P + "face.dlib:DlibFaceModel",
+        "insightface": _P + "face.insightface:InsightFaceModel",
     },
     "embed": {
         "local": _P + "embed:OnnxEmbedder",

@@ -75,7 +75,7 @@ class LinkConfig:
     def votes_key(self) -> str:
         """Settings that change per-clip votes (p and min_weight only change the resolution)."""
         from m3cli.stages.core.cache import config_hash
-        from m3cli.stages.link import VERSION
+        from m3cli.stages.link.stage import VERSION
 
         cfg: dict[str, Any] = {
             "v": VERSION,

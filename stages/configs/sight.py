@@ -28,7 +28,7 @@ class SightConfig:
     frame_side: int = option(
         960, "--frame-side", help="Longer side (px) of the decoded frames and of the stored keyframes."
     )
-    det_side: int = option(960, "--det-side", help="Longer side (px) the text detector sees.")
+    det_side: int = option(960, "--detect-side", help="Longer side (px) the text detector sees.")
     #: a first, cheaper detection at this side; 0: none (see ocr_rapid)
     gate_side: int = option(
         480, "--gate-side", help="Side (px) of the first, cheap text detection on every keyframe; 0: none."

@@ -1,6 +1,6 @@
 """`m3 watch`'s options, declared once: default, flags and help (see stages/core/options.py).
 
-Why here and not in stages/watch.py: `m3 watch --help` builds its flags from these declarations and
+Why here and not in stages/live/stage.py: `m3 watch --help` builds its flags from these declarations and
 must not import the media stack to print them. Not one of ``STAGE_CONFIGS``: watching drives the
 pipeline rather than being a stage of it, so these options are command-line flags only (the pipeline
 stages it runs still take ``--set`` and ``[pipeline.STAGE]``).

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.core import media
+from m3cli.stages.core import media, media_audio
 from m3cli.stages.core.cache import Cache
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.imports import heavy_import
 
-RATE = media.AUDIO_RATE
+RATE = media_audio.AUDIO_RATE
 
 
 def read_audio_file(path: Path, cache: Cache | None = None) -> tuple[str, np.ndarray]:
@@ -35,7 +35,7 @@ def read_audio_file(path: Path, cache: Cache | None = None) -> tuple[str, np.nda
             duration = (container.duration or 0) / 1_000_000
         if duration <= 0:
             raise InputError(f"{media.display_name(path)}: unknown duration; cannot read its audio") from None
-        return vid, media.clip_audio(path, vid, 0, 0.0, duration, cache=cache)
+        return vid, media_audio.clip_audio(path, vid, 0, 0.0, duration, cache=cache)
     audio = data.mean(axis=1)
     if rate != RATE:
         resample_poly = heavy_import("scipy.signal").resample_poly

@@ -28,7 +28,8 @@ from m3cli.stages.core.storage import remove_dir
 #: The English stop words of the Lance engine inside LanceDB (NLTK's list). The ``lance`` package's own
 #: engine is newer and keeps negations and contraction pieces ("not", "no", "don", "t"...) in its
 #: default list; passing LanceDB's list makes the index count each line's tokens as LanceDB's builder
-#: does, so every full-text score and ranking stays what it was (tests/test_index_lance.py checks it).
+#: does, so every full-text score and ranking stays what it was
+#: (tests/stages/index/test_index_lance.py checks it).
 LANCEDB_STOP_WORDS = """
 i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves
 he him his himself she she's her hers herself it it's its itself they them their theirs themselves

@@ -4,7 +4,7 @@ A memory of many recordings answers "what was said on November 12" only if each 
 The sources, most trusted first (``video.recorded_source`` names the one used):
 
 * ``container``: the file's own metadata (the QuickTime creation date with its UTC offset, else
-  ``creation_time``), read by :func:`m3cli.stages.core.media.recorded_tags`;
+  ``creation_time``), read by :func:`m3cli.stages.core.media_probe.recorded_tags`;
 * ``manifest``: a ``recorded`` field beside the video's path in an `m3 batch` manifest;
 * ``given``: ``--recorded-at`` on the command line;
 * ``live-clock``: `m3 watch` on a stream, the wall-clock time its first clip was recorded;
@@ -68,7 +68,7 @@ def given(text: str, what: str = "--recorded-at") -> str:
 
 def from_container(tags: list[tuple[str, str]]) -> str | None:
     """The first tag value that reads as a real date-time (tags from
-    :func:`m3cli.stages.core.media.recorded_tags`)."""
+    :func:`m3cli.stages.core.media_probe.recorded_tags`)."""
     for _tag, value in tags:
         when = parse_time(value)
         if when is not None:

@@ -63,16 +63,14 @@ def eval_images(folder: Path, model: Any, config: Any) -> dict[str, Any]:
     import numpy as np
 
     from m3cli.stages.core.entity_ids import face_id
-    from m3cli.stages.faces import (
-        IMAGE_SUFFIXES,
+    from m3cli.stages.faces.cluster import (
         FaceBank,
         assign_clip,
         cluster_embeddings,
         euclid_threshold,
-        image_faces,
-        load_image,
         metric_space,
     )
+    from m3cli.stages.faces.stage import IMAGE_SUFFIXES, image_faces, load_image
 
     paths = sorted(p for p in folder.iterdir() if p.suffix.lower() in IMAGE_SUFFIXES and p.is_file())
     if not paths:
@@ -110,7 +108,7 @@ def eval_images(folder: Path, model: Any, config: Any) -> dict[str, Any]:
 
 def eval_video(video: Path, truth_file: Path, model: Any, config: Any, cache: Any) -> dict[str, Any]:
     from m3cli.stages.core.common import RunContext
-    from m3cli.stages.faces import run_faces
+    from m3cli.stages.faces.stage import run_faces
     from m3cli.stages.segment import SegmentConfig, segment_video
 
     try:
@@ -140,7 +138,7 @@ def eval_video(video: Path, truth_file: Path, model: Any, config: Any, cache: An
 
 def evaluate_faces(source: Path, truth: Path | None, config: Any, device: str, cache: Any) -> dict[str, Any]:
     """The report of ``m3 eval faces``: a folder of labelled images, or a video with its truth turns."""
-    from m3cli.stages.faces import load_model
+    from m3cli.stages.faces.stage import load_model
 
     model = load_model(config, device)
     if source.is_dir():

@@ -90,7 +90,7 @@ def score_file(path: Path, language: str, pipe, plain) -> LanguageRow:
     """One recording through the diarize stage's pipeline ``pipe`` and through ``plain`` (a
     FasterWhisperAsr with nothing around it)."""
     from m3cli.stages.core.audio_file import read_audio_file
-    from m3cli.stages.diarize import diarize_audio, turn_records
+    from m3cli.stages.diarize.stage import diarize_audio, turn_records
 
     _, audio = read_audio_file(path)
     cpu = time.process_time()
@@ -125,8 +125,8 @@ def score_file(path: Path, language: str, pipe, plain) -> LanguageRow:
 
 def score_languages(specs: Sequence[str], config: DiarizeConfig, device: str = "cpu") -> list[LanguageRow]:
     """Every ``FILE[=LANG]`` through one pipeline (models loaded before any timing)."""
-    from m3cli.stages.backends.asr_faster_whisper import FasterWhisperAsr
-    from m3cli.stages.diarize import Pipeline
+    from m3cli.stages.backends.asr.faster_whisper import FasterWhisperAsr
+    from m3cli.stages.diarize.stage import Pipeline
 
     files = [language_of(s) for s in specs]
     pipe = Pipeline(config, device)

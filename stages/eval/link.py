@@ -147,7 +147,7 @@ def _inside(region: tuple[float, float, float, float] | None, x: float, y: float
 
 def voice_stretches(record: ClipRecord) -> list[tuple[str, float, float]]:
     """Attributed speech of a record: speaker turns with voice ids when present, else utterances."""
-    from m3cli.stages.link import voice_activity
+    from m3cli.stages.link.stage import voice_activity
 
     return voice_activity(record)[0]
 
@@ -271,7 +271,7 @@ def evaluate_link(
     oracle: bool = False,
 ) -> dict[str, Any]:
     """The report of ``m3 eval link``: perceive (or take) the video's records, link them, score them."""
-    from m3cli.stages.link import link_records
+    from m3cli.stages.link.stage import link_records
 
     people = read_truth(truth)
     if records is None:

@@ -17,8 +17,8 @@ import re
 from typing import Any
 
 from m3cli.stages.ask.choice import NUMBER, NUMBER_WORDS
+from m3cli.stages.ask.facts import parse_line
 from m3cli.stages.ask.nodes import Scope
-from m3cli.stages.ask.offline import parse_line
 from m3cli.stages.core.entity_ids import ID_RE, entities_in
 
 TIME_TOLERANCE = 1.5

@@ -52,7 +52,7 @@ def _load(path: Path) -> dict[str, Any]:
 
 
 def _image(path: Path) -> np.ndarray:
-    from m3cli.stages.faces import load_image
+    from m3cli.stages.faces.stage import load_image
 
     return load_image(path)
 
@@ -104,7 +104,7 @@ def score_ocr(folder: Path, reader: Any, config: Any) -> dict[str, Any]:
 
 
 def _right(tag: str, entry: dict[str, Any]) -> bool:
-    from m3cli.stages.backends.tagger_effnet import class_names
+    from m3cli.stages.backends.tagger.effnet import class_names
     from m3cli.stages.sight import CAT_RANGE, DOG_RANGE
 
     names = class_names()
@@ -185,8 +185,8 @@ def score_tags(folder: Path, tagger: Any, max_tags: int) -> dict[str, Any]:
 def evaluate_sight(
     root: Path, det_side: int = 960, max_tags: int = 3, gate_side: int = 480
 ) -> dict[str, Any]:
-    from m3cli.stages.backends.ocr_rapid import RapidOcr
-    from m3cli.stages.backends.tagger_effnet import ImageNetTagger
+    from m3cli.stages.backends.ocr.rapid import RapidOcr
+    from m3cli.stages.backends.tagger.effnet import ImageNetTagger
     from m3cli.stages.sight import SightConfig
 
     if not root.is_dir():

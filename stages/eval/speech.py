@@ -68,7 +68,7 @@ def score_diarization(
     items: list[EvalItem], config: DiarizeConfig, run: RunContext, collar: float, turns_only: bool = False
 ) -> DiarizationReport:
     """Diarize each recording of ``items`` and score its turns (and utterances) against the reference."""
-    from m3cli.stages.diarize import diarize_file, speaker_turns_file
+    from m3cli.stages.diarize.stage import diarize_file, speaker_turns_file
 
     report = DiarizationReport(collar=collar, sources=("turns",) if turns_only else ("turns", "utterances"))
     for item in run.progress(items, desc="eval diarization", total=len(items)):
@@ -131,7 +131,7 @@ def reference_text(path: Path, text: str) -> str:
 
 def score_asr(media_file: Path, reference: str, config: DiarizeConfig, run: RunContext) -> AsrReport:
     """Transcribe ``media_file`` with the diarize stage and score the words against ``reference``."""
-    from m3cli.stages.diarize import diarize_file
+    from m3cli.stages.diarize.stage import diarize_file
 
     res = diarize_file(media_file, config, run)
     hypothesis = " ".join(u["text"] for u in res.utterances)

@@ -160,7 +160,7 @@ def add_people(
     indexer: Any, groups: list[list[ClipRecord]], stats: Any, thresholds: Thresholds | None = None
 ) -> int:
     """Match the characters of the videos just indexed to the memory's people; write the ``people``
-    rows that are new or changed. ``indexer`` is the running :class:`~m3cli.stages.index.Indexer`
+    rows that are new or changed. ``indexer`` is the running :class:`~m3cli.stages.index.stage.Indexer`
     (its writer and tables, its one-commit-per-table ``_write``). Returns the rows written."""
     edits = Edits.of(indexer._existing(EDITS, None))
     if PEOPLE in indexer.tables:  # the matcher's columns only, as arrays; whole rows only of these videos

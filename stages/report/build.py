@@ -1,6 +1,7 @@
 """`m3 report`: one offline, self-contained HTML page of a memory (and optionally of `m3 ask` answers).
 
-Steps, one module each: :mod:`.gather` reads what the page shows from the memory tables (capped),
+Steps, one module each: :mod:`.gather` reads what the page shows from the memory tables (capped) into
+:mod:`.records` (:mod:`.fill` sorting each video's lines into transcripts, spans and cards),
 :mod:`.media` makes the embedded thumbnails and voice samples, :mod:`.render` writes the HTML (with
 :mod:`.graph` drawing each character's SVG graph). The file is written next to its destination and
 renamed into place, so an interrupted run never leaves half a page.
@@ -20,8 +21,9 @@ from m3cli.stages.core.memory_store import open_memory
 from m3cli.stages.core.outputs import check_writable, unwritable
 from m3cli.stages.core.storage import damaged_memory, write_atomic
 from m3cli.stages.report.answers import read_answers
-from m3cli.stages.report.gather import ReportData, ReportLimits, gather, gather_people
+from m3cli.stages.report.gather import gather, gather_people
 from m3cli.stages.report.media import KEYFRAME_SIDE, thumbnail, voice_sample
+from m3cli.stages.report.records import ReportData, ReportLimits
 from m3cli.stages.report.render import render
 
 

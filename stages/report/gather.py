@@ -5,13 +5,8 @@ column projections (never the vectors) and per-video filters, so a huge memory c
 shows: clips outside the chosen range are not read, and every list has a cap (:class:`ReportLimits`)
 whose effect the page states in a note instead of silently dropping rows.
 
-Timeline spans come from the memory lines themselves: ``speaking`` lines ("<voice_1> speaks from 0.8 to
-2.4 s and from ...", the diarization turns, so speech the ASR could not read still counts) give who spoke
-when; in clips without them (memories written before they existed, or by an LLM memorizer) ``speech``
-and ``untranscribed`` lines do. ``appearance`` lines ("<face_1> is visible from 0.8 to 1.6 s and from
-...") give who was on screen when.
-Memories written by an LLM memorizer may lack those kinds; then a character is drawn as present over the
-whole of every clip its faces and voices occur in (the entities table's ``clips``).
+One job: which rows to read, and how many. The records it fills are :mod:`.records`; what the lines
+mean for the timeline, transcripts and cards (spans, voices, names, facts) is :mod:`.fill`.
 """
 
 from __future__ import annotations
@@ -20,17 +15,26 @@ import base64
 import logging
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from m3cli.stages.core.entity_ids import FACE, VOICE, kind_of, name_fact
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_store import MemoryStore
 from m3cli.stages.core.redact import mask_credentials
 from m3cli.stages.core.sql import sql_list
 from m3cli.stages.core.storage import read_file
-from m3cli.stages.people.pages import Person
+from m3cli.stages.report.fill import entity_order, fill_cards, fill_clips
+from m3cli.stages.report.records import (
+    Character,
+    Clip,
+    Crop,
+    Keyframe,
+    Line,
+    OtherVideo,
+    ReportData,
+    ReportLimits,
+    Video,
+)
 
 NODE_COLUMNS = (
     "id",
@@ -51,197 +55,10 @@ NODE_COLUMNS = (
 )
 CLIP_COLUMNS = ("video", "clip", "start", "end", "path", "summary", "keyframes")
 ENTITY_COLUMNS = ("video", "entity", "kind", "character", "name", "members", "clips", "first_seen", "crop")
-SPAN_RE = re.compile(r"from (\d+(?:\.\d+)?) to (\d+(?:\.\d+)?) s")
-SPEECH_RE = re.compile(r'says(?: \([^)]*\))?: "(.*)"\s*$', re.S)
-#: Lines that stand in the clip's transcript: what was said, and turns heard but not transcribed.
-TRANSCRIPT_KINDS = ("speech", "untranscribed")
-#: Lines that put two or more people in one place (the offline memorizer's clip line, overlapping
-#: speech; "cooccurrence" in memories written before those).
-TOGETHER_KINDS = ("present", "overlap", "cooccurrence")
 #: Node kinds read for every video whatever clip range is shown: few per video, and cards need them.
 CARD_KINDS = ("character", "relationship", "global")
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ReportLimits:
-    """Caps that keep a page of a huge memory loadable; each cap that bites is reported on the page.
-
-    A video's clips are not capped by default: the page renders them in lazy sections (see
-    :mod:`.render`), so a 10-hour video is one page; the memory-line budget decides where a page ends
-    for memories larger than one file should hold, and the page then says how to write the next one."""
-
-    max_videos: int = 2_000
-    max_listed_videos: int = 2_000  # videos named in the list of those not on the page
-    max_clips: int | None = None  # per video and page (--max-clips N pages by hand; --clips FROM:TO)
-    max_lines_per_clip: int = 120
-    max_characters: int = 60  # per video
-    max_facts: int = 40  # per character card
-    max_semantic_scan: int = 20_000  # semantic lines read per video for the cards
-    max_spans: int = 2_000  # timeline spans per character row (nearby spans are merged beyond this)
-    max_answers: int = 500
-    crops_per_character: int = 4
-    keyframes_per_clip: int = 24  # spread over the clip when it has more
-    max_page_keyframes: int = 1_500  # keyframe images embedded in one page (about 10 MB)
-    voice_seconds: float = 5.0
-    max_voice_samples: int = 40  # per video
-    max_page_voice_samples: int = 120  # all videos together (~20 kB each)
-    max_page_crops: int = 2_000  # face thumbnails embedded in one page, all videos (~3 kB each)
-    max_page_lines: int = 150_000  # memory lines on one page, all videos together (~10 MB packed)
-
-
-@dataclass
-class Line:
-    """One memory node as the page shows it."""
-
-    id: str
-    video: str
-    clip: int
-    kind: str
-    subkind: str
-    text: str
-    raw_text: str
-    entities: list[str]
-    characters: list[str]
-    weight: float
-    t_start: float | None
-    t_end: float | None
-    source: str
-    evidence: list[str]
-    superseded: bool
-
-
-@dataclass
-class Utterance:
-    speaker: str | None  # perception id (<voice_j>)
-    character: str | None
-    start: float
-    end: float
-    text: str
-    node: str
-
-
-@dataclass
-class Crop:
-    entity: str
-    path: Path | None
-    data_uri: str | None  # a crop already stored inline as a data: URI
-
-
-@dataclass
-class Keyframe:
-    """A keyframe of a clip (``m3 sight``) as the clips table stores it, its image read from the memory."""
-
-    t: float
-    start: float
-    end: float
-    image: Crop  # path checked to lie inside the memory, like a face crop
-    text: list[str]
-    tags: list[str]
-
-
-@dataclass
-class Clip:
-    video: str
-    index: int
-    start: float
-    end: float
-    summary: str
-    lines: list[Line] = field(default_factory=list)
-    utterances: list[Utterance] = field(default_factory=list)
-    lines_total: int = 0
-    keyframes: list[Keyframe] = field(default_factory=list)
-    keyframes_total: int = 0
-
-
-@dataclass
-class NameFact:
-    name: str
-    clip: int
-    t: float | None
-    node: str
-    text: str
-
-
-@dataclass
-class Join:
-    """A face id and a voice id that `m3 link` joined, and the weight of that link."""
-
-    face: str
-    voice: str
-    weight: float
-
-
-@dataclass
-class Character:
-    video: str
-    id: str
-    name: str | None
-    members: list[str]
-    clips: list[int]
-    first_seen: float | None
-    crops: list[Crop] = field(default_factory=list)
-    names: list[NameFact] = field(default_factory=list)
-    facts: list[Line] = field(default_factory=list)
-    relations: list[Line] = field(default_factory=list)
-    joins: list[Join] = field(default_factory=list)
-    visible: list[tuple[float, float]] = field(default_factory=list)
-    speaking: list[tuple[float, float]] = field(default_factory=list)
-    present: list[tuple[float, float]] = field(default_factory=list)  # whole clips, when no finer spans
-    voice_sample: tuple[Path, float, float] | None = None
-    voice_note: str = ""  # why there is no voice sample, when there is none
-    together: dict[str, float] = field(default_factory=dict)  # other character -> co-occurrence lines
-    facts_total: int = 0
-
-    @property
-    def faces(self) -> list[str]:
-        return [m for m in self.members if kind_of(m) == FACE]
-
-    @property
-    def voices(self) -> list[str]:
-        return [m for m in self.members if kind_of(m) == VOICE]
-
-    @property
-    def label(self) -> str:
-        return f"{self.name} ({self.id})" if self.name else self.id
-
-
-@dataclass
-class Video:
-    id: str
-    path: str | None
-    start: float
-    end: float
-    clips: list[Clip]
-    characters: list[Character]
-    clips_total: int
-    global_summary: str | None = None
-
-
-@dataclass
-class OtherVideo:
-    """A video of the memory that is not on this page."""
-
-    id: str
-    path: str | None
-    clips: int
-
-
-@dataclass
-class ReportData:
-    memory: str
-    meta: dict[str, str]
-    counts: dict[str, int]
-    videos: list[Video]
-    videos_total: int
-    notes: list[str] = field(default_factory=list)
-    answers: list[dict[str, Any]] = field(default_factory=list)
-    others: list[OtherVideo] = field(default_factory=list)  # videos not on this page (listed, capped)
-    others_total: int = 0
-    people: list[Person] = field(default_factory=list)  # the memory's people (stages.people.pages.Person)
-    people_rows: list[dict] = field(default_factory=list)  # their appearances (people table rows)
-    with_whom: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # person -> others -> paths
 
 
 # ============================================================================== reading tables
@@ -276,9 +93,6 @@ def _line(row: dict) -> Line:
         evidence=list(row.get("evidence") or []),
         superseded=bool(row.get("superseded")),
     )
-
-
-KIND_ORDER = {"clip": 0, "episodic": 1, "semantic": 2, "character": 3, "relationship": 4, "conflict": 5}
 
 
 def parse_range(text: str | None) -> tuple[int, int | None]:
@@ -440,8 +254,8 @@ def _video(
     semantic = [_line(r) for r in nodes if r.get("kind") == "semantic"][: limits.max_semantic_scan]
     global_summary = next((x.text for x in card_lines if x.kind == "global"), None)
     mapping, characters = _characters(store, vid, limits, notes, rows["entities"])
-    _fill_clips(clips, lines, mapping, limits)
-    _fill_cards(vid, characters, mapping, lines, card_lines, semantic, clips, limits, path, rows["edges"])
+    fill_clips(clips, lines, mapping, limits)
+    fill_cards(vid, characters, mapping, lines, card_lines, semantic, clips, limits, path, rows["edges"])
     return Video(
         id=vid,
         path=path,
@@ -500,7 +314,7 @@ def _characters(
                     vid,
                     r["entity"],
                     r.get("name"),
-                    sorted(r.get("members") or [], key=_entity_order),
+                    sorted(r.get("members") or [], key=entity_order),
                     sorted(r.get("clips") or []),
                     r.get("first_seen"),
                 )
@@ -515,7 +329,7 @@ def _characters(
             mapping[eid] = eid
         elif eid not in mapping and r.get("character"):
             mapping[eid] = r["character"]
-    chars.sort(key=lambda c: (c.first_seen if c.first_seen is not None else 1e18, _entity_order(c.id)))
+    chars.sort(key=lambda c: (c.first_seen if c.first_seen is not None else 1e18, entity_order(c.id)))
     if len(chars) > limits.max_characters:
         notes.append(
             f"Video {vid}: {len(chars)} characters; the {limits.max_characters} seen first are shown."
@@ -527,11 +341,6 @@ def _characters(
             if crop and len(c.crops) < limits.crops_per_character:
                 c.crops.append(_crop(store.path, m, crop))
     return mapping, chars
-
-
-def _entity_order(eid: str) -> tuple[str, int]:
-    m = re.match(r"<(\w+?)_(\d+)>", eid)
-    return (m.group(1), int(m.group(2))) if m else (eid, 0)
 
 
 def _crop(memory: str | Path, entity: str, value: str) -> Crop:
@@ -577,168 +386,6 @@ def _fill_keyframes(memory: str | Path, clip: Clip, rows: list[dict], limits: Re
                 tags=[str(x) for x in k.get("tags") or []],
             )
         )
-
-
-def _fill_clips(
-    clips: dict[int, Clip], lines: list[Line], mapping: dict[str, str], limits: ReportLimits
-) -> None:
-    per_clip: dict[int, list[Line]] = defaultdict(list)
-    for x in lines:
-        if x.clip in clips:
-            per_clip[x.clip].append(x)
-    for idx, xs in per_clip.items():
-        clip = clips[idx]
-        xs.sort(key=lambda x: (KIND_ORDER.get(x.kind, 9), x.t_start if x.t_start is not None else 0.0, x.id))
-        clip.lines_total = len(xs)
-        clip.lines = xs[: limits.max_lines_per_clip]
-        for x in xs:
-            if x.subkind not in TRANSCRIPT_KINDS:
-                continue
-            m = SPEECH_RE.search(x.raw_text)
-            text = (m.group(1) if m else x.raw_text) if x.subkind == "speech" else "(speaks, not transcribed)"
-            speaker = x.entities[0] if x.entities else None
-            clip.utterances.append(
-                Utterance(
-                    speaker=speaker,
-                    character=mapping.get(speaker, speaker) if speaker else None,
-                    start=float(x.t_start if x.t_start is not None else clip.start),
-                    end=float(x.t_end if x.t_end is not None else clip.end),
-                    text=text,
-                    node=x.id,
-                )
-            )
-        clip.utterances.sort(key=lambda u: (u.start, u.end))
-
-
-def _merge(spans: list[tuple[float, float]], limit: int) -> list[tuple[float, float]]:
-    """Sorted, overlapping spans merged; beyond ``limit`` spans, gaps are closed smallest first."""
-    spans = sorted((float(s), float(max(s, e))) for s, e in spans)
-    out: list[list[float]] = []
-    for s, e in spans:
-        if out and s <= out[-1][1] + 1e-6:
-            out[-1][1] = max(out[-1][1], e)
-        else:
-            out.append([s, e])
-    if len(out) > limit and out:
-        total = out[-1][1] - out[0][0]
-        gap = total / max(limit, 1)
-        merged: list[list[float]] = []
-        for s, e in out:
-            if merged and s - merged[-1][1] <= gap:
-                merged[-1][1] = max(merged[-1][1], e)
-            else:
-                merged.append([s, e])
-        out = merged
-    return [(s, e) for s, e in out]
-
-
-def _fill_cards(
-    vid: str,
-    characters: list[Character],
-    mapping: dict[str, str],
-    lines: list[Line],
-    card_lines: list[Line],
-    semantic: list[Line],
-    clips: dict[int, Clip],
-    limits: ReportLimits,
-    video_path: str | None,
-    edges: list[dict],
-) -> None:
-    by_id = {c.id: c for c in characters}
-    visible: dict[str, list] = defaultdict(list)
-    speaking: dict[str, list] = defaultdict(list)
-    best_voice: dict[str, tuple[float, float, float]] = {}
-    together: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    turns_known = {x.clip for x in lines if x.subkind == "speaking"}
-    for x in lines:
-        if x.subkind == "appearance" and x.entities:
-            who = mapping.get(x.entities[0], x.entities[0])
-            spans = [(float(a), float(b)) for a, b in SPAN_RE.findall(x.raw_text)]
-            if not spans and x.t_start is not None:
-                spans = [(x.t_start, x.t_end if x.t_end is not None else x.t_start)]
-            visible[who] += spans
-        elif x.subkind == "speaking" and x.entities:
-            who = mapping.get(x.entities[0], x.entities[0])
-            speaking[who] += [(float(a), float(b)) for a, b in SPAN_RE.findall(x.raw_text)]
-        elif x.subkind == "untranscribed" and x.entities and x.t_start is not None:
-            if x.clip not in turns_known:
-                who = mapping.get(x.entities[0], x.entities[0])
-                speaking[who].append((float(x.t_start), float(x.t_end if x.t_end is not None else x.t_start)))
-        elif x.subkind == "speech" and x.entities and x.t_start is not None:
-            who = mapping.get(x.entities[0], x.entities[0])
-            s, e = float(x.t_start), float(x.t_end if x.t_end is not None else x.t_start)
-            if x.clip not in turns_known:
-                speaking[who].append((s, e))
-            # the voice sample: the character's longest utterance (the earliest of equals), cut to
-            # voice_seconds: long enough to recognise a voice, short enough to keep the page small
-            score = -min(e - s, limits.voice_seconds)
-            if who not in best_voice or score < best_voice[who][0]:
-                best_voice[who] = (score, s, min(e, s + limits.voice_seconds))
-        elif x.subkind in TOGETHER_KINDS and len(x.entities) >= 2:
-            pair = {mapping.get(e, e) for e in x.entities}
-            for a in pair:
-                for b in pair - {a}:
-                    together[a][b] += 1.0
-    for c in characters:
-        c.together = {k: v for k, v in together.get(c.id, {}).items() if k in by_id}
-        c.visible = _merge(visible.get(c.id, []), limits.max_spans)
-        c.speaking = _merge(speaking.get(c.id, []), limits.max_spans)
-        if not c.visible and not c.speaking:
-            c.present = _merge(
-                [(clips[k].start, clips[k].end) for k in c.clips if k in clips], limits.max_spans
-            )
-    samples = 0
-    for c in characters:
-        if c.id not in best_voice:
-            c.voice_note = "no voice sample: no speech of theirs in the clips shown" if c.voices else ""
-        elif not video_path:
-            c.voice_note = "no voice sample: the memory does not name its video file"
-        elif samples >= limits.max_voice_samples:
-            c.voice_note = f"no voice sample: the page holds at most {limits.max_voice_samples} per video"
-        else:
-            _, s, e = best_voice[c.id]
-            c.voice_sample = (Path(video_path), s, e)
-            samples += 1
-    # names, where each was learned
-    for x in sorted(semantic, key=lambda x: (x.clip, x.id)):
-        fact = name_fact(x.raw_text)
-        if fact:
-            named = by_id.get(mapping.get(fact[0], fact[0]))
-            if named and all(n.name != fact[1] or n.clip != x.clip for n in named.names):
-                named.names.append(NameFact(fact[1], x.clip, x.t_start, x.id, x.text))
-    # attributes (semantic lines and character summaries) and relationships
-    facts: dict[str, list[Line]] = defaultdict(list)
-    relations: dict[str, list[Line]] = defaultdict(list)
-    for x in card_lines + semantic:
-        if x.superseded and x.kind != "semantic":
-            continue
-        if name_fact(x.raw_text) or x.subkind == "equivalence" or x.raw_text.startswith("Equivalence:"):
-            continue  # names have their own list, equivalences the joins table
-        owners = {mapping.get(e, e) for e in x.entities} | set(x.characters)
-        for owner in owners:
-            if owner not in by_id:
-                continue
-            if x.kind == "relationship" or (x.kind == "semantic" and len(owners) > 1):
-                relations[owner].append(x)
-            elif x.kind in ("character", "semantic"):
-                facts[owner].append(x)
-    for c in characters:
-        fs = sorted(facts.get(c.id, []), key=lambda x: (x.kind != "character", -x.weight, x.clip, x.id))
-        c.facts_total = len(fs)
-        c.facts = fs[: limits.max_facts]
-        c.relations = sorted(relations.get(c.id, []), key=lambda x: (-x.weight, x.clip, x.id))[
-            : limits.max_facts
-        ]
-    # face <-> voice joins with their link weight
-    members = {m: c for c in characters for m in c.members}
-    prefix = f"{vid}:"
-    for r in sorted(edges, key=lambda r: (r["src"], r["dst"])):
-        face, voice = r["src"].removeprefix(prefix), r["dst"].removeprefix(prefix)
-        joined = members.get(face) or members.get(voice)
-        if joined is not None:
-            joined.joins.append(Join(face, voice, float(r["weight"] or 0.0)))
-    for c in characters:
-        c.joins.sort(key=lambda j: (-j.weight, _entity_order(j.face), _entity_order(j.voice)))
 
 
 def gather_people(reader: Any, data: ReportData) -> None:

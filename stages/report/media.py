@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.report.gather import Crop
+from m3cli.stages.report.records import Crop
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +117,8 @@ def voice_sample(video: Path, start: float, end: float, video_id: str | None = N
     from types import SimpleNamespace
 
     from m3cli.stages.core.errors import M3Error
-    from m3cli.stages.core.media import clip_audio, display_name, source_path
+    from m3cli.stages.core.media import display_name, source_path
+    from m3cli.stages.core.media_audio import clip_audio
 
     if video_id is None:  # nothing to check the file against: a crafted memory could name any
         return None

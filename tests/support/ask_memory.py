@@ -22,7 +22,7 @@ from m3cli.stages.ask.memory import LanceMemory
 from m3cli.stages.backends.embed import make_embedder
 from m3cli.stages.backends.llm import LlmClient
 from m3cli.stages.core.media import content_id
-from m3cli.stages.index import index_records
+from m3cli.stages.index.stage import index_records
 from m3cli.stream import parse_record
 from support.fake_openai import FakeOpenAI
 

@@ -82,8 +82,13 @@
     if (scroll) target.scrollIntoView({ block: detail === target ? "nearest" : "center" });
   }
 
+  // What the reader asked for last: a target whose section is still being inserted (its block inflated)
+  // must not, when it lands, close a clip the reader opened since.
+  var latest = 0;
+
   function openTarget(id, scroll) {
     if (!id) return Promise.resolve();
+    var turn = ++latest;
     var now = document.getElementById(id);
     if (now && !now.closest(".lazy-video") && !now.matches(".video")) {
       show(now, scroll);  // already in the page: at once
@@ -92,21 +97,24 @@
     return find(id).then(function (target) {
       if (!target) return;
       var section = target.closest(".video");
-      if (!section) return show(target, scroll);
+      if (!section) return turn === latest ? show(target, scroll) : undefined;
       return wake(section).then(function () {
         if (target === section) {
           var box = section.querySelector(".clip-details");
           var first = box && box.querySelector(".clip-detail");
           if (first && !box.querySelector(".clip-detail.open")) show(first, false);
         }
-        show(target, scroll);
+        if (turn === latest) show(target, scroll);
       });
     });
   }
 
+  function hashId(href) {
+    return decodeURIComponent(href.slice(1));
+  }
+
   function fromHash(scroll) {
-    var id = decodeURIComponent(location.hash.slice(1));
-    openTarget(id, scroll);
+    openTarget(hashId(location.hash), scroll);
   }
 
   // A lazy video or card group comes in as it nears the screen (a memory of many videos is scrolled).
@@ -140,6 +148,15 @@
     if (first && !box.querySelector(".clip-detail.open")) openTarget(first.id, false);
   });
   window.addEventListener("hashchange", function () { fromHash(true); });
+  // A click on an in-page link opens its target at once, not only through the hashchange its navigation
+  // fires: a link to the place already in the address bar fires none, and the browser drops fragment
+  // navigations beyond a rate (Chromium: 200 in 10 s) when a reader goes through many clips quickly.
+  document.addEventListener("click", function (e) {
+    if (e.defaultPrevented || e.button !== 0 || e.ctrlKey || e.metaKey || e.shiftKey || e.altKey) return;
+    var a = e.target instanceof Element ? e.target.closest('a[href^="#"]') : null;
+    var href = a && a.getAttribute("href");
+    if (href && href.length > 1) openTarget(hashId(href), true);
+  });
   if (location.hash) fromHash(true);
 
   // ---- search

@@ -1,0 +1,1 @@
+"""Image tags for sight: :mod:`~.effnet` (EfficientNet-Lite0, ImageNet classes beside it)."""
