@@ -26,7 +26,16 @@ from m3cli.stages.ask.absence import (
     _none_of,
     _videos,
 )
-from m3cli.stages.ask.described import CannotTell, _person_summary, _seen, _seen_spans, _speakers, describe
+from m3cli.stages.ask.described import (
+    CannotTell,
+    _candidates,
+    _cannot,
+    _person_summary,
+    _seen,
+    _seen_spans,
+    _speakers,
+    describe,
+)
 from m3cli.stages.ask.facts import Line, _overlaps
 from m3cli.stages.ask.forms import Form
 from m3cli.stages.ask.people import Person
@@ -334,6 +343,10 @@ def who_is(a: Answerer, question: str, form: Form) -> Answer | None:
     """ "Who is the pianist?": the described person if the memory can tell, else "cannot tell" and the
     candidates."""
     people = describe(a, f"the {form.detail}", strict=True)
+    if not people:  # a role the describer has no word for ("the reciter"): nothing says who holds it
+        raise _cannot(
+            a, f"the {form.detail}", f"nothing in the memory says who is the {form.detail}", _candidates(a)
+        )
     p = people[0]
     text, lines = _person_summary(a, p.video, p.id)
     return Answer(f"The {form.detail} is {text}{a._in(p.video)} {_cites(a, lines)}.", lines, "")

@@ -284,6 +284,11 @@ def test_first_questions_a_user_asks(memory):
         rec["answer"].startswith('The memory cannot tell who "the woman" is')
         and "Candidates:" in rec["answer"]
     )
+    rec = ask(memory, "Who is the reciter?", *two)  # a role no line names: cannot tell, never a crash
+    assert (
+        rec["answer"].startswith('The memory cannot tell who "the reciter" is')
+        and "Candidates:" in rec["answer"]
+    )
     rec = ask(memory, "What did the man on the left say?", *two)
     assert "(in Portuguese)" in rec["answer"]  # demo2, the Portuguese speaker, sits on the left
     rec = ask(memory, "When does the man on the left speak?", *two)  # the description is not a topic
