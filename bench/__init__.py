@@ -1,5 +1,7 @@
-"""The benchmarks. Importing this package finds m3 for them, the one way: the installed m3 (an editable
-install runs the checkout it maps), else this checkout laid out as installed.
+"""The benchmarks. Importing this package finds m3 for them, the one way: a benchmark run from a checkout
+measures that checkout's code. That is the installed m3 when the install maps this checkout (an
+editable install); otherwise (no install, or a copy installed by `pip install .`, which may be older)
+this checkout laid out as installed.
 
 In a checkout, stages/ and schemas/ sit beside m3cli/ and only installing maps them to m3cli.stages and
 m3cli.schemas (pyproject.toml's package-dir). So without an install, ``python bench/run.py`` would find
@@ -26,13 +28,13 @@ ROOT = Path(__file__).resolve().parent.parent
 TREE = ROOT / "bench" / "out" / "tree"
 
 
-def _installed() -> bool:
-    """Whether ``m3cli.stages`` imports as it is (an install, editable or not)."""
+def _installed_is_this_checkout() -> bool:
+    """Whether ``m3cli.stages`` imports as it is and is this checkout's stages/ (an editable install)."""
     try:
-        importlib.import_module("m3cli.stages")
+        stages = importlib.import_module("m3cli.stages")
     except ImportError:
         return False
-    return True
+    return Path(str(stages.__file__)).resolve().parent == ROOT / "stages"
 
 
 def _lay_out_checkout() -> None:
@@ -43,13 +45,13 @@ def _lay_out_checkout() -> None:
     spec.loader.exec_module(typecheck)
     typecheck.lay_out(TREE, typecheck.package_dirs())
     for name in [n for n in sys.modules if n == "m3cli" or n.startswith("m3cli.")]:
-        del sys.modules[name]  # the checkout's bare m3cli/, found without its stages
+        del sys.modules[name]  # the checkout's bare m3cli/ without its stages, or another install
     sys.path.insert(0, str(TREE))
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TREE), os.environ.get("PYTHONPATH")) if p)
     importlib.invalidate_caches()
 
 
-#: True when m3 is this checkout laid out under TREE (no install found)
-LAID_OUT = not _installed()
+#: True when m3 is this checkout laid out under TREE (no install of this checkout found)
+LAID_OUT = not _installed_is_this_checkout()
 if LAID_OUT:
     _lay_out_checkout()

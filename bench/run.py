@@ -2,8 +2,9 @@
 
     python bench/run.py [NAME...]      (or `just bench [NAME...]`), from the checkout root
 
-m3 is the installed one (an editable install runs its checkout), else this checkout laid out as
-installed (bench/__init__.py). `python bench/run.py --help` lists the benchmarks and says which m3.
+m3 is this checkout: the installed one when it maps this checkout (an editable install), else this
+checkout laid out as installed (bench/__init__.py). `python bench/run.py --help` lists the benchmarks
+and says which m3.
 """
 
 from __future__ import annotations
