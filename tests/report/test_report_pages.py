@@ -130,7 +130,7 @@ def _clip_id(video: str, clip: int) -> str:
     return f"clip-{video}-{clip}"
 
 
-#: Opens every video (its anchor) and every section of its clips (a timeline click on the first clip
+#: Opens every video (a link to it) and every section of its clips (a timeline click on the first clip
 #: not yet in the page) as a reader would; then every clip of the video must be in the page, linked
 #: from its timeline block, and the video's last clip must open on screen.
 REACH_ALL = """(async () => {
@@ -144,7 +144,11 @@ REACH_ALL = """(async () => {
   const missing = [];
   let opened = 0, clicks = 0;
   for (const v of videos) {
-    location.hash = '#' + v.id;
+    // reach the video by a link, as a reader does: a script's `location.hash =` is a navigation the
+    // browser drops beyond 200 in 10 s (Chromium), with no event the page could answer
+    const link = document.querySelector('a[href="#' + v.id + '"]')
+      || Object.assign(document.body.appendChild(document.createElement('a')), {href: '#' + v.id});
+    link.click();
     if (!await wait(() => v.querySelector('.clip-detail.open'))) { missing.push(v.id); continue; }
     const blocks = [...v.querySelectorAll('.clip-block')];
     const ids = blocks.map(b => b.getAttribute('href').slice(1));
@@ -264,7 +268,9 @@ def test_a_thousand_video_memory_is_one_page_and_every_clip_opens(memories, tmp_
         reached = browser.eval(REACH_ALL)
         assert reached["videos"] == 1000 and reached["missing"] == [], reached
         assert reached["opened"] == len(clips)
-        assert browser.errors() == []
+        # Chromium's own note that it dropped fragment navigations (the walk makes over 200 in 10 s);
+        # the page opened every clip regardless, through its click handler
+        assert [e for e in browser.errors() if "Throttling navigation" not in e] == []
 
 
 # ============================================================================== people across videos
