@@ -10,6 +10,10 @@ Then this lays the installed tree out as symbolic links under bench/out/tree (sc
 ``lay_out``, as the type check does), puts it first on sys.path, and on PYTHONPATH so that the
 ``python -m m3cli`` the benchmarks start runs the same checkout.
 
+A process that has already imported m3 (a test that borrows a benchmark's helper) keeps the m3 it has:
+swapping modules under a running program leaves it two copies of every class, so an ``isinstance`` or
+an ``except M3Error`` on one copy misses objects of the other.
+
 Every script starts with the same preamble, before any ``m3cli`` import::
 
     sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
@@ -51,7 +55,13 @@ def _lay_out_checkout() -> None:
     importlib.invalidate_caches()
 
 
-#: True when m3 is this checkout laid out under TREE (no install of this checkout found)
-LAID_OUT = not _installed_is_this_checkout()
+def _already_imported() -> bool:
+    """Whether this process holds m3 already (bench imported after m3, as by a test)."""
+    return any(n == "m3cli" or n.startswith("m3cli.") for n in sys.modules)
+
+
+#: True when m3 is this checkout laid out under TREE (no install of this checkout found, m3 not yet
+#: imported by this process)
+LAID_OUT = not _already_imported() and not _installed_is_this_checkout()
 if LAID_OUT:
     _lay_out_checkout()

@@ -102,7 +102,7 @@ def watch_stream(video: Path, tmp: Path, rate: float | None = None, extra: tuple
     tmp.mkdir(parents=True, exist_ok=True)
     port, status, memory = _port(), tmp / "status.json", tmp / "live.lance"
     env = {**os.environ, **OFFLINE, "M3_CACHE": str(tmp / "cache")}
-    args = m3("watch", f"udp://127.0.0.1:{port}", "-o", str(memory), "--offline", "--state",
+    args = m3("watch", f"udp://127.0.0.1:{port}", "-o", str(memory), "--no-llm", "--state",
               str(tmp / "state"), "--status", str(status), "--give-up", "6",
               *PIPELINE_DEFAULT, *extra)  # fmt: skip
     start = time.perf_counter()
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> str:
         if opts.compare:
             print("== m3 run on the recording", file=sys.stderr, flush=True)
             offline = tmp / "run.lance"
-            run_cost = measure(m3("run", str(live.spool), "-o", str(offline), "--offline", *PIPELINE_DEFAULT),
+            run_cost = measure(m3("run", str(live.spool), "-o", str(offline), "--no-llm", *PIPELINE_DEFAULT),
                                {"M3_CACHE": str(tmp / "run-cache")})  # fmt: skip
             a, b = memory_view(live.memory), memory_view(offline)
             differ = [k for k in a if a[k] != b[k]]

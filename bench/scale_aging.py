@@ -3,7 +3,7 @@ against a fresh memory of the same rows, in one run.
 
 How the memories are made (what is real and what is replicated):
 
-* **Base**: a real memory, `m3 run --offline` over the test videos in tests/data (fixture, Hamilton
+* **Base**: a real memory, `m3 run --no-llm` over the test videos in tests/data (fixture, Hamilton
   clip, libri5, speakers8): real transcripts, faces, voices, MiniLM vectors. Its size on disk, compacted,
   divided by the video it holds, is the disk per hour of video (scaled from minutes of footage).
 * **Aged**: the base, then ``COMMITS`` commits as `m3 watch` makes them, one clip per commit: each
@@ -64,7 +64,7 @@ def base_memory() -> Path:
         shutil.rmtree(path, ignore_errors=True)
         OUT.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-        cmd = [sys.executable, "-m", "m3cli", "run", "--offline", *map(str, MEDIA), "-o", str(path)]
+        cmd = [sys.executable, "-m", "m3cli", "run", "--no-llm", *map(str, MEDIA), "-o", str(path)]
         subprocess.run(cmd, check=True, env=env, cwd=ROOT, capture_output=True)
     from m3cli.stages.core.memory_compaction import compact_memory
 

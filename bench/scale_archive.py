@@ -137,9 +137,9 @@ def source() -> tuple[Path, Path]:
     src, records = WORK / "src.lance", WORK / "fixture.jsonl"
     if not (src / "m3.manifest.json").exists():
         shutil.rmtree(src, ignore_errors=True)
-        _m3("run", *map(str, SOURCES), "--offline", "-o", str(src))
+        _m3("run", *map(str, SOURCES), "--no-llm", "-o", str(src))
     if not records.exists():
-        _m3("run", str(SOURCES[0]), "--offline", "--until", "abstract", "-o", str(records))
+        _m3("run", str(SOURCES[0]), "--no-llm", "--until", "abstract", "-o", str(records))
     return src, records
 
 

@@ -1,7 +1,7 @@
 """`m3 report` for big memories (issue 37, item 5): write time, page size and first paint in Chromium.
 
 The source is real: the photo dev set's first two videos (tests/data/people/photos, Obama and Biden's
-photos with LibriSpeech readers), each added by `m3 run --offline -o` into one memory (kept in
+photos with LibriSpeech readers), each added by `m3 run --no-llm -o` into one memory (kept in
 bench/out between runs). The big memories are SYNTHETIC, made from its rows by bench/synth_memory.py
 (rows replicated under new video ids, tiled in time; text, faces and keyframes repeat):
 
@@ -62,7 +62,7 @@ def source_memory() -> Path:
     env = {**os.environ, "M3_CACHE": str(OUT / "cache"), "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
     for name in ("p1_obama_biden.mp4", "p2_obama_367.mp4"):
         subprocess.run(
-            [sys.executable, "-m", "m3cli", "run", str(PHOTOS / name), "--offline", "-o", str(memory)],
+            [sys.executable, "-m", "m3cli", "run", str(PHOTOS / name), "--no-llm", "-o", str(memory)],
             check=True,
             env=env,
         )

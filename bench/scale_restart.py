@@ -50,7 +50,7 @@ def _status(path: Path) -> dict:
 
 def _watch(folder: Path, until_eof: bool, env: dict) -> subprocess.Popen:
     args = [folder / "camera.ts", "-o", folder / "m.lance", "--clip-seconds", f"{CLIP_SECONDS:g}",
-            "--offline", "--state", folder / "state", "--status", folder / "status.json",
+            "--no-llm", "--state", folder / "state", "--status", folder / "status.json",
             *PIPELINE_DEFAULT]  # fmt: skip
     args += ["--until-eof"] if until_eof else ["--idle", "3600"]
     args += ["--max-lag", "100000"]  # the N clips are all there at once: none may be skipped

@@ -26,7 +26,7 @@ def _inside(item: dict, spans: list[list[float]]) -> bool:
 @pytest.mark.slow
 def test_a_person_is_answered_from_their_own_lines_in_every_video(m3, tmp_path, cache_dir):
     mem = tmp_path / "mem.lance"
-    m3("batch", PHOTOS, "--offline", "-o", mem, check=True)
+    m3("batch", PHOTOS, "--no-llm", "-o", mem, check=True)
     people = [json.loads(x) for x in m3("people", mem, "-f", "jsonl", check=True).stdout.splitlines()]
     # Biden: the portrait in p1 (beside Obama) and in p3 (beside reader 1998), truth.json
     biden = next(

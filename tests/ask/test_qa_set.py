@@ -155,7 +155,7 @@ def memory(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("qa_set")
     env = {**NO_LLM, "M3_CACHE": os.environ.get("M3_CACHE") or str(root / "cache")}
     out = root / "qa.lance"
-    run_m3("-q", "run", *VIDEOS, "-o", out, "--offline", env=env, check=True)
+    run_m3("-q", "run", *VIDEOS, "-o", out, "--no-llm", env=env, check=True)
     return out
 
 

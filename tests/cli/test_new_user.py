@@ -59,18 +59,18 @@ def test_a_video_piped_into_a_stage_and_an_audio_file(cache_dir, tmp_path):
 
 @pytest.mark.slow
 def test_global_options_after_the_command(segmented, tmp_path, cache_dir):
-    quiet = run_m3("memorize", "--offline", segmented, "-q")
+    quiet = run_m3("memorize", "--no-llm", segmented, "-q")
     assert quiet.returncode == 1 and quiet.stderr.startswith(b"m3: error: ")  # no faces/utterances
     records = [json.loads(line) for line in segmented.read_bytes().splitlines()]
     for r in records:
         r["utterances"] = []
     src = tmp_path / "perceived.jsonl"
     src.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
-    loud = run_m3("memorize", "--offline", src, "-v")
+    loud = run_m3("memorize", "--no-llm", src, "-v")
     assert loud.returncode == 0 and b"m3: INFO: no LLM configured (or --no-llm)" in loud.stderr
-    after, before = run_m3("memorize", "--offline", src, "-vv"), run_m3("-vv", "memorize", "--offline", src)
+    after, before = run_m3("memorize", "--no-llm", src, "-vv"), run_m3("-vv", "memorize", "--no-llm", src)
     assert after.stderr == before.stderr
-    assert run_m3("memorize", "--offline", "-q", src).stderr == b""
+    assert run_m3("memorize", "--no-llm", "-q", src).stderr == b""
     proc = run_m3("cache", "path", "--cache-dir", tmp_path / "elsewhere", check=True)
     assert proc.stdout.decode().strip() == str(tmp_path / "elsewhere")
     proc = run_m3("cache", "path", f"--cache-dir={tmp_path / 'other'}", check=True)
@@ -89,7 +89,7 @@ def test_a_command_keeps_its_own_option_of_the_same_name(segmented, cache_dir):
 @pytest.mark.slow
 def test_every_stage_command_checks_the_device_before_it_runs(name, segmented, tmp_path, cache_dir):
     # memorize, abstract and index once built their run context by hand and never looked at --device
-    args = ["-o", str(tmp_path / "mem.lance")] if name == "index" else ["--offline"]
+    args = ["-o", str(tmp_path / "mem.lance")] if name == "index" else ["--no-llm"]
     proc = run_m3("--device", "bogus", name, *args, segmented)
     assert proc.returncode == 1 and proc.stderr == b"m3: error: --device 'bogus': use cpu, cuda or cuda:N\n"
     assert not (tmp_path / "mem.lance").exists()

@@ -51,7 +51,7 @@ def on_a_terminal(args: list[str], env: dict) -> tuple[int, str]:
 @pytest.mark.slow
 def test_run_on_a_terminal_shows_stages_and_ends_with_where_it_wrote(tmp_path, cache_dir):
     memory = tmp_path / "mem.lance"
-    code, drawn = on_a_terminal(["run", str(HAMILTON), "-o", str(memory), "--offline"], OFFLINE)
+    code, drawn = on_a_terminal(["run", str(HAMILTON), "-o", str(memory), "--no-llm"], OFFLINE)
     assert code == 0, drawn[-2000:]
     frames = [f for f in re.split(r"[\r\n]+", drawn) if f.startswith("m3 run")]
     assert any(re.search(r"m3 run: diarize clip 1/1", f) for f in frames), frames[:20]
@@ -66,17 +66,17 @@ def test_run_on_a_terminal_shows_stages_and_ends_with_where_it_wrote(tmp_path, c
     ), last
 
     # the same run in a pipe: no bar, only the final line; with -q nothing at all
-    again = run_m3("run", HAMILTON, "-o", tmp_path / "b.lance", "--offline", env=OFFLINE)
+    again = run_m3("run", HAMILTON, "-o", tmp_path / "b.lance", "--no-llm", env=OFFLINE)
     assert again.returncode == 0
     [line] = again.stderr.decode().strip().splitlines()
     assert line.startswith(f"m3: run: memory {tmp_path / 'b.lance'}: 1 video, 1 clip, ")
     assert b"\r" not in again.stderr and b"video-s/s" not in again.stderr
-    quiet = run_m3("-q", "run", HAMILTON, "-o", tmp_path / "c.lance", "--offline", env=OFFLINE)
+    quiet = run_m3("-q", "run", HAMILTON, "-o", tmp_path / "c.lance", "--no-llm", env=OFFLINE)
     assert quiet.returncode == 0 and quiet.stderr == b""
 
     # --until before index writes records, and says where
     records = tmp_path / "x.jsonl"
-    until = run_m3("run", HAMILTON, "--until", "abstract", "-o", records, "--offline", env=OFFLINE)
+    until = run_m3("run", HAMILTON, "--until", "abstract", "-o", records, "--no-llm", env=OFFLINE)
     assert until.returncode == 0
     last = until.stderr.decode().strip().splitlines()[-1]
     assert last.startswith(f"m3: run: {records}: 1 clip record of 1 video, after abstract in "), last

@@ -116,7 +116,7 @@ def _watch_until(camera: Path, memory: Path, state: Path, clips: int, env: dict)
     """`m3 watch` following the growing file until ``clips`` are committed, then SIGTERM (the way a
     service manager stops it); its stderr."""
     status = state.parent / f"{state.name}.status.json"
-    proc = _watch(camera, "-o", memory, "--clip-seconds", CLIP, "--offline", "--idle", "300",
+    proc = _watch(camera, "-o", memory, "--clip-seconds", CLIP, "--no-llm", "--idle", "300",
                   "--state", state, "--status", status, env=env)  # fmt: skip
     try:
         deadline = time.monotonic() + 400
@@ -135,7 +135,7 @@ def _finish(camera: Path, memory: Path, state: Path, env: dict) -> tuple[subproc
     status = state.parent / f"{state.name}.final.json"
     proc = subprocess.run(
         [sys.executable, "-m", "m3cli", "watch", os.fspath(camera), "-o", os.fspath(memory), "--clip-seconds",
-         CLIP, "--offline", "--until-eof", "--state", os.fspath(state), "--status", os.fspath(status)],
+         CLIP, "--no-llm", "--until-eof", "--state", os.fspath(state), "--status", os.fspath(status)],
         capture_output=True, env=env, timeout=600,
     )  # fmt: skip
     return proc, _status(status)
@@ -219,7 +219,7 @@ def test_restart_with_a_valid_checkpoint_replays_nothing_and_equals_m3_run(resta
 
     whole = tmp_path / "run.lance"
     env = restarts["env"]
-    run = run_m3("run", resumed["camera"], "-o", whole, "--clip-seconds", CLIP, "--offline", env=env)
+    run = run_m3("run", resumed["camera"], "-o", whole, "--clip-seconds", CLIP, "--no-llm", env=env)
     assert run.returncode == 0, run.stderr.decode()
     assert memory_view(memory) == memory_view(whole)  # same clips, same identities, same lines
 

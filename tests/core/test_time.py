@@ -259,7 +259,7 @@ def test_llm_window_tool_takes_dates(memory: Path, server: Any) -> None:
 def test_batch_of_dated_videos_answers_the_question_set(days: dict[str, Path], tmp_path: Path) -> None:
     """`m3 batch` of the four videos, then every question of tests/data/time/questions*.jsonl."""
     mem = tmp_path / "mem.lance"
-    run_m3("batch", *days.values(), "-o", mem, "--offline", check=True)
+    run_m3("batch", *days.values(), "-o", mem, "--no-llm", check=True)
     failures = []
     lines = QUESTIONS.read_text().splitlines() + (TIME / "questions_heldout.jsonl").read_text().splitlines()
     for line in lines:
@@ -300,7 +300,7 @@ def test_watch_dates_a_live_source_by_the_clock(
     camera = make_dated.remux(days["undated.mp4"], tmp_path / "camera.ts", {}, fmt="mpegts")
     before = datetime.now(timezone.utc)
     mem, state = tmp_path / "live.lance", tmp_path / "state"
-    run_m3("watch", camera, "-o", mem, "--until-eof", "--offline", "--state", state, check=True)
+    run_m3("watch", camera, "-o", mem, "--until-eof", "--no-llm", "--state", state, check=True)
     after = datetime.now(timezone.utc)
     rows = lance.dataset(str(mem / "clips.lance")).to_table(columns=["recorded"]).to_pylist()
     (start,) = {r["recorded"] for r in rows}
@@ -316,7 +316,7 @@ def test_watch_dates_a_live_source_by_the_clock(
         "-o",
         given,
         "--until-eof",
-        "--offline",
+        "--no-llm",
         "--state",
         tmp_path / "state2",
         "--recorded-at",

@@ -25,7 +25,7 @@ OFFLINE = {"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
 def test_interrupting_a_run_stops_at_once_and_a_rerun_resumes(tmp_path, sig, code):
     env = {**os.environ, **OFFLINE, "M3_CACHE": str(tmp_path / "cache")}
     memory = tmp_path / "mem.lance"
-    cmd = [sys.executable, "-m", "m3cli", "run", str(FIXTURE), "-o", str(memory), "--offline"]
+    cmd = [sys.executable, "-m", "m3cli", "run", str(FIXTURE), "-o", str(memory), "--no-llm"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     # wait until it is at work: a model stage has written its first clip (the fixture has several, so
     # the run is still busy; the 10-s Hamilton clip had finished when the signal came on a fast machine)

@@ -128,7 +128,7 @@ def test_watch_on_a_damaged_spool_commits_every_clip_and_records_the_gap(damaged
     """`m3 watch` exited 2 having committed nothing, and every restart met the same spool."""
     status, memory = tmp_path / "status.json", tmp_path / "live.lance"
     proc = run_m3(
-        "watch", damaged, "-o", memory, "--clip-seconds", "10", "--offline", "--until-eof",
+        "watch", damaged, "-o", memory, "--clip-seconds", "10", "--no-llm", "--until-eof",
         "--status", status, "--state", tmp_path / "state",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr.decode()
@@ -171,7 +171,7 @@ def watch_while(tmp_path: Path, change) -> tuple[subprocess.CompletedProcess, di
     recording = remux_ts(FIXTURE, tmp_path / "whole.ts", seconds=20)
     data, first = recording.read_bytes(), byte_offset(recording, 12.0)
     path, status, memory = tmp_path / "camera.ts", tmp_path / "status.json", tmp_path / "live.lance"
-    args = ["watch", path, "-o", memory, "--clip-seconds", "5", "--offline", "--idle", "60",
+    args = ["watch", path, "-o", memory, "--clip-seconds", "5", "--no-llm", "--idle", "60",
             "--status", status, "--state", tmp_path / "state"]  # fmt: skip
     with open(path, "wb") as writer:
         writer.write(data[:first])
@@ -208,7 +208,7 @@ def test_a_watched_file_truncated_while_written_ends_the_watch_with_one_line(tmp
     assert len(clips) <= 3  # nothing after the change: 12 s had arrived, 5-s clips
     assert orjson.loads(state.read_bytes())["recorded_id"] is None
     again = run_m3("watch", tmp_path / "camera.ts", "-o", tmp_path / "live.lance", "--clip-seconds", "5",
-                   "--offline", "--until-eof", "--state", tmp_path / "state")  # fmt: skip
+                   "--no-llm", "--until-eof", "--state", tmp_path / "state")  # fmt: skip
     assert again.returncode == 1 and "not the recording this watch state was made from" in one_error(again)
 
 
@@ -236,7 +236,7 @@ def test_a_drop_folder_with_hostile_entries_and_names(tmp_path, cache_dir):
     forged = "evil\x1b]0;pwned\x07\nm3: error: forged.mp4"
     (folder / forged).write_bytes(b"\x00not a video" * 100)
     (folder / "red\x1b[31m.mp4").write_bytes(HAMILTON.read_bytes()[:4000])  # cut short
-    proc = run_m3("watch", folder, "-o", tmp_path / "m.lance", "--offline", "--until-eof")
+    proc = run_m3("watch", folder, "-o", tmp_path / "m.lance", "--no-llm", "--until-eof")
     err = proc.stderr.decode()
     assert proc.returncode == 1 and "Traceback" not in err, err
     assert "\x1b" not in err and "\x07" not in err
@@ -259,7 +259,7 @@ def test_new_content_moved_over_a_processed_name_is_processed(tmp_path, cache_di
     folder.mkdir()
     shutil.copy(HAMILTON, folder / "a.mp4")
     watch = subprocess.Popen(
-        [sys.executable, "-m", "m3cli", "watch", str(folder), "-o", str(memory), "--offline", "--idle", "1",
+        [sys.executable, "-m", "m3cli", "watch", str(folder), "-o", str(memory), "--no-llm", "--idle", "1",
          "--status", str(status)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
@@ -280,7 +280,7 @@ def test_new_content_moved_over_a_processed_name_is_processed(tmp_path, cache_di
 
 @pytest.mark.slow
 def test_watching_a_complete_mp4_says_to_use_m3_run(tmp_path, cache_dir):
-    proc = run_m3("watch", HAMILTON, "-o", tmp_path / "m.lance", "--offline", "--until-eof")
+    proc = run_m3("watch", HAMILTON, "-o", tmp_path / "m.lance", "--no-llm", "--until-eof")
     line = one_error(proc)
     assert (
         proc.returncode == 1 and "short_hamilton_clip.mp4: cannot be followed as a growing recording" in line

@@ -136,7 +136,7 @@ def memory(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("outputs")
     mem = root / "mem.lance"
     run_m3(
-        "run", HAMILTON, "-o", mem, "--offline", env={**OFFLINE, "M3_CACHE": str(root / "cache")}, check=True
+        "run", HAMILTON, "-o", mem, "--no-llm", env={**OFFLINE, "M3_CACHE": str(root / "cache")}, check=True
     )
     return mem
 
@@ -161,14 +161,14 @@ def test_watch_status_into_a_file_used_as_a_folder_fails_before_any_work(tmp_pat
     (tmp_path / "afile").write_bytes(b"a regular file")
     ts = remux_ts(FIXTURE, tmp_path / "rec.ts", seconds=10)
     status = tmp_path / "afile" / "status.json"
-    proc = run_m3("watch", ts, "-o", tmp_path / "m.lance", "--offline", "--until-eof", "--status", status)
+    proc = run_m3("watch", ts, "-o", tmp_path / "m.lance", "--no-llm", "--until-eof", "--status", status)
     line = one_error(proc)
     assert proc.returncode == 1 and line.startswith(
         f"m3: error: {status}: cannot write the watch status there"
     )
     assert not (tmp_path / "m.lance").exists()
     memory = tmp_path / "afile" / "m.lance"  # the memory itself: refused before the first clip too
-    proc = run_m3("watch", ts, "-o", memory, "--offline", "--until-eof", "--state", tmp_path / "state")
+    proc = run_m3("watch", ts, "-o", memory, "--no-llm", "--until-eof", "--state", tmp_path / "state")
     line = one_error(proc)
     assert proc.returncode == 1 and line.startswith(f"m3: error: {memory}: cannot write the memory there")
     assert not (cache_dir / "v1" / "diarize").exists()
@@ -191,7 +191,7 @@ def test_watch_status_made_read_only_while_watching_ends_with_one_line(switchabl
         str(memory),
         "--clip-seconds",
         "5",
-        "--offline",
+        "--no-llm",
         "--idle",
         "60",
         "--status",
@@ -234,7 +234,7 @@ def test_a_second_watcher_of_one_source_and_state_is_refused_and_kill_9_frees_it
     recording = remux_ts(FIXTURE, tmp_path / "whole.ts", seconds=20)
     data, first = recording.read_bytes(), byte_offset(recording, 12.0)
     path, memory, state = tmp_path / "camera.ts", tmp_path / "live.lance", tmp_path / "state"
-    common = ["-o", memory, "--clip-seconds", "5", "--offline", "--state", state]
+    common = ["-o", memory, "--clip-seconds", "5", "--no-llm", "--state", state]
     path.write_bytes(data[:first])
     status = tmp_path / "status.json"
     watcher = _start_watch(path, *common, "--idle", "600", "--status", status)
@@ -274,7 +274,7 @@ def test_two_first_starts_mint_one_stream_id(tmp_path, cache_dir):
     state holds the one stream id the memory's clips carry."""
     ts = remux_ts(FIXTURE, tmp_path / "rec.ts", seconds=10)
     state, memory = tmp_path / "state", tmp_path / "m.lance"
-    args = ["-o", memory, "--clip-seconds", "5", "--offline", "--until-eof", "--state", state]
+    args = ["-o", memory, "--clip-seconds", "5", "--no-llm", "--until-eof", "--state", state]
     procs = [_start_watch(ts, *args) for _ in range(2)]
     results = [(p.wait(timeout=600), p.communicate()[1].decode()) for p in procs]
     codes = sorted(code for code, _ in results)
@@ -296,13 +296,13 @@ def test_a_stream_that_never_delivered_leaves_no_state_folder(tmp_path, cache_di
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     state = tmp_path / "state"
-    proc = run_m3("watch", f"udp://127.0.0.1:{port}", "-o", tmp_path / "m.lance", "--offline",
+    proc = run_m3("watch", f"udp://127.0.0.1:{port}", "-o", tmp_path / "m.lance", "--no-llm",
                   "--connect-timeout", "2", "--state", state)  # fmt: skip
     assert proc.returncode == 1 and "never delivered a frame" in one_error(proc)
     assert not state.exists()
     state.mkdir()  # a folder the user made is theirs: left in place
     (state / "notes.txt").write_text("mine")
-    proc = run_m3("watch", f"udp://127.0.0.1:{port}", "-o", tmp_path / "m.lance", "--offline",
+    proc = run_m3("watch", f"udp://127.0.0.1:{port}", "-o", tmp_path / "m.lance", "--no-llm",
                   "--connect-timeout", "2", "--state", state)  # fmt: skip
     assert proc.returncode == 1 and (state / "notes.txt").read_text() == "mine"
 

@@ -30,7 +30,7 @@ def memory(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("crafted")
     mem = root / "mem.lance"
     env = {**OFFLINE, "M3_CACHE": str(root / "cache")}
-    run_m3("run", HAMILTON, "-o", mem, "--offline", env=env, check=True)
+    run_m3("run", HAMILTON, "-o", mem, "--no-llm", env=env, check=True)
     return mem
 
 

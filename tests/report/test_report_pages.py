@@ -2,7 +2,7 @@
 
 Memories, built once for the module:
 - two: the photo dev set's first two videos (tests/data/people/photos: Obama and Biden's photos with
-  LibriSpeech readers, then Obama again with reader 367), each added with `m3 run --offline -o`, so the
+  LibriSpeech readers, then Obama again with reader 367), each added with `m3 run --no-llm -o`, so the
   memory's people table holds Obama once across both videos;
 - ten_hours: SYNTHETIC, one 10-hour video made by bench/synth_memory.py from the first real video's
   rows (tiled in time under a new video id);
@@ -79,7 +79,7 @@ def memories(tmp_path_factory) -> dict[str, Path]:
     env = {**OFFLINE, "M3_CACHE": str(root / "cache")}
     two = root / "two.lance"
     for name in ("p1_obama_biden.mp4", "p2_obama_367.mp4"):
-        _m3("run", PHOTOS / name, "--offline", "-o", two, env=env)
+        _m3("run", PHOTOS / name, "--no-llm", "-o", two, env=env)
     out = _m3("segment", COFFEE, env=env)
     for stage in ("diarize", "voices", "faces"):
         out = _m3(stage, env=env, stdin=out)

@@ -109,7 +109,7 @@ def test_every_turn_is_in_the_memory_at_its_own_time(m3, tmp_path, cache_dir, na
     people = json.loads((LINK / f"{name}.json").read_text())["people"]
     out = tmp_path / f"{name}.lance"
     env = {"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": ""}
-    m3("run", video, "--offline", "-o", out, env=env, check=True)
+    m3("run", video, "--no-llm", "-o", out, env=env, check=True)
     nodes = lancedb.connect(str(out)).open_table("nodes").to_arrow().to_pylist()
     episodic = [n for n in nodes if n["kind"] == "episodic"]
     said = [n for n in episodic if n["subkind"] in ("speech", "untranscribed")]

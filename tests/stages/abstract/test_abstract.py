@@ -232,7 +232,7 @@ def test_llm_summaries_links_and_fallback():
 def test_abstract_cli(m3, tmp_path, cache_dir):
     src = tmp_path / "in.jsonl"
     src.write_bytes(b"".join(json.dumps(r.to_json()).encode() + b"\n" for r in claims()))
-    proc = m3("abstract", "--check", "--no-embed", "--offline", src)
+    proc = m3("abstract", "--check", "--no-embed", "--no-llm", src)
     assert proc.returncode == 0, proc.stderr.decode()
     kinds = [a["kind"] for line in proc.stdout.splitlines() for a in json.loads(line)["abstractions"]]
     assert kinds.count("conflict") == 2 and kinds.count("clip") == 4

@@ -251,7 +251,7 @@ def test_pipe_run_and_batch_write_one_diarize_result(tmp_path):
     out = tmp_path / "run.jsonl"
     run_m3("run", video, "--until", "diarize", "-o", out, env={"M3_CACHE": str(caches["run"])}, check=True)
     batch_env = {"M3_CACHE": str(caches["batch"])}
-    run_m3("batch", video, "-o", tmp_path / "mem", "--offline", env=batch_env, check=True)
+    run_m3("batch", video, "-o", tmp_path / "mem", "--no-llm", env=batch_env, check=True)
     assert out.read_bytes() == pipe
     stored = {}
     for name, cache in caches.items():

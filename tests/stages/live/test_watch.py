@@ -72,7 +72,7 @@ def test_udp_stream_with_a_drop_equals_m3_run_on_the_recording(tmp_path, cache_d
     port = free_udp_port()
     status, state, memory = tmp_path / "status.json", tmp_path / "state", tmp_path / "live.lance"
     watch = start_watch(
-        f"udp://127.0.0.1:{port}", "-o", memory, "--clip-seconds", CLIP, "--offline", "--give-up", "8",
+        f"udp://127.0.0.1:{port}", "-o", memory, "--clip-seconds", CLIP, "--no-llm", "--give-up", "8",
         "--state", state, "--status", status,
     )  # fmt: skip
     try:
@@ -107,7 +107,7 @@ def test_udp_stream_with_a_drop_equals_m3_run_on_the_recording(tmp_path, cache_d
 
     recorded = tmp_path / "state" / "spool.ts"
     offline = tmp_path / "run.lance"
-    run_m3("run", recorded, "-o", offline, "--clip-seconds", CLIP, "--offline", check=True)
+    run_m3("run", recorded, "-o", offline, "--clip-seconds", CLIP, "--no-llm", check=True)
     live, whole = memory_view(memory), memory_view(offline)
     assert len(live["clips"]) == n
     assert live == whole  # same clips, same face/voice/character ids, same lines
@@ -127,7 +127,7 @@ def test_growing_file_killed_and_restarted_loses_and_duplicates_nothing(tmp_path
         memory,
         "--clip-seconds",
         CLIP,
-        "--offline",
+        "--no-llm",
         "--idle",
         "8",
         "--state",
@@ -150,7 +150,7 @@ def test_growing_file_killed_and_restarted_loses_and_duplicates_nothing(tmp_path
     assert b"clip 0 [" not in err  # committed before the kill: not done again
 
     offline = tmp_path / "run.lance"
-    run_m3("run", growing, "-o", offline, "--clip-seconds", CLIP, "--offline", check=True)
+    run_m3("run", growing, "-o", offline, "--clip-seconds", CLIP, "--no-llm", check=True)
     live, whole = memory_view(memory), memory_view(offline)
     assert len(whole["clips"]) >= 3
     assert live == whole  # no lost clip, no duplicate line, same identities
@@ -167,7 +167,7 @@ def recorded_ts(path: Path, seconds: int) -> Path:
 def test_sigterm_exits_within_a_second_and_restart_continues(tmp_path, cache_dir):
     growing = recorded_ts(tmp_path / "camera.ts", seconds=20)
     status, memory = tmp_path / "status.json", tmp_path / "live.lance"
-    args = [growing, "-o", memory, "--clip-seconds", CLIP, "--offline", "--until-eof", "--status", status]
+    args = [growing, "-o", memory, "--clip-seconds", CLIP, "--no-llm", "--until-eof", "--status", status]
     watch = start_watch(*args)
     wait_for(status, lambda s: s["state"] == "running", timeout=120)
     time.sleep(1.0)  # inside the first clip's work
@@ -190,7 +190,7 @@ def test_lag_is_bounded_by_skipping_the_oldest_clips(tmp_path, cache_dir):
     status, memory = tmp_path / "status.json", tmp_path / "live.lance"
     # the whole file is there at once: 20 s of clips wait, the bound is 8 s behind the live edge
     proc = run_m3(
-        "watch", growing, "-o", memory, "--clip-seconds", "5", "--offline", "--until-eof", "--max-lag", "8",
+        "watch", growing, "-o", memory, "--clip-seconds", "5", "--no-llm", "--until-eof", "--max-lag", "8",
         "--status", status,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr.decode()
@@ -206,7 +206,7 @@ def test_lag_is_bounded_by_skipping_the_oldest_clips(tmp_path, cache_dir):
 def test_a_stream_that_never_yields_a_frame_is_one_error_line(tmp_path, cache_dir):
     port = free_udp_port()
     proc = run_m3(
-        "watch", f"udp://127.0.0.1:{port}", "-o", tmp_path / "m.lance", "--offline", "--connect-timeout", "2",
+        "watch", f"udp://127.0.0.1:{port}", "-o", tmp_path / "m.lance", "--no-llm", "--connect-timeout", "2",
         "--state", tmp_path / "state",
     )  # fmt: skip
     assert proc.returncode == 1
@@ -220,7 +220,7 @@ def test_drop_folder_indexes_each_new_file_once(tmp_path, cache_dir):
     folder.mkdir()
     shutil.copy(HAMILTON, folder / "a.mp4")
     memory = tmp_path / "m.lance"
-    args = [folder, "-o", memory, "--offline", "--until-eof"]
+    args = [folder, "-o", memory, "--no-llm", "--until-eof"]
     first = run_m3("watch", *args)
     assert first.returncode == 0, first.stderr.decode()
     assert b"a.mp4: 1 clips committed" in first.stderr
@@ -275,7 +275,7 @@ def test_udp_stream_killed_at_random_moments_continues_the_same_memory(tmp_path,
     port = free_udp_port()
     status, state, memory = tmp_path / "status.json", tmp_path / "state", tmp_path / "live.lance"
     args = [
-        f"udp://127.0.0.1:{port}", "-o", memory, "--clip-seconds", CLIP, "--offline", "--give-up", "8",
+        f"udp://127.0.0.1:{port}", "-o", memory, "--clip-seconds", CLIP, "--no-llm", "--give-up", "8",
         "--state", state, "--status", status,
     ]  # fmt: skip
     first = start_watch(*args)
@@ -322,7 +322,7 @@ def test_udp_stream_killed_at_random_moments_continues_the_same_memory(tmp_path,
     assert sorted(done) == sorted(clips), where
 
     offline = tmp_path / "run.lance"
-    run_m3("run", state / "spool.ts", "-o", offline, "--clip-seconds", CLIP, "--offline", check=True)
+    run_m3("run", state / "spool.ts", "-o", offline, "--clip-seconds", CLIP, "--no-llm", check=True)
     live, whole = memory_view(memory), memory_view(offline)
     assert len(whole["clips"]) >= 3, where
     assert live == whole, where  # no lost clip, no duplicate line, same identities
@@ -337,7 +337,7 @@ def test_an_append_after_the_characters_were_renumbered_writes_what_one_index_wr
     import lancedb
 
     records = tmp_path / "records.jsonl"
-    run_m3("run", FIXTURE, "-l", CLIP, "--until", "abstract", "--offline", "-o", records, check=True)
+    run_m3("run", FIXTURE, "-l", CLIP, "--until", "abstract", "--no-llm", "-o", records, check=True)
     lines = [orjson.loads(line) for line in records.read_bytes().splitlines()]
     assert len(lines) >= 4 and lines[-1]["characters"]
     early = []

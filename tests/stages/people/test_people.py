@@ -113,7 +113,7 @@ def test_edits_replay_names_merges_and_splits():
 def test_two_photo_videos_share_obama_and_edits_bind(m3, tmp_path, cache_dir):
     mem = tmp_path / "mem.lance"
     for name in ("p1_obama_biden.mp4", "p2_obama_367.mp4"):
-        m3("run", DATA / "photos" / name, "--offline", "-o", mem, check=True)
+        m3("run", DATA / "photos" / name, "--no-llm", "-o", mem, check=True)
     lines = [json.loads(x) for x in m3("people", mem, "--format", "jsonl", check=True).stdout.splitlines()]
     assert len(lines) == 3  # obama (both videos), biden, reader 367
     both = [p for p in lines if len(p["videos"]) == 2]
@@ -126,7 +126,7 @@ def test_two_photo_videos_share_obama_and_edits_bind(m3, tmp_path, cache_dir):
     m3("people", "name", mem, pid, "Barack", check=True)
     m3("people", "split", mem, pid, "--video", "p2_obama_367.mp4", check=True)
     m3(
-        "run", DATA / "photos" / "p2_obama_367.mp4", "--offline", "-o", mem, check=True
+        "run", DATA / "photos" / "p2_obama_367.mp4", "--no-llm", "-o", mem, check=True
     )  # re-added: stays split
     again = [json.loads(x) for x in m3("people", mem, "-f", "jsonl", check=True).stdout.splitlines()]
     assert len(again) == 4 and [p["name"] for p in again if p["id"] == pid] == ["Barack"]
@@ -155,7 +155,7 @@ def test_questions_across_the_photo_videos_are_answered_from_the_people(m3, tmp_
     """The four photo videos (truth.json): Obama, Biden and reader 367 appear in two videos each,
     readers 1998 and 533 in one; five people in all. Asked as issue 34 asks, offline."""
     mem = tmp_path / "mem.lance"
-    m3("batch", DATA / "photos", "--offline", "-o", mem, check=True)
+    m3("batch", DATA / "photos", "--no-llm", "-o", mem, check=True)
     people = [json.loads(x) for x in m3("people", mem, "-f", "jsonl", check=True).stdout.splitlines()]
 
     def ask(q: str) -> dict:

@@ -72,7 +72,7 @@ def test_dev_sets_give_the_same_people_in_five_orders_and_held_out_thresholds(m3
     held-out group without a false join or a split."""
     mem = tmp_path / "all.lance"
     for g in GROUPS:  # one batch per group into the one memory (each well inside a command's time limit)
-        m3("batch", DATA / g, "--offline", "-o", mem, check=True)
+        m3("batch", DATA / g, "--no-llm", "-o", mem, check=True)
     truths = [DATA / g / "truth.json" for g in GROUPS]
     report = json.loads(
         m3(
@@ -143,7 +143,7 @@ def test_questions_by_person_over_time_on_the_photo_set(m3, tmp_path, cache_dir)
     truth = json.loads((DATA / "photos" / "truth.json").read_text())
     spec = json.loads((DATA / "photos" / "person_questions.json").read_text())
     dated = tmp_path / "dated.lance"
-    m3("batch", DATA / "photos", "--offline", "-o", dated, check=True)
+    m3("batch", DATA / "photos", "--no-llm", "-o", dated, check=True)
     _name_by_truth(dated, truth)
     bare = tmp_path / "bare"
     bare.mkdir()
@@ -154,7 +154,7 @@ def test_questions_by_person_over_time_on_the_photo_set(m3, tmp_path, cache_dir)
             check=True,
         )
     undated = tmp_path / "undated.lance"
-    m3("batch", bare, "--offline", "-o", undated, check=True)
+    m3("batch", bare, "--no-llm", "-o", undated, check=True)
     _name_by_truth(undated, truth)
     memories = {"dated": dated, "undated": undated}
     failed = []

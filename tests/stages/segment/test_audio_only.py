@@ -140,7 +140,7 @@ def test_faces_pass_a_clip_without_pictures_through_and_the_memory_says_so(cache
     someone looked)."""
     clips = run_m3("segment", talk(tmp_path / "talk.flac"), "--clip-seconds", "10", check=True).stdout
     faced = run_m3("faces", input=clips, check=True).stdout
-    memory = records(run_m3("memorize", "--offline", input=faced, check=True))
+    memory = records(run_m3("memorize", "--no-llm", input=faced, check=True))
     assert len(memory) == 3
     for r in memory:
         assert r["faces"]["pictures"] is False and r["faces"]["tracks"] == [] and r["faces"]["frames"] == 0
@@ -157,7 +157,7 @@ def test_an_audio_recording_makes_a_memory_of_voices(cache_dir, tmp_path):
     """`m3 run` on 22 s of FLAC (an English reader, then a Spanish one): each voice's words in its own
     language, faces and sight say "no pictures", and the offline answers speak of voices only."""
     path = talk(tmp_path / "talk.flac")
-    perceived = records(run_m3("run", path, "--until", "link", "--offline", check=True))
+    perceived = records(run_m3("run", path, "--until", "link", "--no-llm", check=True))
     (clip,) = perceived
     assert clip["faces"]["pictures"] is False and clip["sight"]["pictures"] is False
     assert clip["sight"]["keyframes"] == []
@@ -179,7 +179,7 @@ def test_an_audio_recording_makes_a_memory_of_voices(cache_dir, tmp_path):
     assert not any("no face is seen" in t for t in lines)
 
     memory = tmp_path / "mem.lance"
-    run_m3("run", path, "-o", memory, "--offline", check=True)
+    run_m3("run", path, "-o", memory, "--no-llm", check=True)
 
     def ask(question: str) -> str:
         return json.loads(run_m3("ask", memory, question, check=True).stdout)["answer"]
