@@ -39,12 +39,14 @@ import logging
 import pickle
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from m3cli.stages.backends.ocr import TextBox
+from m3cli.stages.backends.ocr.lines import VERSION as LINES_VERSION
+from m3cli.stages.backends.ocr.lines import is_upright, read_as_lines
 from m3cli.stages.core.errors import M3Error
 
 if TYPE_CHECKING:  # RapidOCR.__call__ returns a union over its modes: this names the full read's
@@ -56,15 +58,6 @@ NAME = "rapidocr"
 CHARSETS = ("ascii", "all")
 GATE_REC_WIDTH = 96  # the first pass's recogniser input: at least this wide, else the box's own width
 DECODER = "ctc2"  # ocr_decode's version: part of the backend version, so cached sight sections renew
-
-
-@dataclass(frozen=True)
-class TextBox:
-    """One recognised line: its text, recognition confidence and box (x0, y0, x1, y1) in source pixels."""
-
-    text: str
-    score: float
-    box: tuple[float, float, float, float]
 
 
 def _model_paths() -> dict[str, str]:
@@ -127,7 +120,7 @@ class RapidOcr:
         self.det_side = int(det_side)
         self.gate_side = int(gate_side) if 0 < gate_side < det_side else 0
         self.charset = charset
-        self.version = f"{NAME}-{_installed_version()}" + f"-{charset}-{DECODER}"
+        self.version = f"{NAME}-{_installed_version()}" + f"-{charset}-{DECODER}-{LINES_VERSION}"
         self.model = "PP-OCRv6 det/rec small"
         self._engine = RapidOCR(params=params)
         self._gate = (
@@ -155,18 +148,38 @@ class RapidOcr:
                 return []
             if keep is not None:  # a recognised first pass: its lines, as the caller would filter them
                 texts, scores = getattr(found, "txts", None) or (), getattr(found, "scores", None) or ()
-                if not any(keep(str(t).strip(), float(c)) for t, c in zip(texts, scores, strict=False)):
-                    return []
+                first = [(str(t).strip(), float(c)) for t, c in zip(texts, scores, strict=False)]
+                if not any(keep(t, c) for t, c in first):
+                    read = self._as_lines(
+                        bgr, first, boxes[: len(first)]
+                    )  # a box of several lines, read as its lines
+                    if not any(keep(x.text, x.score) for lines in read if len(lines) > 1 for x in lines):
+                        return []
         result = cast("RapidOCROutput", self._engine(bgr, use_det=True, use_cls=False, use_rec=True))
         if result is None or result.txts is None or result.scores is None or result.boxes is None:
             return []
-        out = []
-        for text, score, quad in zip(result.txts, result.scores, result.boxes, strict=True):
+        readings = [(str(t).strip(), float(c)) for t, c in zip(result.txts, result.scores, strict=True)]
+        return [x for lines in self._as_lines(bgr, readings, result.boxes) for x in lines]
+
+    def _as_lines(
+        self, bgr: np.ndarray, readings: list[tuple[str, float]], quads: Any
+    ) -> list[list[TextBox]]:
+        """Each detector box's reading as the lines it holds (:mod:`~.lines`: a box of several lines
+        is cut and read again)."""
+        found = []
+        for (text, score), quad in zip(readings, quads, strict=True):
             q = np.asarray(quad, dtype=np.float64)
             corners = (q[:, 0].min(), q[:, 1].min(), q[:, 0].max(), q[:, 1].max())
             x0, y0, x1, y1 = (round(float(v), 1) for v in corners)
-            out.append(TextBox(str(text).strip(), float(score), (x0, y0, x1, y1)))
-        return out
+            found.append((TextBox(text, score, (x0, y0, x1, y1)), is_upright(q)))
+        return read_as_lines(bgr, found, self._recognise)
+
+    def _recognise(self, crops: list[np.ndarray]) -> tuple[list[str], list[float]]:
+        """Texts and confidences of upright BGR crops, by the full reader's recogniser and decoder."""
+        from rapidocr.ch_ppocr_rec.typings import TextRecInput
+
+        found = self._engine.text_rec(TextRecInput(img=crops))
+        return [str(t) for t in found.txts or ()], [float(c) for c in found.scores or ()]
 
 
 def _import_engine():

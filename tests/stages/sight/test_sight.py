@@ -63,8 +63,14 @@ def test_title_text_found_with_its_time_span(models, tmp_path):
     assert 20.0 <= title.start <= 21.0 and 22.5 <= title.end <= 23.5
     assert "PRESENTS" in lines
     assert all(line.start >= 20.0 for line in lines.values())  # nothing read in the 0-20 s without text
+    # the title card (25.0-30.0 s, legible from 25.5 s), its two lines in one detector box: read as
+    # both lines, from the first keyframe past its fade-in (the segment from 23.0 s keeps its middle,
+    # half-faded sample)
+    card = [lines.get("Big Buck"), lines.get("BUNNY")]
+    assert all(c is not None and 25.0 <= c.start <= 28.0 and c.end >= 29.5 for c in card), sorted(lines)
     memory = [m["text"] for r in out for m in memory_lines(r)]
     assert "0:20–0:23 on screen: 'THE PEACH OPEN MOVIE PROJECT / PRESENTS'" in memory
+    assert any("on screen: 'Big Buck / BUNNY'" in m for m in memory), memory
 
     # a memory of footage without people, built offline, opens and answers from what was on screen
     records = tmp_path / "sight.jsonl"
@@ -77,6 +83,15 @@ def test_title_text_found_with_its_time_span(models, tmp_path):
     )
     assert answer.returncode == 0, answer.stderr.decode()
     assert "on screen: '" in answer.stdout.decode()
+    title = run_m3(
+        "ask",
+        tmp_path / "mem.lance",
+        "What is the title of the film shown on screen?",
+        "--format",
+        "text",
+        env=env,
+    )
+    assert "Big Buck / BUNNY" in title.stdout.decode() and "PEACH" not in title.stdout.decode(), title.stdout
 
     # the report shows the title's keyframe, its image and the text read on it
     run_m3("report", tmp_path / "mem.lance", "-o", tmp_path / "r.html", env=env, check=True)
