@@ -48,6 +48,8 @@ URL_SCHEMES = (
     "https://",
 )
 TS_PACKET = 188
+#: sound codecs MPEG-TS carries as they are; others are encoded to AAC in the spool
+TS_AUDIO_CODECS = frozenset({"aac", "mp3", "mp2", "ac3", "eac3", "opus"})
 
 
 def is_url(source: str) -> bool:
@@ -71,9 +73,34 @@ class SourceChanged(Exception):
 
 
 def head_digest(head: bytes) -> str:
+    """The digest that identifies a recording by its first bytes (:func:`settled_head` of them)."""
     import hashlib
 
-    return hashlib.sha256(head).hexdigest()
+    return hashlib.sha256(settled_head(head)).hexdigest()
+
+
+def settled_head(head: bytes) -> bytes:
+    """A recording's first bytes with the fields its writer fills in only when it closes the file
+    zeroed, so that closing is not taken for a rewrite.
+
+    A WAV recorder writes the RIFF header with placeholder sizes and, when it stops, goes back to write
+    the file's and the sound's real sizes (the ``RIFF`` size at bytes 4-8, the ``data`` chunk's size,
+    and an RF64 file's ``ds64`` sizes); nothing else of the head changes. Other formats are returned
+    as they are."""
+    if len(head) < 12 or head[:4] not in (b"RIFF", b"RF64") or head[8:12] != b"WAVE":
+        return head
+    settled = bytearray(head)
+    settled[4:8] = bytes(4)
+    at = 12
+    while at + 8 <= len(head):
+        chunk, size = head[at : at + 4], int.from_bytes(head[at + 4 : at + 8], "little")
+        if chunk == b"data":
+            settled[at + 4 : at + 8] = bytes(4)
+            break
+        if chunk == b"ds64":  # RF64: the 64-bit RIFF, data and sample counts
+            settled[at + 8 : min(len(head), at + 8 + 24)] = bytes(min(24, max(0, len(head) - at - 8)))
+        at += 8 + size + (size & 1)
+    return bytes(settled)
 
 
 def check_same_recording(path: Path, head_bytes: int, digest: str) -> None:
@@ -143,7 +170,9 @@ class Growing:
                 f"{name}: shrank from {self.read_bytes} to {st.st_size} bytes while it was watched "
                 f"(truncated or rewritten by its writer); {_CHANGED_HINT}"
             )
-        if self.head and os.pread(self.fh.fileno(), len(self.head), 0) != self.head:
+        if self.head and settled_head(os.pread(self.fh.fileno(), len(self.head), 0)) != settled_head(
+            self.head
+        ):
             raise SourceChanged(
                 f"{name}: rewritten while it was watched (its first bytes changed); {_CHANGED_HINT}"
             )
@@ -184,6 +213,8 @@ class Arrival:
     width: int | None = None
     height: int | None = None
     has_audio: bool = False
+    #: False for a recording of sound alone (a call, a radio feed): clips are planned by time
+    has_video: bool = True
     audio_first: float = math.inf
     audio_end: float = -math.inf
     video_end: float = -math.inf
@@ -201,6 +232,8 @@ class Arrival:
     @property
     def covered(self) -> float:
         """Media time up to which every stream has arrived."""
+        if not self.has_video:
+            return self.audio_end
         if self.has_audio:
             return min(self.video_end, self.audio_end)
         return self.video_end
@@ -215,6 +248,8 @@ class Arrival:
     def probe(self) -> media_probe.Probe | None:
         """A :class:`~m3cli.stages.core.media_probe.Probe` of what has arrived, computed as the file's
         probe is."""
+        if not self.has_video:
+            return self._sound_probe()
         if not self.pts:
             return None
         times = np.unique(np.asarray(self.pts, dtype=np.int64)) * self.time_base - self.origin
@@ -234,6 +269,23 @@ class Arrival:
             frame_duration=frame_duration,
             start=max(0.0, min(float(times[0]), self.audio_first)),
             damaged=tuple(self.damaged),
+        )
+
+    def _sound_probe(self) -> media_probe.Probe | None:
+        """The probe of a recording of sound alone, as :func:`media_probe.probe` makes an audio file's."""
+        if not math.isfinite(self.audio_first) or self.audio_end <= self.audio_first:
+            return None
+        return media_probe.Probe(
+            duration=self.audio_end,
+            fps=None,
+            width=None,
+            height=None,
+            has_audio=True,
+            frame_times=np.zeros(0, dtype=np.float64),
+            frame_duration=0.0,
+            start=max(0.0, self.audio_first),
+            damaged=tuple(self.damaged),
+            has_video=False,
         )
 
 
@@ -297,29 +349,35 @@ class Scanner(threading.Thread):
         self.format = container.format.name or ""
         try:
             with container:
-                if not container.streams.video:
-                    self.error = f"{media.display_name(self.path)}: no video stream"
+                if not container.streams.video and not container.streams.audio:
+                    self.error = (
+                        f"{media.display_name(self.path)}: neither a video nor an audio stream "
+                        "(a data or subtitle file?)"
+                    )
                     return
-                vs = container.streams.video[0]
+                vs = container.streams.video[0] if container.streams.video else None
                 audio = container.streams.audio[0] if container.streams.audio else None
                 a = self.arrival
                 with self.lock:
-                    a.time_base = float(vs.time_base)
                     a.origin = (container.start_time or 0) / av.time_base
-                    a.fps = float(vs.average_rate) if vs.average_rate else None
-                    a.width = vs.codec_context.width or None
-                    a.height = vs.codec_context.height or None
                     a.has_audio = audio is not None
+                    a.has_video = vs is not None
+                    if vs is not None:
+                        a.time_base = float(vs.time_base)
+                        a.fps = float(vs.average_rate) if vs.average_rate else None
+                        a.width = vs.codec_context.width or None
+                        a.height = vs.codec_context.height or None
                 for packet in media_streams.demux(container, *(s for s in (vs, audio) if s is not None)):
                     if packet.pts is None or packet.size == 0:
                         continue
                     with self.lock:
                         t = float(packet.pts * packet.time_base) - a.origin
                         end = t + float((packet.duration or 0) * packet.time_base)
-                        clock = a.video_clock if packet.stream.index == vs.index else a.audio_clock
+                        is_video = vs is not None and packet.stream.index == vs.index
+                        clock = a.video_clock if is_video else a.audio_clock
                         if not clock.accept(t):
                             continue
-                        if packet.stream.index != vs.index:
+                        if not is_video:
                             a.audio_first = min(a.audio_first, t)
                             a.audio_end = max(a.audio_end, end)
                         else:
@@ -463,10 +521,10 @@ class Recorder(threading.Thread):
     def _copy(self, container: Any, base: float | None) -> float | None:
         """Packets of one connection into the spool, shifted to start after ``base`` plus the wall time
         the source was away; the new end of the spool is returned."""
-        if not container.streams.video:
-            raise av.error.InvalidDataError(0, "no video stream", "")  # an FFmpeg error, as a failed open
-        vin = container.streams.video[0]
+        vin = container.streams.video[0] if container.streams.video else None
         ain = container.streams.audio[0] if container.streams.audio else None
+        if vin is None and ain is None:  # an FFmpeg error, as a failed open
+            raise av.error.InvalidDataError(0, "neither a video nor an audio stream", "")
         encode = is_device(self.source)
         # The spool's clock does not count the time away: the decoder joins a stream's samples end to
         # end, so a hole in the timestamps would shift a clip's later sound by the hole's length (and
@@ -479,12 +537,21 @@ class Recorder(threading.Thread):
         with self.spool.open("ab") as fh:
             out = av.open(fh, mode="w", format="mpegts")
             try:
-                if encode:
+                if vin is None:
+                    vout = None  # a stream of sound alone
+                elif encode:
                     vout = out.add_stream("mpeg2video", rate=vin.average_rate or 25)
                     vout.width, vout.height, vout.pix_fmt = vin.width, vin.height, "yuv420p"
                 else:
                     vout = out.add_stream_from_template(vin)
-                aout = out.add_stream_from_template(ain) if ain is not None else None
+                # sound MPEG-TS cannot carry (a WAV's PCM, FLAC, Vorbis) is encoded to AAC
+                sound = ain is not None and ain.codec_context.name not in TS_AUDIO_CODECS
+                if ain is None:
+                    aout = None
+                elif sound:
+                    aout = out.add_stream("aac", rate=ain.codec_context.sample_rate or 48000)
+                else:
+                    aout = out.add_stream_from_template(ain)
                 streams = [s for s in (vin, ain) if s is not None]
                 for packet in container.demux(*streams):
                     if self.stop.is_set():
@@ -497,25 +564,31 @@ class Recorder(threading.Thread):
                         # the first packet of this connection lands just after the spool's end
                         shift = 0.0 if base is None else base + away - t
                     offset = int(round(shift / tb))
-                    if encode and packet.stream is vin:
+                    pend = (packet.pts + offset + (packet.duration or 0)) * tb
+                    pictures = vin is not None and packet.stream is vin
+                    into = vout if pictures else aout
+                    assert into is not None  # a packet of the streams demuxed, each with its output
+                    if encode if pictures else sound:
                         for frame in packet.decode():
                             frame.pts = (frame.pts or 0) + offset
-                            for p in vout.encode(frame):
+                            for p in into.encode(frame):
                                 out.mux(p)
                     else:
                         packet.pts += offset
                         packet.dts += offset
-                        packet.stream = vout if packet.stream is vin else aout
+                        packet.stream = into
                         out.mux(packet)
                     with self.lock:
                         self.packets += 1
-                    pend = (packet.pts + (packet.duration or 0)) * tb
                     end = pend if end is None else max(end, pend)
                     fh.flush()
             except av.error.FFmpegError as exc:
                 log.info("%s: connection dropped: %s", self.source, exc)
             finally:
                 try:
+                    for encoder in {o for o in (vout if encode else None, aout if sound else None) if o}:
+                        for p in encoder.encode(None):  # what the encoder still holds
+                            out.mux(p)
                     out.close()
                 except av.error.FFmpegError:
                     pass

@@ -225,6 +225,8 @@ class Watcher:
             height=probe.height,
             has_audio=probe.has_audio,
         )
+        if not probe.has_video:
+            video.has_video = False  # sound alone, as `m3 segment` marks an audio file
         video.recorded, video.recorded_source = self._recorded(probe)
         skipped = set(self.state.data["skipped"])
         return [

@@ -9,9 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import pytest
 
 from conftest import FIXTURE, HAMILTON, run_m3
 from support.memory_rows import memory_view
+from support.watching import free_udp_port, read_status, start_watch, wait_for
 
 pytestmark = pytest.mark.skipif(
     shutil.which("ffmpeg") is None, reason="needs the ffmpeg command (apt-get install ffmpeg)"
@@ -28,43 +27,12 @@ pytestmark = pytest.mark.skipif(
 CLIP = "10"
 
 
-def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def ffmpeg_send(url: str, start: float, seconds: float, fmt: str = "mpegts") -> subprocess.Popen:
     """Real-time (-re) copy of ``seconds`` of the fixture from ``start`` to ``url`` (a file or UDP)."""
     return subprocess.Popen(
         ["ffmpeg", "-nostdin", "-v", "error", "-re", "-ss", str(start), "-t", str(seconds),
          "-i", str(FIXTURE), "-c", "copy", "-flush_packets", "1", "-f", fmt, "-y", url],
     )  # fmt: skip
-
-
-def start_watch(*args: str | os.PathLike) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "m3cli", "watch", *map(os.fsdecode, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-
-
-def read_status(path: Path) -> dict:
-    try:
-        return orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
-        return {}
-
-
-def wait_for(path: Path, test, timeout: float = 240.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = read_status(path)
-        if status and test(status):
-            return status
-        time.sleep(0.2)
-    raise AssertionError(f"status never reached the condition; last: {read_status(path)}")
 
 
 @pytest.mark.slow
