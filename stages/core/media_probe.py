@@ -49,6 +49,25 @@ class Probe:
     #: False for an audio-only recording (a .wav, .flac, .mp3 ... or a container with sound alone)
     has_video: bool = True
 
+    @classmethod
+    def of_sound(
+        cls, start: float, end: float, damaged: tuple[tuple[float, float], ...] = (), audio_tracks: int = 0
+    ) -> Probe:
+        """The probe of a recording of sound alone, from its first sample to its end (s)."""
+        return cls(
+            duration=end,
+            fps=None,
+            width=None,
+            height=None,
+            has_audio=True,
+            frame_times=np.zeros(0, dtype=np.float64),
+            frame_duration=0.0,
+            start=max(0.0, start),
+            audio_tracks=audio_tracks,
+            damaged=damaged,
+            has_video=False,
+        )
+
 
 def _display_rotation(path: Path) -> int:
     """The display matrix's rotation in degrees (counter-clockwise, a multiple of 90), read from the
@@ -188,19 +207,7 @@ def _probe_audio_only(container: av.container.InputContainer, path: Path, audio_
     if end <= first:
         raise InputError(f"{name}: unknown duration; cannot plan its clips")
     check_unchanged(path)
-    return Probe(
-        duration=end,
-        fps=None,
-        width=None,
-        height=None,
-        has_audio=True,
-        frame_times=np.zeros(0, dtype=np.float64),
-        frame_duration=0.0,
-        start=max(0.0, first),
-        audio_tracks=tracks,
-        damaged=tuple(clock.damaged),
-        has_video=False,
-    )
+    return Probe.of_sound(first, end, tuple(clock.damaged), audio_tracks=tracks)
 
 
 def pictureless(record: Any) -> bool:

@@ -275,18 +275,7 @@ class Arrival:
         """The probe of a recording of sound alone, as :func:`media_probe.probe` makes an audio file's."""
         if not math.isfinite(self.audio_first) or self.audio_end <= self.audio_first:
             return None
-        return media_probe.Probe(
-            duration=self.audio_end,
-            fps=None,
-            width=None,
-            height=None,
-            has_audio=True,
-            frame_times=np.zeros(0, dtype=np.float64),
-            frame_duration=0.0,
-            start=max(0.0, self.audio_first),
-            damaged=tuple(self.damaged),
-            has_video=False,
-        )
+        return media_probe.Probe.of_sound(self.audio_first, self.audio_end, tuple(self.damaged))
 
 
 class Scanner(threading.Thread):
