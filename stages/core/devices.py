@@ -23,6 +23,9 @@ def cuda_device_count() -> int | None:
     counts: list[int] = []
     if importlib.util.find_spec("ctranslate2") is not None:
         try:
+            from m3cli.stages.core.cpu_isa import pin_ctranslate2_isa
+
+            pin_ctranslate2_isa()  # before CTranslate2 loads: the kernels its models will run
             import ctranslate2
 
             counts.append(int(ctranslate2.get_cuda_device_count()))

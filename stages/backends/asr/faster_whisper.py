@@ -22,6 +22,7 @@ import numpy as np
 
 from m3cli.stages.backends.asr import RATE, AsrSegment, Span, Transcript, Word, merge_spans
 from m3cli.stages.backends.asr.models import BUNDLED_NAME, WhisperSource, check_ct2_dir, resolve
+from m3cli.stages.core.cpu_isa import pin_ctranslate2_isa
 from m3cli.stages.core.errors import M3Error
 from m3cli.stages.core.threads import count as threads_for
 from m3cli.stages.core.threads import one_blas_thread
@@ -118,6 +119,7 @@ class FasterWhisperAsr:
         temperatures: tuple[float, ...] = TEMPERATURES,
     ) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        pin_ctranslate2_isa()  # the same kernels, so the same readings, on every machine of one kind
         import ctranslate2
         import faster_whisper
 
@@ -295,6 +297,7 @@ class FasterWhisperVad:
     name = "faster-whisper"
 
     def __init__(self) -> None:
+        pin_ctranslate2_isa()
         import faster_whisper
 
         self.version = (
