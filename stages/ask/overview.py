@@ -193,7 +193,13 @@ def text_on_screen(a: Answerer, question: str, form: Form) -> Answer:
             parts.append(f"{lead}{at}{a._in(v)}: {_join(quotes)}")
             continue
         absent = _absent(a, v, "text", t)
-        if absent or (t is not None and a.facts.lines_of("sight", v)):
+        if t is not None and not absent and a.facts.lines_of("sight", v):
+            # text was read elsewhere in the video, none at t: say what was looked at, not "no text"
+            said, near = _nothing_read_at(a, v, t)
+            cited += near
+            parts.append(said)
+            continue
+        if absent:
             cited += absent
             at = f" at {t:g} s" if t is not None else ""
             read = [
@@ -205,6 +211,39 @@ def text_on_screen(a: Answerer, question: str, form: Form) -> Answer:
         parts.append(_no_record(a, v, "text"))
     text = "; ".join(parts)
     return Answer(text[:1].upper() + text[1:] + ".", cited, "", supported=bool(cited))
+
+
+#: how far from the time asked (s) the nearest text read is still worth naming
+NEAR_TEXT_S = 10.0
+
+
+def _nothing_read_at(a: Answerer, video: str, t: float) -> tuple[str, list[Line]]:
+    """Why the memory has no text at ``t`` of a video where sight read text elsewhere: the keyframe that
+    stood for that moment and when it was taken (a picture sampled once per stretch can miss text that
+    fades in after it), and the nearest text read, with its lines. Never "no text is on screen": nothing
+    read at one keyframe is not nothing shown."""
+    looked = ""
+    keyframes = getattr(a.memory, "keyframes", None)
+    for frames in (keyframes(video) if keyframes else {}).values():
+        for k in frames or []:
+            if float(k.get("start", 0.0)) <= t < float(k.get("end", 0.0)) and not k.get("text"):
+                looked = (
+                    f": the picture sampled at {fmt_s(float(k['t']))} s stands for "
+                    f"{fmt_s(float(k['start']))}-{fmt_s(float(k['end']))} s and shows none"
+                )
+    said = f"no text was read at {t:g} s{a._in(video)}{looked}"
+    lines = [
+        ln for ln in a.facts.lines_of("sight", video) if _TEXT_QUOTE.search(ln.text) and ln.start is not None
+    ]
+    near = sorted(lines, key=lambda ln: min(abs(float(ln.start or 0.0) - t), abs(float(ln.end or 0.0) - t)))[
+        :1
+    ]
+    if near and min(abs(float(near[0].start or 0.0) - t), abs(float(near[0].end or 0.0) - t)) <= NEAR_TEXT_S:
+        m = _TEXT_QUOTE.search(near[0].text)
+        assert m is not None
+        said += f"; the nearest text read is {m.group('q').strip()} {cite(a.facts, near[0])}"
+        return said, near
+    return said, []
 
 
 def _languages(a: Answerer, video: str) -> dict[str, dict[str, list[Line]]]:

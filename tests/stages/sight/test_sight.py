@@ -92,6 +92,16 @@ def test_title_text_found_with_its_time_span(models, tmp_path):
         env=env,
     )
     assert "Big Buck / BUNNY" in title.stdout.decode() and "PEACH" not in title.stdout.decode(), title.stdout
+    # 27 s: the card is fading in, but the picture that stands for 23.0-27.5 s was sampled before it: the
+    # answer says what was looked at and names the text read next, never a bare "no text is on screen"
+    at = run_m3(
+        "ask", tmp_path / "mem.lance", "What text is on screen at 27 seconds?", "--format", "text", env=env
+    )
+    said = at.stdout.decode()
+    assert (
+        "No text was read at 27 s: the picture sampled at" in said and "No text is on screen" not in said
+    ), said
+    assert "the nearest text read is 'Big Buck / BUNNY'" in said, said
 
     # the report shows the title's keyframe, its image and the text read on it
     run_m3("report", tmp_path / "mem.lance", "-o", tmp_path / "r.html", env=env, check=True)
