@@ -25,6 +25,7 @@ Examples:
   m3 watch udp://127.0.0.1:5000 -o mem.lance              # record the stream, commit each 30-s clip
   m3 watch rtsp://cam.local/stream -o mem.lance --status watch.json
   m3 watch recording.ts -o mem.lance --idle 20            # a file still being written (tail -f)
+  m3 watch meeting.wav -o mem.lance --idle 20            # sound alone: a recorder's WAV as it grows
   m3 watch incoming/ -o mem.lance                         # a drop folder: each new file once complete
   m3 ask mem.lance "who spoke last?"                      # in another shell, while it records
 
@@ -37,7 +38,7 @@ and the partial clip are discarded, and running the same command again continues
 def watch(
     ctx: typer.Context,
     source: str = typer.Argument(
-        ..., help="A growing file, a stream URL, a capture device or a drop folder."
+        ..., help="A growing file (video or sound alone), a stream URL, a capture device or a drop folder."
     ),
     output: str = typer.Option(..., "--output", "-o", help="The memory (directory or s3:// URI)."),
     sets: list[str] = typer.Option(None, "--set", "-s", help=SET_HELP),
