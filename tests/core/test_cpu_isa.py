@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import os
+import platform
 
-from m3cli.stages.core.cpu_isa import cpu_flags, isa_for
+from m3cli.stages.core.cpu_isa import cpu_flags, isa_for, pin_ctranslate2_isa
 
 SKYLAKE_SP = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma avx512f avx512dq avx512cd avx512bw avx512vl\n"
 HASWELL = "processor\t: 0\nflags\t\t: fpu sse2 avx avx2 fma\nprocessor\t: 1\nflags\t\t: fpu\n"
@@ -18,16 +18,12 @@ def test_the_isa_is_the_best_the_flags_allow():
     assert isa_for(frozenset()) is None
 
 
-def test_a_choice_the_user_made_wins():
-    code = (
-        "import os\n"
-        "from m3cli.stages.core.cpu_isa import pin_ctranslate2_isa\n"
-        "print(pin_ctranslate2_isa(), os.environ.get('CT2_FORCE_CPU_ISA'))\n"
-    )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={"CT2_FORCE_CPU_ISA": "GENERIC", "PATH": ""},
-        capture_output=True,
-        text=True,
-    )
-    assert out.stdout.split() == ["GENERIC", "GENERIC"], out.stderr
+def test_a_choice_the_user_made_wins_and_otherwise_the_flags_decide(monkeypatch):
+    monkeypatch.setenv("CT2_FORCE_CPU_ISA", "GENERIC")
+    assert pin_ctranslate2_isa() == "GENERIC" and os.environ["CT2_FORCE_CPU_ISA"] == "GENERIC"
+    monkeypatch.delenv("CT2_FORCE_CPU_ISA")
+    chosen = pin_ctranslate2_isa()
+    if platform.system() == "Linux" and platform.machine() == "x86_64":
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            assert chosen == isa_for(cpu_flags(fh.read()))
+    assert os.environ.get("CT2_FORCE_CPU_ISA") == chosen
