@@ -232,18 +232,19 @@ def _nothing_read_at(a: Answerer, video: str, t: float) -> tuple[str, list[Line]
                     f"{fmt_s(float(k['start']))}-{fmt_s(float(k['end']))} s and shows none"
                 )
     said = f"no text was read at {t:g} s{a._in(video)}{looked}"
+
+    def gap(ln: Line) -> float:
+        return min(abs(float(ln.start or 0.0) - t), abs(float(ln.end or 0.0) - t))
+
     lines = [
         ln for ln in a.facts.lines_of("sight", video) if _TEXT_QUOTE.search(ln.text) and ln.start is not None
     ]
-    near = sorted(lines, key=lambda ln: min(abs(float(ln.start or 0.0) - t), abs(float(ln.end or 0.0) - t)))[
-        :1
-    ]
-    if near and min(abs(float(near[0].start or 0.0) - t), abs(float(near[0].end or 0.0) - t)) <= NEAR_TEXT_S:
-        m = _TEXT_QUOTE.search(near[0].text)
-        assert m is not None
-        said += f"; the nearest text read is {m.group('q').strip()} {cite(a.facts, near[0])}"
-        return said, near
-    return said, []
+    nearest = min(lines, key=gap, default=None)
+    if nearest is None or gap(nearest) > NEAR_TEXT_S:
+        return said, []
+    m = _TEXT_QUOTE.search(nearest.text)
+    assert m is not None
+    return f"{said}; the nearest text read is {m.group('q').strip()} {cite(a.facts, nearest)}", [nearest]
 
 
 def _languages(a: Answerer, video: str) -> dict[str, dict[str, list[Line]]]:

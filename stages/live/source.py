@@ -534,10 +534,10 @@ class Recorder(threading.Thread):
                 else:
                     vout = out.add_stream_from_template(vin)
                 # sound MPEG-TS cannot carry (a WAV's PCM, FLAC, Vorbis) is encoded to AAC
-                sound = ain is not None and ain.codec_context.name not in TS_AUDIO_CODECS
+                encode_sound = ain is not None and ain.codec_context.name not in TS_AUDIO_CODECS
                 if ain is None:
                     aout = None
-                elif sound:
+                elif encode_sound:
                     aout = out.add_stream("aac", rate=ain.codec_context.sample_rate or 48000)
                 else:
                     aout = out.add_stream_from_template(ain)
@@ -557,7 +557,7 @@ class Recorder(threading.Thread):
                     pictures = vin is not None and packet.stream is vin
                     into = vout if pictures else aout
                     assert into is not None  # a packet of the streams demuxed, each with its output
-                    if encode if pictures else sound:
+                    if encode if pictures else encode_sound:
                         for frame in packet.decode():
                             frame.pts = (frame.pts or 0) + offset
                             for p in into.encode(frame):
@@ -575,7 +575,9 @@ class Recorder(threading.Thread):
                 log.info("%s: connection dropped: %s", self.source, exc)
             finally:
                 try:
-                    for encoder in {o for o in (vout if encode else None, aout if sound else None) if o}:
+                    for encoder in {
+                        o for o in (vout if encode else None, aout if encode_sound else None) if o
+                    }:
                         for p in encoder.encode(None):  # what the encoder still holds
                             out.mux(p)
                     out.close()
