@@ -18,7 +18,7 @@ from m3cli.stages.abstract.llm import LlmCalls
 from m3cli.stages.configs.abstract import AbstractConfig
 from m3cli.stages.core import memory_prompts as prompts
 from m3cli.stages.core.cache import Cache
-from m3cli.stages.core.entity_ids import ID_RE
+from m3cli.stages.core.entity_ids import without_ids
 from m3cli.stages.core.memory_store import link_id
 
 
@@ -93,8 +93,9 @@ class Linker:
             return np.zeros((0, 1), np.float32)
         from m3cli.stages.backends.embed import embed_cached
 
-        neutral = [ID_RE.sub("someone", t) for t in texts]
-        return embed_cached(embedder, neutral, self.cache, video, clip, f"{STAGE}-embed")
+        return embed_cached(
+            embedder, [without_ids(t) for t in texts], self.cache, video, clip, f"{STAGE}-embed"
+        )
 
     def _causal(self, record: ClipRecord, state: VideoState, new: list[Fact]) -> list[dict[str, Any]]:
         assert self.llm is not None

@@ -98,6 +98,18 @@ def by_number(text: str) -> tuple[int, str]:
     return (int(m.group(1)) if m else 10**9, text)
 
 
+def without_ids(text: str) -> str:
+    """``text`` with every id replaced by "someone": what a text embedder is given.
+
+    An id's number says nothing about meaning, and numbers move: the linker numbers characters by
+    first appearance, so one join renumbers every later character of the video, and every line that
+    names one is rewritten. With the ids in its input, each rewritten line had to be embedded again
+    (249 of 627 lines at one commit of a 12-minute watch, 5 s of a restart's first commit, growing
+    with the video); without them a rewritten line keeps its vector, and a memory's vectors do not
+    depend on how its characters happen to be numbered."""
+    return ID_RE.sub("someone", text)
+
+
 def entities_in(text: str) -> list[str]:
     """Ids mentioned in ``text``, in order of first mention, without repeats."""
     seen: dict[str, None] = {}

@@ -237,10 +237,7 @@ class EntityRows(StoredRows):
                 }
             )
         rows = [row for row in rows if not _same(existing.get(row["id"]), row, skip=("vector",))]
-        which = "clips:" + ",".join(str(row["clip"]) for row in rows)
-        vecs = self._embed(vid, which, [row["summary"] or " " for row in rows])
-        for row, v in zip(rows, vecs, strict=True):
-            row["vector"] = v
+        self._set_vectors("clips", vid, rows, existing, "summary", lambda row: f"clips:{row['clip']}")
         return rows
 
 

@@ -10,12 +10,10 @@ build, and from the entity and clip rows (:mod:`~m3cli.stages.index.entities`).
 from __future__ import annotations
 
 import hashlib
-from collections import defaultdict
 
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.core.entity_ids import entities_in
 from m3cli.stages.core.memory_store import clip_node_id, fact_id, fact_text, global_node_id, nodes_schema
-from m3cli.stages.core.sql import sql_list
 from m3cli.stages.index.entities import EntityRows
 from m3cli.stages.index.rows import VideoView, _edge, _member_rewrite, _names, _same
 
@@ -191,10 +189,9 @@ class NodeRows(EntityRows):
     def _finish_nodes(
         self, vid: str, rows: dict[str, dict], existing: dict[str, dict], view: VideoView
     ) -> list[dict]:
-        """Resolve text, set weights, embed what changed, fetch vectors of unchanged text; drop no-op rows."""
+        """Resolve text, set weights, drop no-op rows; embed what changed, keep the vectors of text that
+        only its ids changed (:meth:`_set_vectors`)."""
         out: list[dict] = []
-        need_embed: list[dict] = []
-        need_vector: list[str] = []
         for nid, row in rows.items():
             row["occurrences"] = sorted(row["occurrences"] or [], key=_id_order)
             if row["kind"] in FACT_KINDS:
@@ -203,30 +200,9 @@ class NodeRows(EntityRows):
             chars = list(dict.fromkeys(view.character(e) for e in row["entities"]))
             row["characters"] = chars
             row["names"] = sorted({view.names[c] for c in chars if c in view.names})
-            old = existing.get(nid)
-            if old is not None and _same(old, row, skip=("vector",)):
-                continue
-            if old is not None and old["text"] == row["text"]:
-                need_vector.append(nid)
-            else:
-                need_embed.append(row)
-            out.append(row)
-        groups: dict[int, list[dict]] = defaultdict(list)
-        for row in need_embed:
-            groups[row["clip"]].append(row)
-        for clip, rs in sorted(groups.items()):
-            vecs = self._embed(vid, f"nodes:{clip}", [r["text"] for r in rs])
-            for r, v in zip(rs, vecs, strict=True):
-                r["vector"] = v
-        if need_vector:
-            stored = {}
-            for start in range(0, len(need_vector), 1000):
-                chunk = need_vector[start : start + 1000]
-                for r in self._existing("nodes", f"id IN ({sql_list(chunk)})", ["id", "vector"]):
-                    stored[r["id"]] = r["vector"]
-            for row in out:
-                if row["id"] in stored and "vector" not in row:
-                    row["vector"] = stored[row["id"]]
+            if not _same(existing.get(nid), row, skip=("vector",)):
+                out.append(row)
+        self._set_vectors("nodes", vid, out, existing, "text", lambda row: f"nodes:{row['clip']}")
         return out
 
 

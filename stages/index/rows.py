@@ -18,9 +18,10 @@ from typing import Any
 import numpy as np
 
 from m3cli.stages.core.common import RunContext
-from m3cli.stages.core.entity_ids import CHARACTER_ID_RE, ID_RE, name_fact
+from m3cli.stages.core.entity_ids import CHARACTER_ID_RE, ID_RE, name_fact, without_ids
 from m3cli.stages.core.memory_store import link_id
 from m3cli.stages.core.memory_writer import MemoryWriter
+from m3cli.stages.core.sql import sql_list
 
 STAGE = "index"
 
@@ -88,13 +89,48 @@ class StoredRows:
 
     # ---------------------------------------------------------------- embedding (cached per group)
     def _embed(self, video: str, group: str, texts: list[str]) -> np.ndarray:
+        """Vectors of ``texts`` with their ids left out (:func:`~m3cli.stages.core.entity_ids.without_ids`),
+        cached per group."""
         if not texts:
             return np.zeros((0, self.dim), np.float32)
         from m3cli.stages.backends.embed import embed_cached
 
         return embed_cached(
-            self.embedder, texts, self.ctx.cache, video, None, f"{STAGE}-embed", {"group": group}, self.dim
+            self.embedder,
+            [without_ids(t) for t in texts],
+            self.ctx.cache,
+            video,
+            None,
+            f"{STAGE}-embed",
+            {"group": group},
+            self.dim,
         )
+
+    def _set_vectors(
+        self, table: str, video: str, rows: list[dict], existing: dict[str, dict], text: str, group: Any
+    ) -> None:
+        """Give every row of ``rows`` its ``vector``: the stored one where the stored row's ``text``
+        column reads the same once ids are left out (a renumbered character), else embedded, in groups
+        named by ``group(row)`` (the cache's unit)."""
+        embed: dict[str, list[dict]] = defaultdict(list)
+        keep: list[str] = []
+        for row in rows:
+            old = existing.get(row["id"])
+            if old is not None and without_ids(old[text] or "") == without_ids(row[text] or ""):
+                keep.append(row["id"])
+            else:
+                embed[group(row)].append(row)
+        for name, rs in embed.items():
+            for r, v in zip(rs, self._embed(video, name, [r[text] or " " for r in rs]), strict=True):
+                r["vector"] = v
+        stored: dict[str, Any] = {}
+        for start in range(0, len(keep), 1000):
+            chunk = keep[start : start + 1000]
+            for r in self._existing(table, f"id IN ({sql_list(chunk)})", ["id", "vector"]):
+                stored[r["id"]] = r["vector"]
+        for row in rows:
+            if "vector" not in row and row["id"] in stored:
+                row["vector"] = stored[row["id"]]
 
 
 def _edge(vid: str, src: str, dst: str, kind: str, weight: float) -> dict:

@@ -14,6 +14,9 @@ import orjson
 import pytest
 from memory_helpers import VIDEO
 
+from m3cli.stages.core.cache import Cache
+from m3cli.stages.core.common import RunContext
+from m3cli.stages.core.entity_ids import without_ids
 from m3cli.stages.core.errors import InputError
 from m3cli.stages.core.memory_manifest import read_manifest, write_manifest
 from m3cli.stages.core.memory_store import SCHEMA_VERSION, TABLES, open_memory
@@ -231,3 +234,45 @@ def test_index_cli_rejects_a_different_embedder(m3, tmp_path, cache_dir, embedde
     src.write_bytes(b"".join(orjson.dumps(r.to_json()) + b"\n" for r in pipeline(1)))
     proc = m3("index", "-o", out, src, env={"HF_HUB_OFFLINE": "1"})
     assert proc.returncode == 1 and b"other-model" in proc.stderr and b"Traceback" not in proc.stderr
+
+
+class CountingEmbedder:
+    """The real embedder, counting the texts it is asked to embed."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.texts = inner, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def embed(self, texts):
+        self.texts += len(texts)
+        return self.inner.embed(texts)
+
+
+def test_renumbered_characters_keep_their_vectors(tmp_path, embedder):
+    """A link join renumbers later characters and rewrites every line naming one; an embedding leaves
+    the ids out, so a line whose text changed only in its ids keeps its vector, and only lines whose
+    words changed (a character's profile now describing another person, a summary listing people in
+    another order) are embedded again."""
+    recs = pipeline(3)
+    out = tmp_path / "mem.lance"
+    index_records(recs, out, embedder, ctx=RunContext(cache=Cache(tmp_path / "first")))
+    before = {t: {r["id"]: r for r in rows(out, t)} for t in ("nodes", "clips")}
+    swap = {"<character_1>": "<character_2>", "<character_2>": "<character_1>"}
+    for r in recs:
+        r.characters = {member: swap.get(c, c) for member, c in r.characters.items()}
+    counting = CountingEmbedder(embedder)
+    index_records(recs, out, counting, ctx=RunContext(cache=Cache(tmp_path / "second")))
+    after = {t: {r["id"]: r for r in rows(out, t)} for t in ("nodes", "clips")}
+    assert after["nodes"][f"{VIDEO}:0:e0"]["text"] == 'Anna (<character_2>) says: "Hello, my name is Anna."'
+    renumbered, reworded = [], 0
+    for table, column in (("nodes", "text"), ("clips", "summary")):
+        for i, old in before[table].items():
+            new = after[table][i]
+            if without_ids(old[column]) != without_ids(new[column]):
+                reworded += 1
+            elif old[column] != new[column]:
+                renumbered.append((old["vector"], new["vector"]))
+    assert len(renumbered) >= 6 and all(old == new for old, new in renumbered)
+    assert reworded > 0 and counting.texts == reworded
