@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -107,7 +108,13 @@ class StoredRows:
         )
 
     def _set_vectors(
-        self, table: str, video: str, rows: list[dict], existing: dict[str, dict], text: str, group: Any
+        self,
+        table: str,
+        video: str,
+        rows: list[dict],
+        existing: dict[str, dict],
+        text: str,
+        group: Callable[[dict], str],
     ) -> None:
         """Give every row of ``rows`` its ``vector``: the stored one where the stored row's ``text``
         column reads the same once ids are left out (a renumbered character), else embedded, in groups
