@@ -198,6 +198,13 @@ class Turn(_Open):
     language_p: float | None = None
 
 
+class AlikeVoices(_Open):
+    """Two voices of one clip that sound alike and are never heard at once, which the diarizer kept apart."""
+
+    voices: list[str] = Field(min_length=2, max_length=2)
+    cosine: float
+
+
 class VoicesSection(_Open):
     backend: str | None = None
     model: str | None = None
@@ -208,6 +215,9 @@ class VoicesSection(_Open):
     embeddings: str | None = None
     threshold: float | None = None  # the cosine at which a local speaker joined a voice of the bank
     recluster: bool | None = None  # true: ids from the whole-video pass (`m3 voices --recluster`)
+    #: voice pairs of this clip at or above ``threshold`` that never speak at once (`m3 link` may join
+    #: them when one face is seen speaking both)
+    alike: list[AlikeVoices] | None = None
 
 
 class MemoryItem(_Open):
@@ -248,6 +258,9 @@ class Vote(_Open):
     start: float | None = None
     end: float | None = None
     sources: dict[str, float] | None = None
+    #: a kept edge joined because its voice sounds like the face's other voice: that voice, and the cosine
+    sounds_like: str | None = None
+    cosine: float | None = None
 
 
 class VoiceSplit(_Open):

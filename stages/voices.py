@@ -24,6 +24,9 @@ embedding of all of it is far steadier than one per utterance, so:
    only at cosine >= ``SAME_CLIP_COSINE`` (0.8), which repairs a diarizer that split one person.
 3. Every utterance and turn takes its local speaker's voice; a local speaker below the minimum stays
    unassigned (``speaker: null``).
+4. Two voices of the clip that score at least ``threshold`` and are never heard at once are listed in
+   ``voices.alike`` (:func:`alike_voices`): by sound they could be one person the diarizer split, and
+   `m3 link` joins them when one face is seen speaking both.
 
 :func:`assign_clip` also implements a per-utterance fold (a long utterance whose own embedding matches
 another voice better moves there), kept for callers that embed utterances one by one.
@@ -53,7 +56,7 @@ from typing import Any
 
 import numpy as np
 
-from m3cli.schemas.records import ClipRecord, Utterance, VoicesSection
+from m3cli.schemas.records import AlikeVoices, ClipRecord, Turn, Utterance, VoicesSection
 from m3cli.stages.backends.registry import backend_class
 from m3cli.stages.backends.speaker import SpeakerModel, l2_normalize, make_speaker_model
 from m3cli.stages.configs.voices import VoicesConfig
@@ -302,6 +305,32 @@ def _one_voice_each(means: dict[object, np.ndarray], bank: VoiceBank) -> dict[ob
     return {keys[r]: voices[c] for r, c in zip(rows, cols, strict=True) if scores[r, c] >= bank.threshold}
 
 
+def alike_voices(
+    heard_in: Sequence[Turn] | Sequence[Utterance], means: dict[str, np.ndarray], threshold: float
+) -> list[AlikeVoices] | None:
+    """The pairs of this clip's voices that sound alike (their clip means score at least ``threshold``,
+    the bar at which the bank joins speech of different clips to one voice) and are never heard at once.
+
+    Inside one clip the diarizer's split stands unless the two score ``SAME_CLIP_COSINE``: by sound
+    alone, 0.5-0.8 is where one person's split halves and two similar voices both fall. Sight can
+    tell them apart, so the pair is recorded for `m3 link`, which joins it only when one face is seen
+    speaking both. ``heard_in`` is the clip's turns (else utterances), each naming its voice."""
+    heard: dict[str, list[tuple[float, float]]] = {}
+    for piece in heard_in:
+        if piece.speaker in means:
+            heard.setdefault(piece.speaker, []).append((piece.start, piece.end))
+    voices = sorted(means, key=_num)
+    pairs = []
+    for i, a in enumerate(voices):
+        for b in voices[i + 1 :]:
+            cosine = float(means[a] @ means[b])
+            spans_b = heard.get(b, [])
+            at_once = any(min(e1, e2) > max(s1, s2) for s1, e1 in heard.get(a, []) for s2, e2 in spans_b)
+            if cosine >= threshold and not at_once:
+                pairs.append(AlikeVoices(voices=[a, b], cosine=round(cosine, 4)))
+    return pairs or None
+
+
 def _num(vid: str | None) -> int:
     return number_of(vid) if vid else 0
 
@@ -397,6 +426,7 @@ def voices_records(
             unassigned=sum(1 for v in ids if not v),
             embeddings=_store_means(record, result.means, ctx.cache),
             threshold=config.cosine,
+            alike=alike_voices(new_turns or new_utts, result.means, config.cosine),
         )
         update = {"utterances": new_utts, "voices": section}
         if record.turns is not None:
@@ -486,18 +516,21 @@ def _apply_recluster(
             )
             for u in record.utterances or []
         ]
+        turns = None
+        if record.turns is not None:
+            turns = [t.model_copy(update={"speaker": voices.get(t.speaker_local)}) for t in record.turns]
         assert record.voices is not None
         section = record.voices.model_copy(
             update={
                 "ids": sorted(set(voices.values()), key=_num),
                 "embeddings": _store_means(record, means[key], cache),
                 "recluster": True,
+                "alike": alike_voices(turns or utts, means[key], threshold),
             }
         )
         update: dict[str, object] = {"utterances": utts, "voices": section}
-        if record.turns is not None:
-            turns = record.turns
-            update["turns"] = [t.model_copy(update={"speaker": voices.get(t.speaker_local)}) for t in turns]
+        if turns is not None:
+            update["turns"] = turns
         out[key] = record.model_copy(update=update)
 
 

@@ -30,8 +30,10 @@ clips, or changing ``p``, re-sums the cheap per-clip votes (reused from the reco
 present and computed with the same settings) and re-resolves. Resolution is M3-Agent's Algorithm 2:
 drop edges lighter than ``min_weight`` (1 s under ``seen``; 2 windows, i.e. weight-1 edges dropped,
 under ``meta``), keep a face's top edge only if it holds at least share ``p`` of that face's votes, the
-same from the voice side, then union-find. Later majorities override early mistakes because only
-totals matter.
+same from the voice side; an edge is kept when it is the top of both. One more join repairs a
+diarizer that split one person: a voice whose own top is face F, left out because F kept another
+voice, joins F when `m3 voices` found the two alike (``voices.alike``; :meth:`LinkState.resolve`).
+Then union-find. Later majorities override early mistakes because only totals matter.
 
 Characters are numbered by the first appearance (clip, time, id) of their earliest member, so the
 numbering is stable for a given stream.
@@ -283,7 +285,15 @@ class LinkState:
     )
     seen: dict[str, tuple[int, float]] = field(default_factory=dict)
 
-    def add(self, votes: Iterable[Vote], seen: dict[str, tuple[int, float]]) -> None:
+    #: voice pairs that sound alike and are never heard at once (``voices.alike``) -> the best cosine
+    alike: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def add(
+        self,
+        votes: Iterable[Vote],
+        seen: dict[str, tuple[int, float]],
+        alike: Iterable[tuple[str, str, float]] = (),
+    ) -> None:
         for v in votes:
             self.weights[(v.face, v.voice)] += v.weight
             self.sources[(v.face, v.voice)][v.source] += v.weight
@@ -292,9 +302,29 @@ class LinkState:
         for eid, when in seen.items():
             if eid not in self.seen or when < self.seen[eid]:
                 self.seen[eid] = when
+        for a, b, cosine in alike:
+            pair = (min(a, b), max(a, b))
+            self.alike[pair] = max(cosine, self.alike.get(pair, cosine))
 
     def kept_edges(self) -> list[tuple[str, str, float]]:
-        """Algorithm 2: weight filter, then the top edge per face and per voice if its share >= p."""
+        """Algorithm 2's edges, then the voices joined because they sound like their face's voice."""
+        return self._in_order(*self.resolve())
+
+    def _in_order(
+        self, mutual: list[tuple[str, str, float]], joined: list[tuple[str, str, float, str, float]]
+    ) -> list[tuple[str, str, float]]:
+        edges = [*mutual, *((f, v, w) for f, v, w, _, _ in joined)]
+        return sorted(edges, key=lambda x: (self.seen.get(x[0]), x))
+
+    def resolve(self) -> tuple[list[tuple[str, str, float]], list[tuple[str, str, float, str, float]]]:
+        """Algorithm 2: weight filter, then the top edge per face and per voice if its share >= p; an
+        edge is kept when it is the top of both its face and its voice.
+
+        Then one more join, for a diarizer that split one person: a voice whose own top is face F, left
+        out because F's top is another voice u, joins F when it sounds like u (``alike``: the bank's
+        bar, never heard at once). Returns the mutual edges and the joins (face, voice, weight, u,
+        cosine). Algorithm 2 alone gives such a voice a character of its own: a second person who
+        never shows a face, speaking where the first one is seen speaking."""
         edges = {k: w for k, w in self.weights.items() if w >= self.config.weight_floor}
 
         def top(side: int) -> set[tuple[str, str]]:
@@ -310,8 +340,16 @@ class LinkState:
                     keep.add(pair)
             return keep
 
-        kept = top(0) & top(1)
-        return sorted(((f, v, edges[(f, v)]) for f, v in kept), key=lambda x: (self.seen.get(x[0]), x))
+        voice_tops = top(1)
+        kept = top(0) & voice_tops
+        voice_of_face = {f: v for f, v in kept}
+        joined = []
+        for face, voice in sorted(voice_tops - kept):
+            mate = voice_of_face.get(face)
+            cosine = self.alike.get((min(voice, mate), max(voice, mate))) if mate else None
+            if mate is not None and cosine is not None:
+                joined.append((face, voice, edges[(face, voice)], mate, cosine))
+        return [(f, v, edges[(f, v)]) for f, v in sorted(kept)], joined
 
     def characters(self) -> dict[str, str]:
         """Every id seen so far -> ``<character_k>``, numbered by first appearance of the group."""
@@ -331,8 +369,11 @@ class LinkState:
         return dict(sorted(mapping.items(), key=lambda kv: (number_of(kv[1]), kv[0])))
 
     def snapshot(self, clip_votes: list[Vote]) -> dict[str, Any]:
-        """The ``link`` section: this clip's votes, the cumulative weights and the edges kept."""
-        kept = self.kept_edges()
+        """The ``link`` section: this clip's votes, the cumulative weights and the edges kept (a join by
+        sound names the voice it sounds like and the cosine)."""
+        mutual, joined = self.resolve()
+        why = {(f, v): {"sounds_like": mate, "cosine": round(c, 4)} for f, v, _, mate, c in joined}
+        kept = self._in_order(mutual, joined)
         return {
             "version": VERSION,
             "config": self.config.votes_key(),
@@ -348,7 +389,9 @@ class LinkState:
                 }
                 for (f, v), w in sorted(self.weights.items(), key=lambda kv: (-kv[1], kv[0]))
             ],
-            "edges": [{"face": f, "voice": v, "weight": round(w, 3)} for f, v, w in kept],
+            "edges": [
+                {"face": f, "voice": v, "weight": round(w, 3)} | why.get((f, v), {}) for f, v, w in kept
+            ],
         }
 
 
@@ -379,6 +422,7 @@ class LinkFold:
             "weights": [[f, v, w] for (f, v), w in st.weights.items()],
             "sources": [[f, v, list(by.items())] for (f, v), by in st.sources.items()],
             "first_seen": [[eid, clip, t] for eid, (clip, t) in st.seen.items()],
+            "alike": [[a, b, cosine] for (a, b), cosine in st.alike.items()],
             "seconds": [[v, f, sec] for (v, f), sec in seen.seconds.items()],
             "together": sorted(list(p) for p in seen.together),
             "keeper": list(seen.keeper.items()),
@@ -400,6 +444,7 @@ class LinkFold:
             for src, w in by:
                 st.sources[(f, v)][src] = float(w)
         st.seen = {eid: (clip, t) for eid, clip, t in doc["first_seen"]}
+        st.alike = {(a, b): float(cosine) for a, b, cosine in doc["alike"]}
         for v, f, sec in doc["seconds"]:
             seen.seconds[(v, f)] = float(sec)
         seen.together = {(a, b) for a, b in doc["together"]}
@@ -426,7 +471,9 @@ def link_video(
         if config.split_voices:
             record, moved = seen.fold(record)
         votes = _votes_for(record, config, reuse)
-        state.add(votes, first_seen(record))
+        pairs = (record.voices.alike if record.voices else None) or []
+        alike = [(a.voices[0], a.voices[1], a.cosine) for a in pairs]
+        state.add(votes, first_seen(record), alike)
         new = record.model_copy(deep=True)
         new.characters = state.characters()
         snapshot = state.snapshot(votes)

@@ -20,6 +20,7 @@ import orjson
 import pytest
 
 from conftest import FIXTURE, run_m3
+from m3cli.stages.core import checkpoint
 from support.memory_rows import memory_view
 
 CLIP = "10"
@@ -48,7 +49,6 @@ def test_folds_resumed_from_a_checkpoint_continue_exactly_as_one_pass(cache_dir)
     """The folds after clips 0-1, saved to bytes and read back in a new ``Folds``, give clips 2-4
     exactly as one pass over all five clips does; the bytes are deterministic and read back to the
     same bytes."""
-    from m3cli.stages.core import checkpoint
     from m3cli.stages.pipeline import Folds, process_records
 
     models, ctx, records = _pipeline()
@@ -206,7 +206,7 @@ def test_restart_with_a_valid_checkpoint_replays_nothing_and_equals_m3_run(resta
     memory, proc, status = resumed["memory"], resumed["proc"], resumed["status"]
     entry = resumed["before"]["checkpoints"]
     (stream,) = entry
-    assert entry[stream]["clips"] == 2 and entry[stream]["format"] == 1
+    assert entry[stream]["clips"] == 2 and entry[stream]["format"] == checkpoint.FORMAT
 
     assert proc.returncode == 0, proc.stderr.decode()
     assert _checkpoint_lines(proc.stderr) == []
@@ -267,7 +267,7 @@ def _break(kind: str, memory: Path, restarts: dict) -> None:
         ("stale", "(stale: it covers 1 clip (0-0), the memory holds 2 clips (0-1)); rebuilding from 2"),
         ("edited bytes", "is damaged (its digest is not the manifest's)); rebuilding from 2 committed"),
         ("edited and re-signed", "is damaged (truncated)); rebuilding from 2 committed clips"),
-        ("format", "(fold format 999, this m3 reads 1); rebuilding from 2 committed clips"),
+        ("format", f"(fold format 999, this m3 reads {checkpoint.FORMAT}); rebuilding from 2 committed"),
     ],
 )
 def test_a_checkpoint_that_does_not_match_is_replayed_with_one_line(restarts, resumed, tmp_path, kind, says):

@@ -7,10 +7,12 @@ and each face is joined to its own voice; the default run (voices already right)
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
 
+import orjson
 import pytest
 from test_link_seen import scene
 
@@ -194,3 +196,36 @@ def test_a_split_is_kept_in_later_clips_and_a_colliding_bank_id_is_renamed():
     assert speakers(out[1]) == [(30.0, "<voice_2>"), (36.0, "<voice_3>")]
     assert out[1].plain("link")["voice_moved"] == {"<voice_2>": 5.0}
     assert out[1].memory.episodic[0].text == "<voice_3> greets <face_1>."
+
+
+@pytest.mark.slow
+def test_a_voice_whose_face_is_gone_is_not_joined_by_sound_to_someone_else(perceived, tmp_path):
+    """Each of the four GRID speakers taken off screen in turn (their face track removed), with every
+    pair of voices declared alike: the voice left without its face stays a person of its own. Here the
+    others' lips are still while it speaks, so it gathers no sight evidence for another face, and sound
+    alone never joins (the rule's other guards are the unit tests of test_link_alike.py)."""
+    lines = perceived[("grid_4people_turns", "default")].read_text().splitlines()
+    records = [orjson.loads(line) for line in lines if line.strip()]
+    for record in records:
+        voices = record["voices"]["ids"]
+        record["voices"]["alike"] = [
+            {"voices": list(p), "cosine": 0.9} for p in itertools.combinations(voices, 2)
+        ]
+    full = m3_link(_write(tmp_path / "all.jsonl", records))
+    person = full[-1].characters
+    assert len(set(person.values())) == 4
+    for k in range(1, 5):
+        face = f"<face_{k}>"
+        voice = next(v for v, c in person.items() if c == person[face] and v.startswith("<voice_"))
+        hidden = [
+            r | {"faces": r["faces"] | {"tracks": [t for t in r["faces"]["tracks"] if t["face_id"] != face]}}
+            for r in records
+        ]
+        chars = m3_link(_write(tmp_path / f"without_{k}.jsonl", hidden))[-1].characters
+        others = {c for eid, c in chars.items() if eid != voice}
+        assert chars[voice] not in others, (face, chars)
+
+
+def _write(path, records):
+    path.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return path
