@@ -54,7 +54,7 @@ def main() -> str:
     cols = [f.name for f in PEOPLE_SCHEMA]
     rows_out = []
     reps = 15
-    for before in (1, 10, 99, 499):
+    for before in (1, 10, 99, 499, 4999):
         rows = _replicated(dev, before + reps)
         order = list(dict.fromkeys(r["video"] for r in rows))
         assigned = replay(rows, order)

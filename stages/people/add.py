@@ -137,7 +137,10 @@ def known_of_table(table: pa.Table, thresholds: Thresholds | None = None) -> Kno
 
     cols = {c: table.column(c).to_pylist() for c in MATCH_COLUMNS if c not in ("face", "voice")}
     known = KnownPeople(thresholds)
-    order = sorted(range(table.num_rows), key=lambda i: (cols["seq"][i], _char_order(cols["character"][i])))
+    character_order = {c: _char_order(c) for c in set(cols["character"])}  # a few ids, many rows
+    order = sorted(
+        range(table.num_rows), key=lambda i: (cols["seq"][i], character_order[cols["character"][i]])
+    )
     pid = {}
     for i in order:
         p = cols["person"][i]
@@ -149,10 +152,8 @@ def known_of_table(table: pa.Table, thresholds: Thresholds | None = None) -> Kno
             rows = np.asarray([i for i in order if (models[i] or "") == model], np.int64)
             m, keep = _matrix(table, column, rows)
             if len(keep):
-                bank = banks.setdefault(model, _Bank())
-                bank.rows += list(m)
-                bank.person += [pid[int(i)] for i in keep]
-                bank.key += [cols["id"][int(i)] for i in keep]
+                persons = np.asarray([pid[int(i)] for i in keep], np.int64)
+                banks.setdefault(model, _Bank()).extend(m, persons, [cols["id"][int(i)] for i in keep])
     return known
 
 
