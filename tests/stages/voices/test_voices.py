@@ -13,7 +13,7 @@ import pytest
 from conftest import DATA, FIXTURE, run_m3
 from m3cli.schemas.records import Utterance
 from m3cli.stages.core.errors import M3Error
-from m3cli.stages.voices import VoiceBank, VoicesConfig, assign_clip
+from m3cli.stages.voices import VoiceBank, VoicesConfig, alike_voices, assign_clip
 
 
 @pytest.fixture(scope="session")
@@ -165,6 +165,21 @@ def test_bank_fallback_moves_an_utterance_the_diarizer_merged_wrongly():
     strict = VoiceBank(threshold=1.01, max_snapshots=20)
     assert assign_clip([_utt(0, 3, "S0")], [0], np.stack([a]), strict).ids == ["<voice_1>"]
     assert assign_clip([_utt(0, 3, "S0")], [0], np.stack([a]), strict).ids == ["<voice_2>"]
+
+
+def test_alike_voices_sound_alike_and_are_never_heard_at_once():
+    """Pairs at or above the bank's bar that never overlap in time; an overlap (two people talking at
+    once) or a cosine under the bar leaves a pair out."""
+    v1, v2, v3 = _unit(1, 0, 0), _unit(0.8, 0.6, 0), _unit(0.6, 0.8, 0)  # v1·v2 0.8, v1·v3 0.6, v2·v3 0.96
+    means = {"<voice_1>": v1, "<voice_2>": v2, "<voice_3>": v3}
+    heard = [Utterance(start=0, end=4, text="", speaker="<voice_1>")]
+    heard += [Utterance(start=4, end=8, text="", speaker="<voice_2>")]
+    heard += [Utterance(start=7.5, end=10, text="", speaker="<voice_3>")]  # over voice_2's end
+    pairs = alike_voices(heard, means, 0.7)
+    assert [(p.voices, p.cosine) for p in pairs] == [(["<voice_1>", "<voice_2>"], 0.8)]
+    looser = alike_voices(heard, means, 0.5)
+    assert [p.voices for p in looser] == [["<voice_1>", "<voice_2>"], ["<voice_1>", "<voice_3>"]]
+    assert alike_voices(heard, means, 0.99) is None
 
 
 def test_config_validation():
