@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import orjson
 import typer
 from typer.core import TyperGroup
 
 from m3cli.terminal import echo, safe
+
+if TYPE_CHECKING:
+    from m3cli.stages.people.pages import PeopleBook, Person
+    from m3cli.stages.people.summary import PersonSummary
 
 
 class _ListByDefault(TyperGroup):
@@ -31,7 +36,9 @@ people_app = typer.Typer(
     no_args_is_help=True,
     epilog=(
         "\b\nExamples:\n  m3 people mem.lance\n  m3 people mem.lance --format jsonl\n"
-        "  m3 people show mem.lance '<person_2>'\n  m3 people name mem.lance '<person_2>' Alice\n"
+        "  m3 people show mem.lance '<person_2>'\n"
+        "  m3 people show mem.lance '<person_2>' --summary --llm-base-url URL --llm-model NAME\n"
+        "  m3 people name mem.lance '<person_2>' Alice\n"
         "  m3 people merge mem.lance '<person_2>' '<person_5>'\n"
         "  m3 people split mem.lance '<person_2>' --video day3.mp4\n"
         "\b\nPeople are matched when videos are indexed (m3 index, m3 run -o, m3 batch, m3 watch); edits\n"
@@ -85,13 +92,32 @@ def _shown(iso: str | None) -> str:
 
 
 @people_app.command("show")
-def show(memory: str = _MEMORY, person: str = _PERSON, fmt: str = _FORMAT) -> None:
-    """One person's page: names, first/last seen, videos and days, who with, what they said most about."""
+def show(
+    ctx: typer.Context,
+    memory: str = _MEMORY,
+    person: str = _PERSON,
+    fmt: str = _FORMAT,
+    summary: bool = typer.Option(
+        False,
+        "--summary",
+        help="Add a profile across the person's videos, written by the LLM from their lines, citing them.",
+    ),
+    llm_base_url: str | None = typer.Option(
+        None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
+    ),
+    llm_model: str | None = typer.Option(None, "--llm-model", help="Chat model (env M3_LLM_MODEL)."),
+    llm_api_key: str | None = typer.Option(None, "--llm-api-key", help="API key (env M3_LLM_API_KEY)."),
+) -> None:
+    """One person's page: names, first/last seen, videos and days, who with, what they said most about
+    (with --summary and an LLM, a profile across their videos that cites its lines)."""
     from m3cli.stages.people.pages import PeopleBook, page, said_most_about
 
     _check_format(fmt)
     book = PeopleBook.open(memory)
     p = book.find(person)
+    profile = None
+    if summary:
+        profile = _profile(ctx, memory, book, p, llm_base_url, llm_model, llm_api_key)
     if fmt == "jsonl":
         rec = {
             **p.record(),
@@ -99,10 +125,52 @@ def show(memory: str = _MEMORY, person: str = _PERSON, fmt: str = _FORMAT) -> No
             "with": book.with_whom(p),
             "said_most_about": said_most_about(memory, p),
         }
+        if summary:
+            rec["summary"] = profile.as_json() if profile else None
         typer.echo(orjson.dumps(rec).decode())
         return
     for line in page(memory, book, p):
         echo(safe(line))
+    if summary:
+        for line in _profile_lines(profile):
+            echo(safe(line))
+
+
+def _profile(
+    ctx: typer.Context,
+    memory: str,
+    book: PeopleBook,
+    person: Person,
+    base_url: str | None,
+    model: str | None,
+    api_key: str | None,
+) -> PersonSummary | None:
+    """The LLM's profile of ``person`` across videos (None: no line about them)."""
+    from m3cli import context
+    from m3cli.stages.backends.llm import client_from_settings
+    from m3cli.stages.core.errors import InputError
+    from m3cli.stages.people.summary import summarize
+
+    settings = context.settings(ctx, **{"llm.base_url": base_url, "llm.model": model, "llm.api_key": api_key})
+    client = client_from_settings(settings.llm)
+    if client is None:
+        raise InputError(
+            "--summary needs an LLM: give --llm-base-url URL --llm-model NAME (or M3_LLM_BASE_URL and "
+            "M3_LLM_MODEL); without one, the page above is what the memory says offline"
+        )
+    return summarize(client, memory, book, person, cache=context.cache(settings))
+
+
+def _profile_lines(profile: PersonSummary | None) -> list[str]:
+    if profile is None:
+        return ["  summary: none (the memory holds no line about this person)"]
+    cited = "; ".join(
+        f"{Path(e.path).name}"
+        + (f" {e.recorded[:10]}" if e.recorded else "")
+        + (f" {e.t_start:.1f} s" if e.t_start is not None else "")
+        for e in profile.evidence
+    )
+    return [f"  summary ({profile.model}): {profile.text}", f"  rests on: {cited}"]
 
 
 @people_app.command("name")
