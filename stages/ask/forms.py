@@ -162,6 +162,20 @@ def with_whom_form(q: str) -> Form | None:
     return None
 
 
+_ABOUT = re.compile(
+    r"^\s*(?:who\s+(?:is|was)|tell\s+me\s+about|what\s+do\s+(?:we|you)\s+know\s+about|describe)\s+"
+    r"(?P<who><(?:character|person|face|voice)_\d+>)\s*[?.!]?\s*$",
+    re.I,
+)
+
+
+def about_form(q: str) -> Form | None:
+    """ "Who is <character_2>?", "Tell me about <person_3>": the person the question names by id. (Read
+    as "who said ...", it answered with whoever's line matched the id's words best: another person.)"""
+    m = _ABOUT.match(q)
+    return Form("about", m.group("who"), topic=q) if m else None
+
+
 _ROLE = re.compile(r"^\s*who\s+(?:is|was)\s+the\s+(?P<role>[a-z][a-z\- ]*?)\s*\??$", re.I)
 
 
@@ -206,6 +220,7 @@ FORMS = [
     language_form,
     duration_form,
     with_whom_form,
+    about_form,
     who_is_form,
 ]
 

@@ -379,6 +379,27 @@ def with_whom(a: Answerer, question: str, form: Form) -> Answer | None:
     )
 
 
+def about(a: Answerer, question: str, form: Form) -> Answer:
+    """ "Who is <character_2>?": what the memory holds of the person the id names (how long they speak
+    and are seen, and the first thing they say), from their own lines only; an id the memory does not
+    hold is said so."""
+    people = [p for p in a.facts.people.find(form.detail, a.facts.turns) if p.video in _videos(a)]
+    if not people:
+        return Answer(f"The memory holds no {form.detail}.", [], "", supported=False)
+    parts, cited = [], []
+    for p in people:
+        text, lines = _person_summary(a, p.video, p.id)
+        said = [ln for ln in a.facts.lines_of("speech", p.video) if p.id in ln.who]
+        if said:
+            text += f", first says {quoted(said[0])}"
+            lines = [*lines, said[0]]
+        if not lines:
+            text = f"{a.name(p.id)}, of whom the memory holds no line of speech or sight"
+        parts.append(f"{text}{a._in(p.video)} {_cites(a, lines)}".rstrip())
+        cited += lines
+    return Answer("; ".join(parts) + ".", cited, "", supported=bool(cited))
+
+
 def who_is(a: Answerer, question: str, form: Form) -> Answer | None:
     """ "Who is the pianist?": the described person if the memory can tell, else "cannot tell" and the
     candidates."""
@@ -435,6 +456,7 @@ HANDLERS = {
     "language": language,
     "duration": duration,
     "with_whom": with_whom,
+    "about": about,
     "who_is": who_is,
     "decline": decline,
     "quote": quote,

@@ -50,6 +50,15 @@ def test_a_person_is_answered_from_their_own_lines_in_every_video(m3, tmp_path, 
     assert day["evidence"] and all(e["file"] == "p3_biden_1998.mp4" for e in day["evidence"])
     assert all(e["at"].startswith("2026-11-12") and _inside(e, spans[e["video"]]) for e in day["evidence"])
 
+    # "Who is <person_N>?" was read as "who said <person_N>" and quoted whoever's line matched best
+    who = ask(f"Who is {biden['id']}?")
+    assert who["answer"].startswith(f"In p1_obama_biden.mp4 (2026-11-10): {biden['id']} (speaks ")
+    assert "In p3_biden_1998.mp4 (2026-11-12): " in who["answer"] and ", first says " in who["answer"]
+    assert {e["file"] for e in who["evidence"]} == {"p1_obama_biden.mp4", "p3_biden_1998.mp4"}
+    # each line starts in one of the person's spans (the line "seen from 6.8 to 26.2 s" spans two)
+    starts = [(e["start"], spans[e["video"]]) for e in who["evidence"]]
+    assert all(any(s - 1.0 <= t <= end for s, end in sp) for t, sp in starts), who["evidence"]
+
     nobody = ask("What did <person_99> say?")
     assert nobody["answer"].startswith("The memory knows no <person_99>: it knows 5 people")
     assert nobody["evidence"] == []

@@ -44,6 +44,9 @@ M3BENCH = Path(os.environ.get("M3BENCH_DIR") or ROOT.parent / "shared" / "media"
         ("How long is the man on screen?", "duration"),
         ("Who does the first speaker talk to?", "with_whom"),
         ("Who is the pianist?", "who_is"),
+        ("Who is <character_2>?", "about"),
+        ("Tell me about <person_3>", "about"),
+        ("Who was <voice_1>?", "about"),
         ("What did the woman say?", "what_said"),
         ("What advice does the vlogger give to learners?", "quote"),
         # the older forms keep their questions
