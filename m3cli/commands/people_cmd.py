@@ -38,6 +38,7 @@ people_app = typer.Typer(
         "\b\nExamples:\n  m3 people mem.lance\n  m3 people mem.lance --format jsonl\n"
         "  m3 people show mem.lance '<person_2>'\n"
         "  m3 people show mem.lance '<person_2>' --summary --llm-base-url URL --llm-model NAME\n"
+        "  m3 people summarize mem.lance --llm-base-url URL --llm-model NAME\n"
         "  m3 people name mem.lance '<person_2>' Alice\n"
         "  m3 people merge mem.lance '<person_2>' '<person_5>'\n"
         "  m3 people split mem.lance '<person_2>' --video day3.mp4\n"
@@ -49,6 +50,9 @@ people_app = typer.Typer(
 _MEMORY = typer.Argument(..., help="The memory (directory).", show_default=False)
 _PERSON = typer.Argument(..., help="A person: <person_N>, N, or a name.", show_default=False)
 _FORMAT = typer.Option("text", "--format", "-f", help="text or jsonl.")
+_LLM_BASE_URL = typer.Option(None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL).")
+_LLM_MODEL = typer.Option(None, "--llm-model", help="Chat model (env M3_LLM_MODEL).")
+_LLM_API_KEY = typer.Option(None, "--llm-api-key", help="API key (env M3_LLM_API_KEY).")
 
 
 def _check_format(fmt: str) -> None:
@@ -102,19 +106,21 @@ def show(
         "--summary",
         help="Add a profile across the person's videos, written by the LLM from their lines, citing them.",
     ),
-    llm_base_url: str | None = typer.Option(
-        None, "--llm-base-url", help="OpenAI-compatible server (env M3_LLM_BASE_URL)."
-    ),
-    llm_model: str | None = typer.Option(None, "--llm-model", help="Chat model (env M3_LLM_MODEL)."),
-    llm_api_key: str | None = typer.Option(None, "--llm-api-key", help="API key (env M3_LLM_API_KEY)."),
+    llm_base_url: str | None = _LLM_BASE_URL,
+    llm_model: str | None = _LLM_MODEL,
+    llm_api_key: str | None = _LLM_API_KEY,
 ) -> None:
     """One person's page: names, first/last seen, videos and days, who with, what they said most about
     (with --summary and an LLM, a profile across their videos that cites its lines)."""
     from m3cli.stages.people.pages import PeopleBook, page, said_most_about
+    from m3cli.stages.people.summary import current_digest, stored_profiles
 
     _check_format(fmt)
     book = PeopleBook.open(memory)
     p = book.find(person)
+    stored = stored_profiles(memory).get(p.id)
+    if stored is not None:
+        stored = {**stored, "current": stored["digest"] == current_digest(memory, book, p)}
     profile = None
     if summary:
         profile = _profile(ctx, memory, book, p, llm_base_url, llm_model, llm_api_key)
@@ -125,12 +131,17 @@ def show(
             "with": book.with_whom(p),
             "said_most_about": said_most_about(memory, p),
         }
+        rec["profile"] = stored
         if summary:
             rec["summary"] = profile.as_json() if profile else None
         typer.echo(orjson.dumps(rec).decode())
         return
     for line in page(memory, book, p):
         echo(safe(line))
+    if stored is not None:
+        echo(safe(f"  profile ({stored['model']}, stored): {stored['text']}"))
+        if not stored["current"]:
+            echo("  (written before the person's latest lines: `m3 people summarize` renews it)")
     if summary:
         for line in _profile_lines(profile):
             echo(safe(line))
@@ -171,6 +182,45 @@ def _profile_lines(profile: PersonSummary | None) -> list[str]:
         for e in profile.evidence
     )
     return [f"  summary ({profile.model}): {profile.text}", f"  rests on: {cited}"]
+
+
+@people_app.command("summarize")
+def summarize_people(
+    ctx: typer.Context,
+    memory: str = _MEMORY,
+    people: list[str] = typer.Argument(
+        None, help="People to profile: <person_N>, N or a name [all].", show_default=False
+    ),
+    llm_base_url: str | None = _LLM_BASE_URL,
+    llm_model: str | None = _LLM_MODEL,
+    llm_api_key: str | None = _LLM_API_KEY,
+) -> None:
+    """Write and store each person's profile across their videos (LLM); a profile whose lines have not
+    changed since it was written is kept. `m3 people show` and the answerer's [Character] tool read it."""
+    from m3cli.stages.people.edit import save_profiles
+    from m3cli.stages.people.pages import PeopleBook
+    from m3cli.stages.people.summary import current_digest, stored_profiles
+
+    book = PeopleBook.open(memory)
+    chosen = [book.find(ref) for ref in people] if people else list(book.people.values())
+    stored = stored_profiles(memory)
+    rows, kept, silent = [], 0, 0
+    for p in chosen:
+        if p.id in stored and stored[p.id]["digest"] == current_digest(memory, book, p):
+            kept += 1
+            continue
+        profile = _profile(ctx, memory, book, p, llm_base_url, llm_model, llm_api_key)
+        if profile is None:
+            silent += 1
+            continue
+        rows.append(profile.row())
+        echo(safe(f"{book.display(p.id)}: {profile.text}"))
+    save_profiles(memory, rows)
+    note = f", {silent} with no line to profile" if silent else ""
+    echo(
+        f"m3: people summarize: {safe(memory)}: {len(rows)} profile(s) written, {kept} up to date{note}",
+        err=True,
+    )
 
 
 @people_app.command("name")

@@ -125,6 +125,7 @@ def _person_of(ctx: ToolContext, who: str) -> ToolResult | None:
     memory has no people table)."""
     from m3cli.stages.ask.across import people_book
     from m3cli.stages.people.store import PERSON_RE
+    from m3cli.stages.people.summary import profiles_of_reader
 
     m = PERSON_RE.fullmatch(who if who.startswith("<") else f"<{who}>")
     book = people_book(ctx.memory) if m else None
@@ -148,6 +149,12 @@ def _person_of(ctx: ToolContext, who: str) -> ToolResult | None:
     lines = [
         f"{book.display(pid)} is the same person as: {'; '.join(where) or 'nobody in the videos in scope'}."
     ]
+    reader = getattr(ctx.memory, "reader", None)  # there is one: people_book read the people from it
+    profile = profiles_of_reader(reader).get(pid) if reader is not None else None
+    if profile is not None:  # `m3 people summarize`: the person across all their videos
+        lines.append(
+            f"Profile of {book.display(pid)} across their videos ({profile['model']}): {profile['text']}"
+        )
     nodes: list[Node] = []
     for r in rows[:5]:
         sub = tool_character(

@@ -5,6 +5,8 @@ person, written and committed together (the memory's manifest names both version
 the edit whole or not at all). Per-video tables are never touched. Every later addition keeps the
 edited rows where they are (an appearance already in the table never moves), and no automatic step
 ever joins two existing people, so a split pair stays split and a merge stays merged.
+
+Stored profiles (`m3 people summarize`) are written through the same locked commit.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from m3cli.stages.people.store import (
     EDITS_SCHEMA,
     PEOPLE,
     PEOPLE_SCHEMA,
+    PROFILES,
+    PROFILES_SCHEMA,
     Edits,
     person_id,
     person_number,
@@ -40,7 +44,7 @@ class _Session:
         if PEOPLE not in tables or (committed is not None and PEOPLE not in committed):
             raise InputError(f"{path}: this memory has no people table; index its videos with this m3 first")
         self.committed = committed or {n: self.writer.version(n) for n in tables}
-        for name in (PEOPLE, EDITS):
+        for name in (PEOPLE, EDITS, PROFILES):
             if (
                 name in tables
                 and name in self.committed
@@ -50,6 +54,7 @@ class _Session:
         self.rows = self.writer.scan(PEOPLE)
         self.edits = Edits.of(self.writer.scan(EDITS) if EDITS in tables else [])
         self.has_edits = EDITS in tables
+        self.has_profiles = PROFILES in tables
 
     def person(self, ref: str) -> str:
         from m3cli.stages.people.pages import PeopleBook
@@ -74,6 +79,15 @@ class _Session:
             self.writer.merge(PEOPLE, pa.Table.from_pylist(changed, schema=PEOPLE_SCHEMA), on="id")
         versions = {**self.committed, PEOPLE: self.writer.version(PEOPLE), EDITS: self.writer.version(EDITS)}
         write_manifest(self.path, versions)
+
+    def write_profiles(self, rows: list[dict]) -> None:
+        """Store people's profiles (one row per person, replacing their earlier one) and commit."""
+        data = pa.Table.from_pylist(rows, schema=PROFILES_SCHEMA)
+        if self.has_profiles:
+            self.writer.merge(PROFILES, data, on="person")
+        else:
+            self.writer.create(PROFILES, data, PROFILES_SCHEMA)
+        write_manifest(self.path, {**self.committed, PROFILES: self.writer.version(PROFILES)})
 
 
 def _edit(memory: str | Path, do: Any) -> dict:
@@ -112,6 +126,17 @@ def merge_people(memory: str | Path, keep: str, other: str) -> dict:
         }
         s.write({"op": "merge", "person": a, "other": b}, moved)
         return {"person": a, "merged": b, "appearances": len(moved), "videos_with_both": sorted(clash)}
+
+    return _edit(memory, do)
+
+
+def save_profiles(memory: str | Path, rows: list[dict]) -> dict:
+    """Store LLM profiles of people (``people_profiles`` rows), in one commit."""
+
+    def do(s: _Session) -> dict:
+        if rows:
+            s.write_profiles(rows)
+        return {"profiles": len(rows)}
 
     return _edit(memory, do)
 

@@ -6,7 +6,11 @@
                   seen or heard, the face and voice embeddings it was matched by, the name the video
                   learned, the path the video was added as and its recording time (when known);
 ``people_edits``  the user's edits in order (``name``, ``merge``, ``split``): replayed for names and
-                  consulted by every later addition.
+                  consulted by every later addition;
+``people_profiles`` one row per person an LLM profiled across their videos (`m3 people summarize`):
+                  the text, the ids of the lines it rests on, the model, and the digest of the lines
+                  it was written from (a profile whose digest no longer matches is older than the
+                  person's latest lines).
 
 Per-video tables are never rewritten: a correction changes rows here only. Person ids
 (``<person_N>``) are never reused or renumbered; a merged-away id answers as the person it joined.
@@ -23,6 +27,7 @@ import pyarrow as pa
 
 PEOPLE = "people"
 EDITS = "people_edits"
+PROFILES = "people_profiles"
 PERSON_PREFIX = "<person_"
 PERSON_RE = re.compile(r"<person_(\d+)>", re.I)
 
@@ -55,6 +60,17 @@ EDITS_SCHEMA = pa.schema(
         pa.field("other", pa.string()),  # merge: the person merged in; split: the new person
         pa.field("videos", pa.list_(pa.string())),  # split: the videos moved to ``other``
         pa.field("name", pa.string()),
+    ]
+)
+
+
+PROFILES_SCHEMA = pa.schema(
+    [
+        pa.field("person", pa.string(), nullable=False),
+        pa.field("text", pa.string()),
+        pa.field("evidence", pa.list_(pa.string())),
+        pa.field("model", pa.string()),
+        pa.field("digest", pa.string()),
     ]
 )
 

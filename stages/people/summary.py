@@ -71,12 +71,24 @@ class PersonSummary:
     text: str
     evidence: list[Line]
     model: str
+    digest: str  # of the prompt it was written from: the lines, as the person's videos hold them
 
     def as_json(self) -> dict[str, Any]:
         return {
             "text": self.text,
             "model": self.model,
             "evidence": [line.as_json() for line in self.evidence],
+        }
+
+    def row(self) -> dict[str, Any]:
+        """The person's ``people_profiles`` row."""
+        ids = [line.id for line in self.evidence]
+        return {
+            "person": self.person,
+            "text": self.text,
+            "evidence": ids,
+            "model": self.model,
+            "digest": self.digest,
         }
 
 
@@ -125,6 +137,15 @@ def prompt(book: PeopleBook, person: Person, lines: list[Line]) -> str:
     )
 
 
+def messages_for(book: PeopleBook, person: Person, lines: list[Line]) -> tuple[list[dict], str]:
+    """The chat messages that ask for the person's profile, and their digest."""
+    messages = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": prompt(book, person, lines)},
+    ]
+    return messages, hashlib.sha256(orjson.dumps(messages)).hexdigest()[:32]
+
+
 def summarize(
     client: Any, memory: str | Path, book: PeopleBook, person: Person, cache: Cache | None = None
 ) -> PersonSummary | None:
@@ -133,16 +154,12 @@ def summarize(
     if not lines:
         return None
     by_id = {line.id: line for line in lines}
-    messages = [
-        {"role": "system", "content": SYSTEM},
-        {"role": "user", "content": prompt(book, person, lines)},
-    ]
+    messages, digest = messages_for(book, person, lines)
 
     def cited_lines(obj: Any) -> list[str]:
         unknown = [i for i in obj.get("evidence", []) if i not in by_id]
         return [f"evidence names lines it was not given: {', '.join(unknown[:5])}"] if unknown else []
 
-    digest = hashlib.sha256(orjson.dumps(messages)).hexdigest()[:32]
     key = CacheKey.of("people", None, "people-summary", {"v": VERSION, "in": digest}, client.model)
 
     def ask() -> dict:
@@ -153,7 +170,30 @@ def summarize(
         cache, key, "reply.json", ask, usable=lambda hit: isinstance(hit, dict) and not cited_lines(hit)
     )
     cited = list(dict.fromkeys(obj["evidence"]))
-    return PersonSummary(person.id, _one_line(obj["summary"]), [by_id[i] for i in cited], client.model)
+    text = _one_line(obj["summary"])
+    return PersonSummary(person.id, text, [by_id[i] for i in cited], client.model, digest)
+
+
+def current_digest(memory: str | Path, book: PeopleBook, person: Person) -> str | None:
+    """The digest a profile written now would carry (None: no line about the person)."""
+    lines = person_lines(memory, book, person)
+    return messages_for(book, person, lines)[1] if lines else None
+
+
+def stored_profiles(memory: str | Path) -> dict[str, dict]:
+    """The memory's stored profiles (``people_profiles``), by person; {} where none was stored."""
+    return profiles_of_reader(_reader(memory))
+
+
+def profiles_of_reader(reader: Any) -> dict[str, dict]:
+    """:func:`stored_profiles` through an open memory reader."""
+    from m3cli.stages.core.memory_reader import table_names
+    from m3cli.stages.people.store import PROFILES, PROFILES_SCHEMA
+
+    tables = reader.versions if reader.versions is not None else table_names(reader.path)
+    if PROFILES not in tables:
+        return {}
+    return {r["person"]: r for r in reader.scan(PROFILES, PROFILES_SCHEMA.names)}
 
 
 def _as_people(text: str, as_person: dict[str, str]) -> str:

@@ -85,3 +85,62 @@ def test_a_summary_without_an_llm_is_one_clear_line(m3, photos_memory, cache_dir
     assert len(err) == 1 and "--summary needs an LLM" in err[0] and "--llm-base-url" in err[0]
     plain = m3("people", "show", mem, pid, check=True).stdout.decode()
     assert "summary" not in plain and "first seen:" in plain
+
+
+@pytest.mark.slow
+def test_stored_profiles_are_shown_kept_renewed_and_read_by_the_answerer(
+    m3, photos_memory, cache_dir, tmp_path
+):
+    import shutil
+
+    mem = tmp_path / "mem.lance"
+    shutil.copytree(photos_memory[0], mem)
+    people = [json.loads(x) for x in m3("people", mem, "-f", "jsonl", check=True).stdout.splitlines()]
+    with FakeOpenAI() as server:
+        server.responder = lambda body: json.dumps(
+            {"summary": "Profiled from the lines given.", "evidence": LINE_ID.findall(_prompt(body))[:1]}
+        )
+        env = {"M3_LLM_BASE_URL": server.url, "M3_LLM_MODEL": "fake-model"}
+        first = m3("people", "summarize", mem, env=env, check=True)
+        assert (
+            first.stderr.decode()
+            .strip()
+            .splitlines()[-1]
+            .endswith(f"{len(people)} profile(s) written, 0 up to date")
+        )
+        asked = len(server.chat_requests)
+        assert asked == len(people)
+        again = m3("people", "summarize", mem, env=env, check=True)
+        assert again.stderr.decode().strip().endswith(f"0 profile(s) written, {len(people)} up to date")
+        assert len(server.chat_requests) == asked  # nothing asked again
+
+        # shown without an LLM, and current
+        pid = people[0]["id"]
+        shown = m3("people", "show", mem, pid, check=True).stdout.decode()
+        assert "  profile (fake-model, stored): Profiled from the lines given." in shown
+        assert "renews it" not in shown
+        rec = json.loads(m3("people", "show", mem, pid, "-f", "jsonl", check=True).stdout)
+        assert rec["profile"]["current"] is True and len(rec["profile"]["evidence"]) == 1
+
+        # the answerer's [Character] <person_N> gives the profile to the LLM
+        server.responder = None
+        server.script(f"[Character] {pid}", "[Answer] done")
+        m3("ask", mem, f"Who is {pid}?", "--tools", "character", env=env, check=True)
+        shown_to_llm = server.chat_requests[-1]["messages"][-1]["content"]
+        assert (
+            f"Profile of {pid} across their videos (fake-model): Profiled from the lines given."
+            in shown_to_llm
+        )
+
+    # a new video of one of them: that profile is older than their lines, the others' still current
+    m3("run", PHOTOS / "p3_biden_1998.mp4", "--no-llm", "-o", mem, check=True)
+    after = [json.loads(x) for x in m3("people", mem, "-f", "jsonl", check=True).stdout.splitlines()]
+    grown = [
+        p
+        for p in after
+        if p["id"] in {q["id"] for q in people}
+        and len(p["videos"]) > len(next(q for q in people if q["id"] == p["id"])["videos"])
+    ]
+    assert len(grown) == 1  # Biden, now in p1 and p3
+    stale = m3("people", "show", mem, grown[0]["id"], check=True).stdout.decode()
+    assert "written before the person's latest lines" in stale
