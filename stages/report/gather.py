@@ -393,6 +393,7 @@ def gather_people(reader: Any, data: ReportData) -> None:
     into ``data``; a memory without that table (one video, or indexed before people) has none."""
     from m3cli.stages.people.pages import PeopleBook
     from m3cli.stages.people.store import PEOPLE
+    from m3cli.stages.people.summary import profiles_of_reader
 
     if reader.versions is not None and PEOPLE not in reader.versions:
         return
@@ -404,3 +405,4 @@ def gather_people(reader: Any, data: ReportData) -> None:
     data.people = list(book.people.values())
     data.people_rows = [r for p in data.people for r in p.rows]
     data.with_whom = {p.id: book.with_whom(p) for p in data.people}
+    data.profiles = profiles_of_reader(reader)

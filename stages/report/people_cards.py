@@ -97,6 +97,21 @@ def person_section(page: Page, p: Any) -> Safe:
                 class_="voice-row",
             )
         )
+    profile = page.data.profiles.get(p.id)
+    if profile:  # written by an LLM from their lines (`m3 people summarize`), so labelled as such
+        parts.append(
+            el(
+                "p",
+                el("span", "profile ", class_="lbl"),
+                profile["text"],
+                el(
+                    "span",
+                    f" (written by {profile['model']} from {len(profile['evidence'])} cited lines)",
+                    class_="sub",
+                ),
+                class_="person-profile",
+            )
+        )
     rows = []
     on_page = {v.id: v for v in page.data.videos}
     for r in p.rows[:PERSON_VIDEOS]:

@@ -311,6 +311,30 @@ def test_people_section_lists_each_person_across_the_two_real_videos(memories, t
     assert lines and all(x in page.ids for x in lines), "their lines link to the utterances"
 
 
+@pytest.mark.slow
+def test_a_stored_profile_is_on_its_persons_card(memories, tmp_path):
+    """A profile stored by `m3 people summarize` (written here as it stores one: the LLM that writes
+    it is tested in tests/stages/people/test_person_summary.py) is on that person's card only."""
+    import shutil
+
+    from m3cli.stages.people.edit import save_profiles
+
+    memory = tmp_path / "two.lance"
+    shutil.copytree(memories["two"], memory)
+    both = next(p for p in _people(memory) if len(p["videos"]) == 2)
+    text = "Speaks in both videos, a day apart."
+    save_profiles(
+        memory, [{"person": both["id"], "text": text, "evidence": ["x:0:e0"], "model": "m", "digest": "d"}]
+    )
+    html = tmp_path / "two.html"
+    _m3("report", memory, "-o", html, env=OFFLINE)
+    source = html.read_text(encoding="utf-8")
+    card = source[source.index(f'id="{both["id"].strip("<>")}"') :]
+    card = card[: card.index("</article>")]
+    assert text in card and "written by m from 1 cited lines" in read_page_text(card)
+    assert source.count(text) == 1
+
+
 @needs_chromium
 @pytest.mark.slow
 def test_people_links_open_their_clips_in_chromium(memories, tmp_path):
