@@ -31,6 +31,43 @@ def _people():
     return new
 
 
+def test_the_people_table_read_as_arrays_gives_the_banks_read_row_by_row():
+    """known_of_table (Arrow columns, one step per model) and load_known (one appearance at a time)
+    build the same people and banks: rows out of order, two voice models, appearances without a face
+    or a voice, a null embedding."""
+    import pyarrow as pa
+
+    from m3cli.stages.people.add import MATCH_COLUMNS, known_of_table, load_known
+    from m3cli.stages.people.store import PEOPLE_SCHEMA
+
+    rows = []
+    for i in range(40):
+        seq, char = 1 + (7 * i) % 9, f"<character_{1 + i % 3}>"
+        rows.append(
+            {
+                "id": f"v{seq}:{char}:{i}",
+                "video": f"v{seq}",
+                "character": char,
+                "person": f"<person_{1 + (i * 5) % 11}>",
+                "seq": seq,
+                "face": [] if i % 4 == 0 else _unit(i).tolist(),
+                "face_model": "dlib" if i % 4 else None,
+                "voice": None if i % 5 == 0 else _unit(100 + i, 192 if i % 2 else 256).tolist(),
+                "voice_model": "campplus" if i % 2 else "resemblyzer",
+            }
+        )
+    table = pa.Table.from_pylist(rows, schema=PEOPLE_SCHEMA).select(MATCH_COLUMNS)
+    fast, slow = known_of_table(table), load_known(rows)
+    assert fast.ids == slow.ids and fast.videos == slow.videos
+    for kind in ("faces", "voices"):
+        a, b = getattr(fast, kind), getattr(slow, kind)
+        assert sorted(a) == sorted(b)
+        for model in a:
+            assert a[model].key == b[model].key
+            assert np.array_equal(a[model].person, b[model].person)
+            assert np.allclose(a[model].matrix(), b[model].matrix())
+
+
 def test_same_face_joins_other_face_does_not_and_one_person_once_per_video():
     known, new = KnownPeople(), _people()
     a = _unit(1)
