@@ -134,28 +134,46 @@ def _matrix(table: pa.Table, column: str, rows: np.ndarray) -> tuple[np.ndarray,
 def known_of_table(table: pa.Table, thresholds: Thresholds | None = None) -> KnownPeople:
     """:func:`load_known` from the people table's :data:`MATCH_COLUMNS` as Arrow: the same people and
     banks in the same order, each bank's matrix built in one step (per model, as the matcher keeps
-    them) instead of one appearance at a time."""
+    them) instead of one appearance at a time. The order (by ``seq``, then character number) and each
+    row's person and model are worked out on dictionary codes: a Python step per row cost more than
+    the matching at 10,000 appearances."""
     from m3cli.stages.people.match import _Bank
 
-    cols = {c: table.column(c).to_pylist() for c in MATCH_COLUMNS if c not in ("face", "voice")}
     known = KnownPeople(thresholds)
-    character_order = {c: _char_order(c) for c in set(cols["character"])}  # a few ids, many rows
-    order = sorted(
-        range(table.num_rows), key=lambda i: (cols["seq"][i], character_order[cols["character"][i]])
+    if not table.num_rows:
+        return known
+
+    def codes(column: str) -> tuple[np.ndarray, list[Any]]:
+        encoded = table.column(column).combine_chunks().dictionary_encode()
+        return encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), encoded.dictionary.to_pylist()
+
+    seq = table.column("seq").combine_chunks().fill_null(0).to_numpy(zero_copy_only=False)
+    char_code, characters = codes("character")
+    char_rank = np.empty(len(characters), np.int64)  # each distinct character's place in character order
+    char_rank[sorted(range(len(characters)), key=lambda k: _char_order(characters[k]))] = np.arange(
+        len(characters)
     )
-    pid = {}
-    for i in order:
-        p = cols["person"][i]
-        pid[i] = known._pid(p)
-        known.videos[p].add(cols["video"][i])
+    order = np.lexsort((char_rank[char_code], seq))  # stable: ties keep the table's order
+    person_code, persons = codes("person")
+    video_code, videos = codes("video")
+    pid_of_code = np.full(len(persons), -1, np.int64)
+    in_order = person_code[order]
+    _, first = np.unique(in_order, return_index=True)
+    for code in in_order[np.sort(first)]:  # people in order of their first appearance
+        pid_of_code[code] = known._pid(persons[code])
+    for p_code, v_code in set(zip(in_order.tolist(), video_code[order].tolist(), strict=True)):
+        known.videos[persons[p_code]].add(videos[v_code])
+    ids = table.column("id").to_pylist()
     for column, banks in (("face", known.faces), ("voice", known.voices)):
-        models = cols[f"{column}_model"]
-        for model in dict.fromkeys(models[i] or "" for i in order):
-            rows = np.asarray([i for i in order if (models[i] or "") == model], np.int64)
-            m, keep = _matrix(table, column, rows)
+        model_code, models = codes(f"{column}_model")
+        names = [m or "" for m in models] + [""]  # code -1 (null) reads as the last entry
+        named = np.asarray(names, dtype=object)[model_code[order]]
+        for model in dict.fromkeys(named.tolist()):
+            m, keep = _matrix(table, column, order[named == model])
             if len(keep):
-                persons = np.asarray([pid[int(i)] for i in keep], np.int64)
-                banks.setdefault(model, _Bank()).extend(m, persons, [cols["id"][int(i)] for i in keep])
+                banks.setdefault(model, _Bank()).extend(
+                    m, pid_of_code[person_code[keep]], [ids[int(i)] for i in keep]
+                )
     return known
 
 
