@@ -162,7 +162,7 @@ def known_of_table(table: pa.Table, thresholds: Thresholds | None = None) -> Kno
     for code in in_order[np.sort(first)]:  # people in order of their first appearance
         pid_of_code[code] = known._pid(persons[code])
     for p_code, v_code in set(zip(in_order.tolist(), video_code[order].tolist(), strict=True)):
-        known.videos[persons[p_code]].add(videos[v_code])
+        known.seen_in(persons[p_code], videos[v_code])
     ids = table.column("id").to_pylist()
     for column, banks in (("face", known.faces), ("voice", known.voices)):
         model_code, models = codes(f"{column}_model")

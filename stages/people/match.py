@@ -125,6 +125,7 @@ class KnownPeople:
         self.ids: list[str] = []
         self._index: dict[str, int] = {}
         self.videos: dict[str, set[str]] = {}  # person -> videos it appears in
+        self.in_video: dict[str, set[str]] = {}  # video -> people appearing in it (the same, inverted)
         self.faces: dict[str, _Bank] = {}
         self.voices: dict[str, _Bank] = {}
 
@@ -138,11 +139,16 @@ class KnownPeople:
     def add(self, app: Appearance) -> None:
         assert app.person is not None
         p = self._pid(app.person)
-        self.videos[app.person].add(app.video)
+        self.seen_in(app.person, app.video)
         if app.face is not None:
             self.faces.setdefault(app.face_model or "", _Bank()).add(app.face, p, app.key)
         if app.voice is not None:
             self.voices.setdefault(app.voice_model or "", _Bank()).add(app.voice, p, app.key)
+
+    def seen_in(self, person: str, video: str) -> None:
+        """Record that ``person`` appears in ``video``."""
+        self.videos[person].add(video)
+        self.in_video.setdefault(video, set()).add(person)
 
     def _nearest(self, bank: _Bank | None, vec: np.ndarray, far: bool) -> tuple[np.ndarray, np.ndarray]:
         """Per person: the best value (least L2 if ``far`` else most cosine) and its bank row."""
@@ -152,13 +158,13 @@ class KnownPeople:
         if bank is None or not bank.n:
             return best, arg
         m = bank.matrix()
-        values = np.sqrt(np.maximum(0.0, 2.0 - 2.0 * (m @ vec))) if far else m @ vec
-        order = np.argsort(values if far else -values, kind="stable")
-        persons = bank.person[order]
-        _, first = np.unique(persons, return_index=True)  # each person's best row (first in order)
-        rows = order[first]
-        best[persons[first]] = values[rows]
-        arg[persons[first]] = rows
+        sims = m @ np.asarray(vec, np.float32)
+        values = (np.sqrt(np.maximum(0.0, 2.0 - 2.0 * sims)) if far else sims).astype(np.float32, copy=False)
+        persons = bank.person
+        (np.minimum if far else np.maximum).at(best, persons, values)  # each person's best value
+        hits = np.flatnonzero(values == best[persons])  # the rows holding it, in row order
+        _, first = np.unique(persons[hits], return_index=True)  # ties: the earliest row
+        arg[persons[hits[first]]] = hits[first]
         return best, arg
 
     def candidates(self, app: Appearance) -> list[Match]:
@@ -199,7 +205,7 @@ def assign_video(
     """People for one video's new appearances (their ``person`` set in place), one person at most once
     per video; an appearance nothing matches gets ``new_person()``. ``forbidden``: appearance key ->
     people it must not join (the user's splits). Returns key -> the match (None: a new person)."""
-    taken = {p for p, vids in known.videos.items() if any(a.video in vids for a in apps)}
+    taken = set().union(*(known.in_video.get(a.video, set()) for a in apps))
     pairs: list[tuple[tuple, Appearance, Match]] = []
     for app in apps:
         for rank, m in enumerate(known.candidates(app)):
