@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 import typer
@@ -12,7 +12,6 @@ from typer.core import TyperGroup
 from m3cli.terminal import echo, safe
 
 if TYPE_CHECKING:
-    from m3cli.stages.people.pages import PeopleBook, Person
     from m3cli.stages.people.summary import PersonSummary
 
 
@@ -113,17 +112,17 @@ def show(
     """One person's page: names, first/last seen, videos and days, who with, what they said most about
     (with --summary and an LLM, a profile across their videos that cites its lines)."""
     from m3cli.stages.people.pages import PeopleBook, page, said_most_about
-    from m3cli.stages.people.summary import current_digest, stored_profiles
+    from m3cli.stages.people.summary import digest_of, person_lines, stored_profiles, summarize
 
     _check_format(fmt)
+    client, cache = _llm(ctx, llm_base_url, llm_model, llm_api_key) if summary else (None, None)
     book = PeopleBook.open(memory)
     p = book.find(person)
     stored = stored_profiles(memory).get(p.id)
+    lines = person_lines(memory, book, p) if stored is not None or summary else []
     if stored is not None:
-        stored = {**stored, "current": stored["digest"] == current_digest(memory, book, p)}
-    profile = None
-    if summary:
-        profile = _profile(ctx, memory, book, p, llm_base_url, llm_model, llm_api_key)
+        stored = {**stored, "current": stored["digest"] == digest_of(book, p, lines)}
+    profile = summarize(client, book, p, lines, cache) if summary else None
     if fmt == "jsonl":
         rec = {
             **p.record(),
@@ -147,20 +146,11 @@ def show(
             echo(safe(line))
 
 
-def _profile(
-    ctx: typer.Context,
-    memory: str,
-    book: PeopleBook,
-    person: Person,
-    base_url: str | None,
-    model: str | None,
-    api_key: str | None,
-) -> PersonSummary | None:
-    """The LLM's profile of ``person`` across videos (None: no line about them)."""
+def _llm(ctx: typer.Context, base_url: str | None, model: str | None, api_key: str | None) -> tuple[Any, Any]:
+    """The LLM client and cache a profile is written with; one clear line when no LLM is configured."""
     from m3cli import context
     from m3cli.stages.backends.llm import client_from_settings
     from m3cli.stages.core.errors import InputError
-    from m3cli.stages.people.summary import summarize
 
     settings = context.settings(ctx, **{"llm.base_url": base_url, "llm.model": model, "llm.api_key": api_key})
     client = client_from_settings(settings.llm)
@@ -169,7 +159,7 @@ def _profile(
             "--summary needs an LLM: give --llm-base-url URL --llm-model NAME (or M3_LLM_BASE_URL and "
             "M3_LLM_MODEL); without one, the page above is what the memory says offline"
         )
-    return summarize(client, memory, book, person, cache=context.cache(settings))
+    return client, context.cache(settings)
 
 
 def _profile_lines(profile: PersonSummary | None) -> list[str]:
@@ -199,17 +189,19 @@ def summarize_people(
     changed since it was written is kept. `m3 people show` and the answerer's [Character] tool read it."""
     from m3cli.stages.people.edit import save_profiles
     from m3cli.stages.people.pages import PeopleBook
-    from m3cli.stages.people.summary import current_digest, stored_profiles
+    from m3cli.stages.people.summary import digest_of, person_lines, stored_profiles, summarize
 
+    client, cache = _llm(ctx, llm_base_url, llm_model, llm_api_key)
     book = PeopleBook.open(memory)
     chosen = [book.find(ref) for ref in people] if people else list(book.people.values())
     stored = stored_profiles(memory)
     rows, kept, silent = [], 0, 0
     for p in chosen:
-        if p.id in stored and stored[p.id]["digest"] == current_digest(memory, book, p):
+        lines = person_lines(memory, book, p)
+        if p.id in stored and stored[p.id]["digest"] == digest_of(book, p, lines):
             kept += 1
             continue
-        profile = _profile(ctx, memory, book, p, llm_base_url, llm_model, llm_api_key)
+        profile = summarize(client, book, p, lines, cache)
         if profile is None:
             silent += 1
             continue

@@ -147,10 +147,10 @@ def messages_for(book: PeopleBook, person: Person, lines: list[Line]) -> tuple[l
 
 
 def summarize(
-    client: Any, memory: str | Path, book: PeopleBook, person: Person, cache: Cache | None = None
+    client: Any, book: PeopleBook, person: Person, lines: list[Line], cache: Cache | None = None
 ) -> PersonSummary | None:
-    """The person's profile across videos, or None when the memory holds no line about them."""
-    lines = person_lines(memory, book, person)
+    """The person's profile across videos from their ``lines`` (:func:`person_lines`), or None when
+    there is no line about them."""
     if not lines:
         return None
     by_id = {line.id: line for line in lines}
@@ -174,9 +174,8 @@ def summarize(
     return PersonSummary(person.id, text, [by_id[i] for i in cited], client.model, digest)
 
 
-def current_digest(memory: str | Path, book: PeopleBook, person: Person) -> str | None:
-    """The digest a profile written now would carry (None: no line about the person)."""
-    lines = person_lines(memory, book, person)
+def digest_of(book: PeopleBook, person: Person, lines: list[Line]) -> str | None:
+    """The digest a profile written from ``lines`` carries (None: no line about the person)."""
     return messages_for(book, person, lines)[1] if lines else None
 
 
