@@ -193,6 +193,5 @@ class ReportData:
     people: list[Person] = field(default_factory=list)  # the memory's people (stages.people.pages.Person)
     people_rows: list[dict] = field(default_factory=list)  # their appearances (people table rows)
     with_whom: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # person -> others -> paths
-    profiles: dict[str, dict] = field(
-        default_factory=dict
-    )  # person -> stored profile (`m3 people summarize`)
+    #: person -> their stored profile across videos (`m3 people summarize`)
+    profiles: dict[str, dict] = field(default_factory=dict)
