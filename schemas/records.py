@@ -178,7 +178,8 @@ class Utterance(_Open):
     voice_score: float | None = None
     #: Whisper's code (ISO 639-1) of the language it was read in
     language: str | None = None
-    #: how sure the language ID was of ``language`` (None: the speaker was too briefly heard to ask)
+    #: how sure the language ID was of ``language`` (None: the speaker was too briefly heard to ask);
+    #: for a voice heard in English in an earlier clip of the recording, that clip's answer
     language_p: float | None = None
     second_reading: bool | None = None
     #: English translation of ``text`` (``m3 diarize --translate``, speech in another language)

@@ -184,14 +184,15 @@ def roundtrip(records: Iterable[ClipRecord]) -> list[ClipRecord]:
 
 @dataclass
 class Folds:
-    """The per-video state each folding stage keeps between clips (voice and face banks, link votes,
-    abstraction state), by stage and then by video id.
+    """The per-video state each folding stage keeps between clips (the voices heard in English, voice
+    and face banks, link votes, abstraction state), by stage and then by video id.
 
     A caller that feeds one video's clips in several calls of :func:`process_records` passes the same
     ``Folds`` to each, so a call folds only its own clips and continues from the last one (`m3 watch`:
-    round time and memory stay flat as the recording grows). The stages that do not fold (diarize,
-    sight, memorize) need nothing here."""
+    round time and memory stay flat as the recording grows). The stages that do not fold (sight,
+    memorize) need nothing here."""
 
+    diarize: dict[str, Any] = field(default_factory=dict)
     voices: dict[str, Any] = field(default_factory=dict)
     faces: dict[str, Any] = field(default_factory=dict)
     link: dict[str, Any] = field(default_factory=dict)
@@ -205,6 +206,8 @@ class Folds:
 
         arrays = checkpoint.Arrays()
         doc: dict[str, Any] = {}
+        if video in self.diarize:
+            doc["diarize"] = self.diarize[video].dump(arrays)
         if video in self.voices:
             doc["voices"] = self.voices[video].dump(arrays)
         if video in self.faces:
@@ -222,11 +225,14 @@ class Folds:
         Raises ValueError (or KeyError, TypeError) for a document that is not one of this format."""
         from m3cli.stages.abstract.facts import VideoState
         from m3cli.stages.abstract.stage import Abstractor
+        from m3cli.stages.diarize.carried import SpokenVoices
         from m3cli.stages.faces.stage import FacesFold
         from m3cli.stages.link.stage import LinkFold
         from m3cli.stages.voices import VoiceBank
 
         doc, arrays, folds = saved.folds, saved.arrays, cls()
+        if "diarize" in doc:
+            folds.diarize[video] = SpokenVoices.load(doc["diarize"], arrays)
         if "voices" in doc:
             folds.voices[video] = VoiceBank.load(doc["voices"], arrays)
         if "faces" in doc:
@@ -246,7 +252,8 @@ def _diarize(
 ) -> list[ClipRecord]:
     from m3cli.stages.diarize.stage import diarize_records
 
-    return diarize_records(records, models.config.diarize, ctx, pipe=models.diarize)
+    known = None if folds is None else folds.diarize
+    return diarize_records(records, models.config.diarize, ctx, pipe=models.diarize, known=known)
 
 
 def _voices(

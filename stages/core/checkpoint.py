@@ -48,7 +48,7 @@ from m3cli.stages.core.storage import memory_location, read_file, write_file
 log = logging.getLogger(__name__)
 
 #: the fold format this m3 writes and reads; raised whenever a fold class's saved state changes shape
-FORMAT = 2
+FORMAT = 3  # 3: the voices heard in English (diarize); 2: the link fold keeps alike voices
 MAGIC = b"m3.folds\n"
 FOLDER = "checkpoints"
 SUFFIX = ".m3folds"

@@ -42,12 +42,16 @@ recordings and failed on held-out videos (the people dev set's reader as Latin 0
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from m3cli.stages.backends.asr import RATE, Span, SpeakerTurn, speaker_stretches
+
+if TYPE_CHECKING:
+    from m3cli.stages.diarize.carried import SpokenVoices
 
 VERSION = "language-id/2"
 SECONDS = 6.0
@@ -61,12 +65,14 @@ SURE_P = 0.9  # another language heard with less on 6 s is asked again on up to 
 @dataclass(frozen=True)
 class Heard:
     """A speaker's language as heard: ISO 639-1 code (Whisper's), probability, seconds listened to, and
-    the probability Whisper gave English."""
+    the probability Whisper gave English; ``carried``: not asked in this clip, but the answer the same
+    voice got in an earlier clip of the recording (:mod:`m3cli.stages.diarize.carried`)."""
 
     language: str
     p: float
     seconds: float
     p_english: float = 0.0
+    carried: bool = False
 
     @property
     def sure(self) -> bool:
@@ -94,14 +100,27 @@ def first_seconds(audio: np.ndarray, spans: Sequence[Span], seconds: float) -> n
     return np.concatenate(pieces) if pieces else audio[:0]
 
 
-def speaker_languages(audio: np.ndarray, turns: Sequence[SpeakerTurn], reader_of) -> dict[str, Heard]:
+def speaker_languages(
+    audio: np.ndarray,
+    turns: Sequence[SpeakerTurn],
+    reader_of,
+    voices: Mapping[str, np.ndarray] | None = None,
+    known: SpokenVoices | None = None,
+) -> dict[str, Heard]:
     """Per speaker with at least ``MIN_SECONDS`` of turns, the language heard on its turns.
 
-    ``reader_of()`` gives the multilingual model (loaded the first time a clip has such a speaker)."""
+    ``reader_of()`` gives the multilingual model (loaded the first time a clip has such a speaker).
+    A speaker whose voice (``voices``, by speaker) ``known`` recalls takes the answer that voice got
+    in an earlier clip instead of being asked (:mod:`m3cli.stages.diarize.carried`)."""
     out: dict[str, Heard] = {}
     for speaker, spans in sorted(speaker_stretches(turns).items()):
         total = sum(b - a for a, b in spans)
         if total < MIN_SECONDS:
+            continue
+        voice = (voices or {}).get(speaker)
+        carried = known.recall(voice) if known is not None and voice is not None else None
+        if carried is not None:
+            out[speaker] = carried
             continue
         reader = reader_of()
         piece = first_seconds(audio, spans, SECONDS)

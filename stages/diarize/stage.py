@@ -33,7 +33,9 @@ Per clip (all cached under the clip's content id, index, span and every setting 
    where the packaged Whisper base is installed, as it is by default): turns the ASR left without
    words are read again by multilingual Whisper base in the language it detects, keeping only text
    that passes Whisper's own guards; those utterances carry ``language`` and ``second_reading``, and
-   the turns read record their ``language``.
+   the turns read record their ``language``. Every speaker's language is heard before tiny.en reads
+   (:mod:`m3cli.stages.diarize.language_id`), except a voice heard in English in an earlier clip of
+   the recording, which keeps that answer (:mod:`m3cli.stages.diarize.carried`).
 """
 
 from __future__ import annotations
@@ -54,13 +56,14 @@ from m3cli.stages.backends.asr import (
     Span,
     SpeakerTurn,
     Vad,
+    local_names,
     make_asr,
     make_vad,
     merge_spans,
     relabel_turns,
     subtract_spans,
 )
-from m3cli.stages.backends.diarizer import DIARIZERS, Diarizer, make_diarizer
+from m3cli.stages.backends.diarizer import DIARIZERS, Diarizer, diarization, make_diarizer
 from m3cli.stages.backends.registry import backend_class, dist_version
 from m3cli.stages.backends.speaker import SPEAKER_BACKENDS, make_speaker_model
 from m3cli.stages.configs.diarize import DiarizeConfig
@@ -68,7 +71,7 @@ from m3cli.stages.core import media, media_audio
 from m3cli.stages.core.audio_file import read_audio_file
 from m3cli.stages.core.cache import Cache, CacheKey, memo
 from m3cli.stages.core.common import RunContext, by_video
-from m3cli.stages.diarize import asr_guards, language_id
+from m3cli.stages.diarize import asr_guards, carried, language_id
 from m3cli.stages.diarize import second as diarize_second
 from m3cli.stages.diarize.transcribe import MIN_AUDIO_SECONDS, transcribe_speech
 from m3cli.stages.diarize.utterances import _same_labels, fit_to_turns, split_by_speaker
@@ -76,7 +79,7 @@ from m3cli.stages.diarize.utterances import _same_labels, fit_to_turns, split_by
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/14"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/15"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
@@ -89,6 +92,7 @@ STAGE_VERSION = "diarize/14"  # 3: words stay out of long pauses; one turn, one 
 # language decided (nor read) on a speaker's turns under diarize_second.MIN_LANGUAGE_SECONDS in a clip;
 # 13: a run of words is cut where another speaker's wordless stretch lies inside it (_voice_nested_turns);
 # 14: every speaker's language heard before tiny.en reads (language_id), guards on tiny.en's text
+# 15: a voice heard in English in an earlier clip of the recording is not asked again (carried.py)
 
 
 # -- results ---------------------------------------------------------------------------------------
@@ -102,6 +106,17 @@ class ClipResult:
     speech_seconds: float
     #: stretches the second reading heard: [start, end, speaker, language, probability]
     languages: list[list] = field(default_factory=list)
+    #: each speaker asked its language (or carried one) whose voice the diarizer gave:
+    #: [language, probability, seconds, English's probability, carried, voice], what the recording's
+    #: :class:`~m3cli.stages.diarize.carried.SpokenVoices` learns from this clip
+    voices: list[list] = field(default_factory=list)
+
+    def heard_voices(self) -> list[tuple[np.ndarray, language_id.Heard]]:
+        """:attr:`voices` as (voice, answer) pairs."""
+        return [
+            (np.asarray(vec, dtype=np.float32), language_id.Heard(lang, p, sec, en, bool(carried)))
+            for lang, p, sec, en, carried, vec in self.voices
+        ]
 
     @property
     def speakers(self) -> int:
@@ -114,6 +129,7 @@ class ClipResult:
             "language": self.language,
             "speech_seconds": self.speech_seconds,
             "languages": self.languages,
+            "voices": self.voices,
         }
 
     @classmethod
@@ -124,6 +140,7 @@ class ClipResult:
             data["language"],
             data["speech_seconds"],
             data.get("languages", []),
+            data.get("voices", []),
         )
 
 
@@ -215,7 +232,7 @@ class Pipeline:
         parts = [STAGE_VERSION, _identity_asr(self.config)]
         if self.second_reading:
             parts.append(f"second reading: {diarize_second.identity()}")
-            parts.append(f"{language_id.identity()}; {asr_guards.identity()}")
+            parts.append(f"{language_id.identity()}; {asr_guards.identity()}; {carried.identity()}")
         for dist in (
             "silero-vad",
             "faster-whisper",
@@ -238,8 +255,11 @@ def _identity_asr(config: DiarizeConfig) -> str:
 
 
 # -- per-clip work ---------------------------------------------------------------------------------
-def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
-    """The whole per-clip pipeline on mono 16 kHz audio (times in the result are relative to it)."""
+def diarize_audio(audio: np.ndarray, pipe: Pipeline, known: carried.SpokenVoices | None = None) -> ClipResult:
+    """The whole per-clip pipeline on mono 16 kHz audio (times in the result are relative to it).
+
+    ``known``: the voices of the recording's earlier clips heard in English, whose answers this clip's
+    speakers may take instead of being asked (:mod:`m3cli.stages.diarize.carried`)."""
     audio = np.asarray(audio, dtype=np.float32)
     if len(audio) < MIN_AUDIO_SECONDS * RATE:
         log.debug("audio of %.2f s is too short to transcribe", len(audio) / RATE)
@@ -250,14 +270,14 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     if not speech:
         return ClipResult([], [], pipe.config.language, 0.0)
     asr = pipe.asr  # loaded first: a missing ASR backend is the error to report
-    turns = speaker_turns(audio, speech, pipe)
+    turns, voices = speaker_diarization(audio, speech, pipe)
     # the ASR hears the turns too: speech the VAD gated out but the diarizer heard (0.6 s of trn07,
     # 0.7 s of trn00) was otherwise in a turn that no word could reach
     heard = merge_spans([*speech, *((t.start, t.end) for t in turns)])
     spoken: dict[str, language_id.Heard] = {}
     if pipe.second_reading and turns:
         # every speaker's language first: tiny.en never hears a speaker surely of another language
-        spoken = language_id.speaker_languages(audio, turns, pipe.second_reader)
+        spoken = language_id.speaker_languages(audio, turns, pipe.second_reader, voices, known)
         heard = subtract_spans(heard, _foreign_alone(turns, spoken))
     transcript = transcribe_speech(audio, heard, asr, pipe.config.language)
     utterances = fit_to_turns(split_by_speaker(transcript.segments, turns, relabel=False), turns)
@@ -272,7 +292,12 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline) -> ClipResult:
     turns = _same_labels(utterances, turns, languages)
     if not utterances:
         log.info("%.1f s of speech found but the recogniser produced no words", speech_seconds)
-    return ClipResult(utterances, turns, transcript.language, speech_seconds, languages)
+    heard_voices = [
+        [h.language, h.p, h.seconds, h.p_english, h.carried, voices[speaker].tolist()]
+        for speaker, h in sorted(spoken.items())
+        if speaker in voices
+    ]
+    return ClipResult(utterances, turns, transcript.language, speech_seconds, languages, heard_voices)
 
 
 def _foreign_alone(turns: Sequence[SpeakerTurn], spoken: dict[str, language_id.Heard]) -> list[Span]:
@@ -298,28 +323,44 @@ def _tag_language(utterances: list[dict], spoken: dict[str, language_id.Heard], 
 def speaker_turns(audio: np.ndarray, speech: Sequence[Span], pipe: Pipeline) -> list[SpeakerTurn]:
     """Who spoke when over the ``speech`` regions of ``audio``, by the configured diarizer, with local
     labels S0, S1, ... in order of first appearance."""
+    return speaker_diarization(audio, speech, pipe)[0]
+
+
+def speaker_diarization(
+    audio: np.ndarray, speech: Sequence[Span], pipe: Pipeline
+) -> tuple[list[SpeakerTurn], dict[str, np.ndarray]]:
+    """:func:`speaker_turns`, and each local speaker's voice where the diarizer gives one."""
     c = pipe.config
-    return relabel_turns(pipe.diarizer.turns(audio, c.max_speakers, c.num_speakers, speech=speech))
+    found = diarization(pipe.diarizer, audio, c.max_speakers, c.num_speakers, speech=speech)
+    names = local_names(t.speaker for t in sorted(found.turns, key=lambda t: (t.start, t.end)))
+    voices = {names[label]: voice for label, voice in found.voices.items() if label in names}
+    return relabel_turns(found.turns), voices
 
 
 # -- records ---------------------------------------------------------------------------------------
-def clip_result(record: ClipRecord, pipe: Pipeline, cache: Cache | None) -> ClipResult | None:
-    """The cached or freshly computed result for one clip; None when the clip has no audio."""
+def clip_result(
+    record: ClipRecord, pipe: Pipeline, cache: Cache | None, known: carried.SpokenVoices | None = None
+) -> ClipResult | None:
+    """The cached or freshly computed result for one clip; None when the clip has no audio.
+
+    ``known``: the recording's voices heard so far (:mod:`m3cli.stages.diarize.carried`); what it
+    holds is part of the key, since the clip's answers may come from it."""
     if record.clip.has_audio is False or record.video.has_audio is False:
         return None
     start, end = record.clip.start, record.clip.end
+    digest = known.digest() if known is not None and pipe.second_reading else ""
     key = CacheKey.of(
         record.video.id,
         record.clip.index,
         STAGE,
-        {"start": start, "end": end, **pipe.key()},
+        {"start": start, "end": end, **pipe.key(), **({"carried": digest} if digest else {})},
         pipe.identity(),
     )
 
     def compute() -> ClipResult:
         path = media.source_path(record.video, cache)
         audio = media_audio.clip_audio(path, record.video.id, record.clip.index, start, end, cache=cache)
-        return diarize_audio(audio, pipe)
+        return diarize_audio(audio, pipe, known)
 
     return _memo_result(cache, key, compute)
 
@@ -390,17 +431,24 @@ def diarize_records(
     config: DiarizeConfig,
     ctx: RunContext | None = None,
     pipe: Pipeline | None = None,
+    known: dict[str, carried.SpokenVoices] | None = None,
 ) -> list[ClipRecord]:
     """Add ``utterances``, ``turns`` and ``asr`` to every record (input order kept).
 
-    ``pipe`` lets a caller that runs many videos in one process load the models once."""
+    ``pipe`` lets a caller that runs many videos in one process load the models once. ``known``: per
+    video, the voices heard in English in its clips before these (`m3 watch`'s rounds, kept in its
+    checkpoint); without it each video's clips start from none."""
     ctx = ctx or RunContext()
     pipe = pipe or Pipeline(config, ctx.device)
+    known = {} if known is None else known
     model_name = _model_name(config)
     out: dict[tuple[str, int], ClipRecord] = {}
     ordered = [clip for clips in by_video(records) for clip in clips]
     for record in ctx.progress(ordered, desc="diarize", total=len(ordered)):
-        result = clip_result(record, pipe, ctx.cache)
+        voices = known.setdefault(record.video.id, carried.SpokenVoices())
+        result = clip_result(record, pipe, ctx.cache, voices)
+        for voice, heard in result.heard_voices() if result is not None else ():
+            voices.learn(voice, heard)
         if result is None:
             utterances: list[Utterance] = []
             turns: list[Turn] = []

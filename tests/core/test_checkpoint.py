@@ -62,8 +62,9 @@ def test_folds_resumed_from_a_checkpoint_continue_exactly_as_one_pass(cache_dir)
     assert saved.blob == folds.checkpoint(vid, [0, 1], models).blob  # deterministic
     assert b"pickle" not in saved.blob and saved.blob.startswith(checkpoint.MAGIC)
     doc, arrays = checkpoint.decode(saved.blob)
-    assert set(doc["folds"]) == {"voices", "faces", "link", "abstract"}
+    assert set(doc["folds"]) == {"diarize", "voices", "faces", "link", "abstract"}
     assert doc["folds"]["faces"]["bank"]["nodes"] and doc["folds"]["voices"]["voices"]
+    assert {lang for lang, *_ in doc["folds"]["diarize"]["answers"]} == {"en"}  # voices heard in English
     loaded = checkpoint.Loaded(doc["folds"], arrays, doc["clips"])
     resumed = Folds.resume(vid, loaded, models, ctx)
     assert resumed.checkpoint(vid, [0, 1], models).blob == saved.blob  # read back: the same bytes

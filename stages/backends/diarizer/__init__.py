@@ -10,6 +10,7 @@ ASR backends share, in :mod:`m3cli.stages.backends.asr`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -41,6 +42,45 @@ class Diarizer(Protocol):
         """Speaker turns, labels as the model names them (the stage renames them S0, S1, ... with
         :func:`relabel_turns`)."""
         ...
+
+
+@dataclass(frozen=True)
+class Diarization:
+    """Turns, and each label's voice where the diarizer embedded voices to tell them apart.
+
+    ``voices`` maps a turn label to the unit mean of the speaker embeddings of the windows the
+    diarizer gave that label: a voice print that costs nothing more, which lets the stage know a voice
+    it met in an earlier clip without embedding anything again (stages/diarize/carried.py). Empty for a
+    diarizer that does not embed voices."""
+
+    turns: list[SpeakerTurn]
+    voices: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+def label_voices(emb: np.ndarray, labels: np.ndarray, name: str = "C{}") -> dict[str, np.ndarray]:
+    """Per label of ``labels`` (one per row of ``emb``), the unit mean of its rows, keyed ``name``."""
+    out: dict[str, np.ndarray] = {}
+    for label in np.unique(labels):
+        mean = emb[labels == label].astype(np.float64).mean(axis=0)
+        norm = float(np.linalg.norm(mean))
+        if norm > 0:
+            out[name.format(int(label))] = (mean / norm).astype(np.float32)
+    return out
+
+
+def diarization(
+    diarizer: Diarizer,
+    audio: np.ndarray,
+    max_speakers: int | None,
+    num_speakers: int | None,
+    speech: Sequence[Span] | None = None,
+) -> Diarization:
+    """The diarizer's :class:`Diarization` where it gives one (``diarization`` method), else its turns
+    with no voices."""
+    method = getattr(diarizer, "diarization", None)
+    if method is not None:
+        return method(audio, max_speakers, num_speakers, speech=speech)
+    return Diarization(diarizer.turns(audio, max_speakers, num_speakers, speech=speech))
 
 
 class ClusterSettings(Protocol):

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from m3cli.stages.backends.asr import RATE, SpeakerTurn, merge_spans
+from m3cli.stages.backends.diarizer import Diarization, label_voices
 from m3cli.stages.backends.diarizer.segmentation import CHUNK, ChunkActivity, SegmentationModel
 from m3cli.stages.backends.speaker import fold_small_clusters, windows_over
 from m3cli.stages.backends.speaker.campplus import CamppModel
@@ -133,6 +134,17 @@ class OverlapDiarizer:
     ) -> list[SpeakerTurn]:
         """Speaker turns of ``audio``; ``speech`` (the VAD's regions, when the caller has them) is joined
         to the segmentation's own speech, so pauses a VAD bridges stay inside a turn."""
+        return self.diarization(audio, max_speakers, num_speakers, speech).turns
+
+    def diarization(
+        self,
+        audio: np.ndarray,
+        max_speakers: int | None,
+        num_speakers: int | None,
+        speech: Sequence[tuple[float, float]] | None = None,
+    ) -> Diarization:
+        """:meth:`turns`, with each turn label's voice: the unit mean of the CAM++ embeddings of the
+        2-s windows clustered under it."""
         cfg = self.config
         audio = np.asarray(audio, dtype=np.float32)
         duration = len(audio) / RATE
@@ -152,7 +164,7 @@ class OverlapDiarizer:
                 count[(times >= s) & (times < e) & (count == 0)] = 1
         wins = windows_over(speech, cfg.window, cfg.hop)
         if not wins:
-            return []
+            return Diarization([])
         emb = self.embedding.embed(audio, wins)
         weights = np.asarray([min(e - s, cfg.hop) for s, e in wins])
         apart = None
@@ -201,7 +213,8 @@ class OverlapDiarizer:
             )
         frame_labels = _frame_labels(count, speech, wins, labels, step, offset)
         second = second_speakers(act, frame_labels, count) if cfg.local_second else None
-        return _turns(frame_labels, count, step, offset, duration, cfg, second)
+        turns = _turns(frame_labels, count, step, offset, duration, cfg, second)
+        return Diarization(turns, label_voices(emb, labels))
 
 
 def speaker_count(
