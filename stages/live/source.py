@@ -18,7 +18,6 @@ the frames it had not processed yet, and the recording is the file ``m3 run`` ca
 
 from __future__ import annotations
 
-import bisect
 import logging
 import math
 import os
@@ -32,6 +31,7 @@ import av
 import numpy as np
 
 from m3cli.stages.core import media, media_probe, media_streams
+from m3cli.stages.live.timeline import CountMedian, Marks, SortedTimes
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +205,9 @@ class Arrival:
     """How far the spool has been read: the demuxed timestamps the clip plan needs, and when each
     stretch of media arrived (monotonic seconds), for clip latency."""
 
-    pts: list[int] = field(default_factory=list)
-    durations: list[int] = field(default_factory=list)
+    #: the video packets' timestamps (stream time base) and durations, kept incrementally (timeline.py)
+    pts: SortedTimes = field(default_factory=SortedTimes)
+    durations: CountMedian = field(default_factory=CountMedian)
     time_base: float = 0.0
     origin: float = 0.0
     fps: float | None = None
@@ -219,7 +220,7 @@ class Arrival:
     audio_end: float = -math.inf
     video_end: float = -math.inf
     #: (media seconds covered by both streams, monotonic time it was reached), increasing
-    marks: list[tuple[float, float]] = field(default_factory=list)
+    marks: Marks = field(default_factory=Marks)
     #: packets with damaged timestamps are left out as :func:`media_probe.probe` leaves them out
     video_clock: media_streams.TimestampFilter = field(default_factory=media_streams.TimestampFilter)
     audio_clock: media_streams.TimestampFilter = field(default_factory=media_streams.TimestampFilter)
@@ -239,22 +240,22 @@ class Arrival:
         return self.video_end
 
     def arrived_at(self, t: float) -> float | None:
-        """When media time ``t`` was first covered (None: not yet). The marks increase, so this is a
-        binary search: the watcher asks for every clip at each poll, and a linear scan over a long
-        stream's marks (about 40 a second) cost a growing share of a core."""
-        at = bisect.bisect_left(self.marks, t, key=lambda mark: mark[0])
-        return self.marks[at][1] if at < len(self.marks) else None
+        """When media time ``t`` was first covered (None: not yet), to within
+        :data:`~m3cli.stages.live.timeline.MARK_STEP`. The marks increase, so this is a binary search:
+        the watcher asks for every clip at each poll, and a linear scan over a long stream's marks
+        cost a growing share of a core."""
+        return self.marks.arrived_at(t)
 
     def probe(self) -> media_probe.Probe | None:
         """A :class:`~m3cli.stages.core.media_probe.Probe` of what has arrived, computed as the file's
         probe is."""
         if not self.has_video:
             return self._sound_probe()
-        if not self.pts:
+        if not len(self.pts):
             return None
-        times = np.unique(np.asarray(self.pts, dtype=np.int64)) * self.time_base - self.origin
-        if self.durations:
-            frame_duration = float(np.median(self.durations)) * self.time_base
+        times = self.pts.array() * self.time_base - self.origin
+        if len(self.durations):
+            frame_duration = self.durations.median() * self.time_base
         elif self.fps:
             frame_duration = 1.0 / self.fps
         else:
@@ -370,13 +371,11 @@ class Scanner(threading.Thread):
                             a.audio_first = min(a.audio_first, t)
                             a.audio_end = max(a.audio_end, end)
                         else:
-                            a.pts.append(packet.pts)
+                            a.pts.add(packet.pts)
                             if packet.duration:
-                                a.durations.append(packet.duration)
+                                a.durations.add(packet.duration)
                             a.video_end = max(a.video_end, end)
-                        covered = a.covered
-                        if not a.marks or covered > a.marks[-1][0]:
-                            a.marks.append((covered, time.monotonic()))
+                        a.marks.reach(a.covered, time.monotonic())
         finally:
             pass  # the file stays open: the watcher asks :meth:`verify` until its last commit
 

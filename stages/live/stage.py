@@ -45,10 +45,12 @@ This module holds the rounds over a growing recording (:class:`Watcher`); the wa
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -108,6 +110,10 @@ class Watcher:
         self.fail = fail or self.say
         self.stopping = threading.Event()
         self._final: tuple[list[dict], Any, dict[int, float]] | None = None
+        #: the last plan of the growing recording, and the media time before which no other clip can be
+        #: complete (:meth:`_complete`)
+        self._planned: tuple[list[dict], Any, dict[int, float]] | None = None
+        self._replan_at = -math.inf
         #: the stages' per-video folds after the clips fed so far (None: none yet in this process)
         self._folds: Any = None
         self._fed = -1  # the last clip index fed through the folds
@@ -271,8 +277,14 @@ class Watcher:
             self._final = (plan, final, arrived)
             return self._final
         with scanner.lock:
-            so_far = scanner.arrival.probe()
             covered = scanner.arrival.covered
+            self.status.live_edge = max(0.0, covered)
+            if not ended and self._planned is not None and covered < self._replan_at:
+                # no clip more can be complete yet: the plan is the last one (polls stay cheap however
+                # long the recording, bench/watch_timeline.py), its damaged stretches brought up to date
+                plan, so_far, arrived = self._planned
+                return plan, replace(so_far, damaged=tuple(scanner.arrival.damaged)), arrived
+            so_far = scanner.arrival.probe()
             if so_far is None:
                 return [], None, {}
             plan = plan_clips(so_far, self.clip_seconds)
@@ -281,7 +293,10 @@ class Watcher:
                 plan = [c for c in plan[:-1] if c["end"] + self.config.settle <= covered]
             for c in plan:
                 arrived[c["index"]] = scanner.arrival.arrived_at(c["end"]) or time.monotonic()
-            self.status.live_edge = max(0.0, covered)
+        # clip k holds media from k*L on and ends where clip k+1 starts, so the next clip, k = len(plan),
+        # is complete no sooner than (k+1)*L + settle
+        self._planned = (plan, so_far, arrived)
+        self._replan_at = (len(plan) + 1) * self.clip_seconds + self.config.settle
         return plan, so_far, arrived
 
     def _commit_round(
