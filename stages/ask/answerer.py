@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from m3cli.stages.ask.facts import Line, load_facts, parse_line
+from m3cli.stages.ask.facts import Line, ParsedLines, load_facts, parse_line
 from m3cli.stages.ask.forms import Form
 from m3cli.stages.ask.nodes import Node, Scope
 from m3cli.stages.ask.people import Person
@@ -24,10 +24,19 @@ from m3cli.stages.ask.wording import Answer, _line_text, cite
 class Answerer:
     """One question's memory and facts, and the lookups and fallback every handler uses."""
 
-    def __init__(self, memory: Any, embed: Any, scope: Scope, threshold: float, now: str | None = None):
+    def __init__(
+        self,
+        memory: Any,
+        embed: Any,
+        scope: Scope,
+        threshold: float,
+        now: str | None = None,
+        parsed: ParsedLines | None = None,
+    ):
         self.memory, self.embed, self.scope, self.threshold = memory, embed, scope, threshold
         self.now = now  # what "today" means (ISO 8601); None: the end of the newest recording
-        self.facts = load_facts(memory, scope)
+        self.parsed = parsed  # the run's lines parsed once (loop.Asker keeps them between questions)
+        self.facts = load_facts(memory, scope, parsed)
         # the lines a similarity search returned (the trajectory shows them); structural answers (who
         # spoke first, how many) search nothing, so a cold `m3 ask` need not load the text embedder
         self.retrieved: list[Node] = []

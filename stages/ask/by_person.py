@@ -77,7 +77,9 @@ def _per_video(a: Any, book: PeopleBook, person: Person, question: str, token: s
     who = book.display(person.id)
     parts: list[tuple[str, Any]] = []
     for video, character, day in _appearances(a, person):
-        sub = OfflineAnswerer(a.memory, a.embed, replace(a.scope, video=video), a.threshold, now=a.now)
+        sub = OfflineAnswerer(
+            a.memory, a.embed, replace(a.scope, video=video), a.threshold, now=a.now, parsed=a.parsed
+        )
         ans = sub.answer(question.replace(token, character))
         a.retrieved.extend(n for n in sub.retrieved if n not in a.retrieved)
         file = sub.facts.files.get(video, video)

@@ -14,6 +14,7 @@ speaking times: they span other people's turns), and sight lines (``on screen: .
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import PurePath
 from typing import Any
@@ -214,13 +215,60 @@ class Facts:
         return [ln for ln in self.lines if ln.kind == kind and (video is None or ln.node.video == video)]
 
 
-def load_facts(memory: Any, scope: Scope) -> Facts:
+def _scope_lines(memory: Any, scope: Scope) -> list[Line]:
+    """The scope's lines parsed, by video, then time, then id."""
     nodes: list[Node] = []
     reader = getattr(memory, "scope_nodes", None)
     if reader is not None:
         nodes = reader(scope, MAX_NODES)
     lines = [parse_line(n, scope.raw_ids) for n in nodes]
     lines.sort(key=lambda ln: (ln.node.video, ln.start if ln.start is not None else -1.0, ln.node.id))
+    return lines
+
+
+def _fresh(line: Line) -> Line:
+    """A copy of ``line`` and of its node (their lists are shared: nothing changes them). Their fields
+    copied as they are, a fifth of what ``copy.copy`` costs (3,000 lines a question)."""
+    node = object.__new__(Node)
+    node.__dict__.update(line.node.__dict__)
+    out = object.__new__(Line)
+    out.__dict__.update(line.__dict__)
+    out.node = node
+    return out
+
+
+class ParsedLines:
+    """Each scope's lines read and parsed once for all the questions of one `m3 ask` run.
+
+    Why: reading the scope's lines and parsing them was most of a retrieval-only answer (a 1-hour
+    memory, 3,000 lines: 62 of 88 ms a question, bench/scale_archive.py's questions), and a run of a
+    benchmark's questions read the same lines for every one. The memory object already holds what it
+    read for the run (:class:`~m3cli.stages.ask.memory.LanceMemory` keeps the nodes it loads), so these
+    lines are as current as the lines a question would read itself. Each question gets its own copies:
+    its handlers set each line's similarity to it (``Answerer.ranked``), and one question's cosines must
+    not reach the next. At most ``SIZE`` scopes are kept (a run whose questions each name another video
+    or clip keeps the last few)."""
+
+    SIZE = 8
+
+    def __init__(self) -> None:
+        self._by_scope: OrderedDict[Scope, list[Line]] = OrderedDict()
+
+    def lines(self, memory: Any, scope: Scope) -> list[Line]:
+        kept = self._by_scope.get(scope)
+        if kept is None:
+            kept = self._by_scope[scope] = _scope_lines(memory, scope)
+            while len(self._by_scope) > self.SIZE:
+                self._by_scope.popitem(last=False)
+        else:
+            self._by_scope.move_to_end(scope)
+        return [_fresh(ln) for ln in kept]
+
+
+def load_facts(memory: Any, scope: Scope, parsed: ParsedLines | None = None) -> Facts:
+    """The scope's :class:`Facts`; ``parsed``: the run's lines already parsed, when the caller keeps
+    them between questions."""
+    lines = parsed.lines(memory, scope) if parsed is not None else _scope_lines(memory, scope)
     videos = sorted({ln.node.video for ln in lines} | ({scope.video} if scope.video else set()))
     files = {}
     for v in videos:

@@ -110,6 +110,7 @@ class Asker:
 
             raise InputError(mismatch_message(memory_name or "the memory", want, have))
         self._vec_cache: dict[str, np.ndarray] = {}
+        self._parsed: Any = None  # each scope's lines parsed once for the run's retrieval-only answers
         self._ctx: ToolContext | None = None
         if llm is not None and hasattr(llm, "use_cache"):
             llm.use_cache(cache)
@@ -265,7 +266,13 @@ class Asker:
         from m3cli.stages.ask.retrieval import focus
 
         scope, focused = focus(self.memory, self.embed, ctx.scope, question)  # an archive: one video
-        answerer = OfflineAnswerer(self.memory, self.embed, scope, self.config.threshold, now=self.config.now)
+        if self._parsed is None:
+            from m3cli.stages.ask.facts import ParsedLines
+
+            self._parsed = ParsedLines()
+        answerer = OfflineAnswerer(
+            self.memory, self.embed, scope, self.config.threshold, now=self.config.now, parsed=self._parsed
+        )
         if options:  # multiple choice: the option the offline answer supports best
             from m3cli.stages.ask.choice import offline_choice
 

@@ -300,3 +300,38 @@ def test_first_questions_a_user_asks(memory):
     assert rec["answer"].startswith("The memory does not cover 90 s")
     rec = ask(memory, "What is this video about?", *two)
     assert rec["evidence"] and not rec["answer"].startswith("No line in memory")
+
+
+def _without_times(record: dict) -> dict:
+    """An answer record less what the clock decides (latency, each step's seconds)."""
+    out = {k: v for k, v in record.items() if k != "latency_s"}
+    out["trajectory"] = [{k: v for k, v in step.items() if k != "seconds"} for step in record["trajectory"]]
+    return out
+
+
+@pytest.mark.slow
+def test_one_run_of_many_questions_answers_each_as_if_asked_alone(memory):
+    """One `m3 ask` run keeps each scope's lines parsed between its questions (facts.ParsedLines): every
+    question of our QA set, asked in one run in order and then in reverse, gets the record (answer,
+    citations, evidence and the cosines of its trajectory) it gets from a run of its own."""
+    from m3cli.stages.ask.loop import Asker
+    from m3cli.stages.ask.memory import LanceMemory
+    from m3cli.stages.ask.questions import Question
+    from m3cli.stages.backends.embed import make_embedder
+
+    embedder = make_embedder("local")
+    qa = json.loads((QA / "ours.json").read_text())
+    asked = [(q["question"], Path(v["video_path"]).name) for v in qa.values() for q in v["qa_list"]]
+    asked += [("Who speaks first?", None), ("How many people are there?", None)]  # the whole memory
+
+    def question(i: int) -> Question:  # a new one each time: the asker resolves its video in place
+        return Question(asked[i][0], video=asked[i][1])
+
+    run = Asker(LanceMemory.open(memory), embedder)
+    order = [*range(len(asked)), *reversed(range(len(asked)))]
+    together = [run.ask(question(i)) for i in order]
+    alone = [Asker(LanceMemory.open(memory), embedder).ask(question(i)) for i in range(len(asked))]
+    assert len({r["answer"] for r in alone}) > 20 and not any(r["error"] for r in alone)
+    expected = [_without_times(r) for r in alone]
+    assert [_without_times(r) for r in together[: len(asked)]] == expected
+    assert [_without_times(r) for r in reversed(together[len(asked) :])] == expected
