@@ -12,9 +12,12 @@ answered from the clips before.
 English (``en`` at ``LANGUAGE_P`` or more: read by tiny.en, as the question decided). A speaker
 whose voice scores ``CARRY_COSINE`` or more against one of them takes its answer without being
 asked (``Heard.carried``); anyone else is asked as before. Only English is carried: it is what the
-cost was about, and a wrong carry of English meets tiny.en's guards, while a wrong carry of another
-language would have base write nonsense in it. A voice that was itself carried is not learnt (no
-drift from voice to voice); at most ``MAX_VOICES`` are kept (a recording's people, not its clips).
+cost was about, and base told another language of an English speaker writes a translation into it
+(docs/languages.md). A wrong carry of English is not caught by much: tiny.en reads that speaker as
+it reads anyone heard in English, with the loop guard alone (:mod:`m3cli.stages.diarize.asr_guards`),
+which is why the bar below has a margin over every pair of different people measured. A voice that
+was itself carried is not learnt (no drift from voice to voice); at most ``MAX_VOICES`` are kept (a
+recording's people, not its clips).
 
 Why ``CARRY_COSINE`` = 0.75 (``python bench/language_carry.py``): chosen on the English speakers of
 the dev data, 30-s clips of the AMI excerpts and joined diarization recordings and the 50 LibriSpeech
