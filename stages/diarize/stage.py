@@ -56,11 +56,10 @@ from m3cli.stages.backends.asr import (
     Span,
     SpeakerTurn,
     Vad,
-    local_names,
     make_asr,
     make_vad,
     merge_spans,
-    relabel_turns,
+    relabeled,
     subtract_spans,
 )
 from m3cli.stages.backends.diarizer import DIARIZERS, Diarizer, diarization, make_diarizer
@@ -332,9 +331,9 @@ def speaker_diarization(
     """:func:`speaker_turns`, and each local speaker's voice where the diarizer gives one."""
     c = pipe.config
     found = diarization(pipe.diarizer, audio, c.max_speakers, c.num_speakers, speech=speech)
-    names = local_names(t.speaker for t in sorted(found.turns, key=lambda t: (t.start, t.end)))
+    turns, names = relabeled(found.turns)
     voices = {names[label]: voice for label, voice in found.voices.items() if label in names}
-    return relabel_turns(found.turns), voices
+    return turns, voices
 
 
 # -- records ---------------------------------------------------------------------------------------

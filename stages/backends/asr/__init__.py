@@ -131,9 +131,16 @@ def local_names(labels: Iterable[object]) -> dict[object, str]:
 
 def relabel_turns(turns: Iterable[SpeakerTurn]) -> list[SpeakerTurn]:
     """``turns`` sorted by time, named by :func:`local_names` in that order, times rounded to the ms."""
+    return relabeled(turns)[0]
+
+
+def relabeled(turns: Iterable[SpeakerTurn]) -> tuple[list[SpeakerTurn], dict[object, str]]:
+    """:func:`relabel_turns`, and the name each of the model's labels was given (what else the model
+    said of a label, a voice, follows it to its new name)."""
     ordered = sorted(turns, key=lambda t: (t.start, t.end))
     names = local_names(t.speaker for t in ordered)
-    return [SpeakerTurn(round(float(t.start), 3), round(float(t.end), 3), names[t.speaker]) for t in ordered]
+    named = [SpeakerTurn(round(float(t.start), 3), round(float(t.end), 3), names[t.speaker]) for t in ordered]
+    return named, names
 
 
 def merge_spans(spans: Sequence[Span], gap: float = 0.0) -> list[Span]:
