@@ -111,6 +111,7 @@ class Marks:
     def reach(self, covered: float, now: float) -> None:
         """Media up to ``covered`` has arrived at ``now``."""
         n = self._media.size
+        # the first test alone keeps repeated -inf (nothing covered yet) out: -inf + STEP is -inf
         if n and (covered <= self._media.data[n - 1] or covered < self._media.data[n - 1] + MARK_STEP):
             return
         self._media.reserve(n + 1)
