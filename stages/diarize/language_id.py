@@ -66,13 +66,16 @@ SURE_P = 0.9  # another language heard with less on 6 s is asked again on up to 
 class Heard:
     """A speaker's language as heard: ISO 639-1 code (Whisper's), probability, seconds listened to, and
     the probability Whisper gave English; ``carried``: not asked in this clip, but the answer the same
-    voice got in an earlier clip of the recording (:mod:`m3cli.stages.diarize.carried`)."""
+    voice got in an earlier clip of the recording (:mod:`m3cli.stages.diarize.carried`);
+    ``disagreed``: in doubt, and two models' English readings of it disagreed
+    (:func:`m3cli.stages.diarize.asr_guards.second_opinion`), so it is not English."""
 
     language: str
     p: float
     seconds: float
     p_english: float = 0.0
     carried: bool = False
+    disagreed: bool = False
 
     @property
     def sure(self) -> bool:
@@ -81,7 +84,7 @@ class Heard:
     @property
     def foreign(self) -> bool:
         """Surely a language other than English: tiny.en must not read it."""
-        return self.sure and self.language != "en" and self.p_english < ENGLISH_DOUBT
+        return self.sure and self.language != "en" and (self.p_english < ENGLISH_DOUBT or self.disagreed)
 
 
 def identity() -> str:

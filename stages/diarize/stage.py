@@ -78,7 +78,7 @@ from m3cli.stages.diarize.utterances import _same_labels, fit_to_turns, split_by
 log = logging.getLogger(__name__)
 
 STAGE = "diarize"
-STAGE_VERSION = "diarize/15"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
+STAGE_VERSION = "diarize/16"  # 3: words stay out of long pauses; one turn, one utterance; 4: Whisper's
 # temperature fallback in three steps; 5: CAM++ windows in batches of 16 (embeddings move by ~1e-6);
 # 6: segmentation-3.0 and CAM++ on onnxruntime on the CPU (outputs move by ~1e-5); 7: no word without a
 # letter or digit, no utterance shorter than MIN_UTTERANCE; 8: utterance times from the turns, the ASR
@@ -92,6 +92,7 @@ STAGE_VERSION = "diarize/15"  # 3: words stay out of long pauses; one turn, one 
 # 13: a run of words is cut where another speaker's wordless stretch lies inside it (_voice_nested_turns);
 # 14: every speaker's language heard before tiny.en reads (language_id), guards on tiny.en's text
 # 15: a voice heard in English in an earlier clip of the recording is not asked again (carried.py)
+# 16: a speaker in doubt whose tiny.en and base English readings disagree is read in its language
 
 
 # -- results ---------------------------------------------------------------------------------------
@@ -283,6 +284,7 @@ def diarize_audio(audio: np.ndarray, pipe: Pipeline, known: carried.SpokenVoices
     languages: list[list] = []
     if pipe.second_reading and turns:
         utterances, _ = asr_guards.guard(utterances, transcript.segments, turns, spoken)
+        utterances, spoken = asr_guards.second_opinion(audio, utterances, turns, spoken, pipe.second_reader)
         # the speakers of another language: read by the multilingual model in it
         utterances, languages = diarize_second.second_reading(
             audio, turns, utterances, pipe.second_reader, spoken, pipe.config.translate
