@@ -13,8 +13,9 @@ import importlib
 import sys
 from pathlib import Path
 
-#: In the order the issue lists them: cost per video second, restarts, aging, archives, the report.
-PARTS = ("scale_cost", "scale_restart", "scale_aging", "scale_archive", "scale_report")
+#: In the order the issue lists them: cost per video second, long videos, restarts, aging, archives,
+#: the report.
+PARTS = ("scale_cost", "scale_length", "scale_restart", "scale_aging", "scale_archive", "scale_report")
 
 
 def available() -> list[str]:

@@ -32,17 +32,16 @@ import numpy as np
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
 import bench  # noqa: E402,F401 - finds m3 (bench/__init__.py)
 from bench.common import table  # noqa: E402
-from m3cli.stages.backends.asr import RATE, merge_spans, speaker_stretches  # noqa: E402
-from m3cli.stages.core.audio_file import read_audio_file  # noqa: E402
+from bench.language_carry import CLIP, diarized_clips  # noqa: E402
+from m3cli.stages.backends.asr import merge_spans, speaker_stretches  # noqa: E402
 from m3cli.stages.diarize import asr_guards, language_id  # noqa: E402
-from m3cli.stages.diarize.stage import DiarizeConfig, Pipeline, speaker_diarization  # noqa: E402
+from m3cli.stages.diarize.stage import DiarizeConfig, Pipeline  # noqa: E402
 from m3cli.stages.diarize.transcribe import transcribe_speech  # noqa: E402
 from m3cli.stages.diarize.utterances import fit_to_turns, split_by_speaker  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = Path(os.environ.get("M3_SHARED_MEDIA", ROOT.parent / "shared" / "media"))
 PEOPLE = ROOT / "tests" / "data" / "people"
-CLIP = 30.0
 BARS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.4)
 #: the speakers of the people set's and shared videos' truth, by name: the language each speaks
 SPOKEN = {"woman": "ru", "kitchen_man": "pt", "sofa_man": "en", "A": "pt", "B": "en"}
@@ -108,17 +107,8 @@ def _language(who, spans, start: float) -> str:
 def speakers(pipe: Pipeline) -> list[dict]:
     found = []
     for group, path, who in recordings():
-        audio = np.asarray(read_audio_file(path, None)[1], dtype=np.float32)
-        n = max(
-            1, int(np.ceil(len(audio) / RATE / CLIP - 0.2))
-        )  # a last piece under 6 s joins the one before
-        for k in range(n):
+        for k, clip, speech, turns, _ in diarized_clips(path, pipe):
             start = k * CLIP
-            clip = audio[int(start * RATE) : int((start + CLIP) * RATE) if k < n - 1 else None]
-            speech = pipe.vad.speech(clip)
-            if not speech:
-                continue
-            turns, _ = speaker_diarization(clip, speech, pipe)
             heard = language_id.speaker_languages(clip, turns, pipe.second_reader)
             spans = merge_spans([*speech, *((t.start, t.end) for t in turns)])
             transcript = transcribe_speech(clip, spans, pipe.asr, "en")

@@ -21,6 +21,7 @@ from __future__ import annotations
 import itertools
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -63,20 +64,24 @@ def recordings() -> list[tuple[str, Path, object]]:
     return out
 
 
+def diarized_clips(path: Path, pipe: Pipeline) -> Iterator[tuple[int, np.ndarray, list, list, dict]]:
+    """Each of ``path``'s 30-s clips as `m3 diarize` cuts and diarizes it: (clip number, its audio,
+    the VAD's speech, the speaker turns, each speaker's voice); clips without speech are left out."""
+    audio = np.asarray(read_audio_file(path, None)[1], dtype=np.float32)
+    n = max(1, int(np.ceil(len(audio) / RATE / CLIP - 0.2)))  # a last piece under 6 s joins the one before
+    for k in range(n):
+        clip = audio[int(k * CLIP * RATE) : int((k + 1) * CLIP * RATE) if k < n - 1 else None]
+        speech = pipe.vad.speech(clip)
+        if speech:
+            turns, heard = speaker_diarization(clip, speech, pipe)
+            yield k, clip, speech, turns, heard
+
+
 def voices(pipe: Pipeline) -> list[dict]:
     found = []
     for group, path, who in recordings():
-        audio = np.asarray(read_audio_file(path, None)[1], dtype=np.float32)
-        n = max(
-            1, int(np.ceil(len(audio) / RATE / CLIP - 0.2))
-        )  # a last piece under 6 s joins the one before
-        for k in range(n):
+        for k, clip, _, turns, heard in diarized_clips(path, pipe):
             start = k * CLIP
-            clip = audio[int(start * RATE) : int((start + CLIP) * RATE) if k < n - 1 else None]
-            speech = pipe.vad.speech(clip)
-            if not speech:
-                continue
-            turns, heard = speaker_diarization(clip, speech, pipe)
             for speaker, spans in sorted(speaker_stretches(turns).items()):
                 if sum(b - a for a, b in spans) < MIN_SECONDS or speaker not in heard:
                     continue
