@@ -32,7 +32,7 @@ import numpy as np
 sys.path.append(str(Path(__file__).resolve().parent.parent))  # bench.*, behind the installed m3cli
 import bench  # noqa: E402,F401 - finds m3 (bench/__init__.py)
 from bench.common import table  # noqa: E402
-from bench.language_carry import CLIP, diarized_clips  # noqa: E402
+from bench.language_carry import CLIP, diarized_clips, most_overlapped  # noqa: E402
 from m3cli.stages.backends.asr import merge_spans, speaker_stretches  # noqa: E402
 from m3cli.stages.diarize import asr_guards, language_id  # noqa: E402
 from m3cli.stages.diarize.stage import DiarizeConfig, Pipeline  # noqa: E402
@@ -95,13 +95,7 @@ def recordings() -> list[tuple[str, Path, str | list[tuple[float, float, str]]]]
 
 
 def _language(who, spans, start: float) -> str:
-    if isinstance(who, str):
-        return who
-    overlap: dict[str, float] = {}
-    for s, e, language in who:
-        for a, b in spans:
-            overlap[language] = overlap.get(language, 0.0) + max(0.0, min(e, b + start) - max(s, a + start))
-    return max(overlap, key=overlap.__getitem__)
+    return who if isinstance(who, str) else most_overlapped(who, spans, start)
 
 
 def speakers(pipe: Pipeline) -> list[dict]:
@@ -144,7 +138,7 @@ def speakers(pipe: Pipeline) -> list[dict]:
 def doubtful(row: dict) -> bool:
     """In the guard's hands: heard in another language while English stayed a real candidate."""
     language, p, english = row["heard"]
-    return asr_guards.doubtful(language_id.Heard(language, p, 0.0, english))
+    return language_id.Heard(language, p, 0.0, english).doubtful
 
 
 def choose(rows: list[dict]) -> float:

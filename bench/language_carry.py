@@ -77,6 +77,16 @@ def diarized_clips(path: Path, pipe: Pipeline) -> Iterator[tuple[int, np.ndarray
             yield k, clip, speech, turns, heard
 
 
+def most_overlapped(truth: list[tuple[float, float, str]], spans: list, start: float) -> str:
+    """The label of ``truth`` ((start, end, label) on the recording's clock) that overlaps ``spans``
+    (on the clip's clock, the clip starting at ``start``) the longest."""
+    overlap: dict[str, float] = {}
+    for s, e, label in truth:
+        for a, b in spans:
+            overlap[label] = overlap.get(label, 0.0) + max(0.0, min(e, b + start) - max(s, a + start))
+    return max(overlap, key=overlap.__getitem__)
+
+
 def voices(pipe: Pipeline) -> list[dict]:
     found = []
     for group, path, who in recordings():
@@ -86,13 +96,7 @@ def voices(pipe: Pipeline) -> list[dict]:
                 if sum(b - a for a, b in spans) < MIN_SECONDS or speaker not in heard:
                     continue
                 if isinstance(who, list):  # the RTTM speaker that overlaps these turns most
-                    overlap: dict[str, float] = {}
-                    for s, e, name in who:
-                        for a, b in spans:
-                            overlap[name] = overlap.get(name, 0.0) + max(
-                                0.0, min(e, b + start) - max(s, a + start)
-                            )
-                    name = f"{path.stem}:{max(overlap, key=overlap.__getitem__)}"
+                    name = f"{path.stem}:{most_overlapped(who, spans, start)}"
                     name = name.split(":", 1)[1] if path.stem.startswith(("trn", "dev")) else name  # AMI ids
                 else:
                     name = str(who)

@@ -141,11 +141,6 @@ def guard(
     return [u for u in utterances if id(u) not in dropped], why
 
 
-def doubtful(heard: Heard) -> bool:
-    """Heard in another language while English stayed a real candidate: read by tiny.en, in doubt."""
-    return heard.sure and heard.language != "en" and not heard.foreign
-
-
 def second_opinion(
     audio: np.ndarray,
     utterances: list[dict],
@@ -164,7 +159,7 @@ def second_opinion(
     dropped: set[str] = set()
     for speaker, known in sorted(heard.items()):
         mine = " ".join(u["text"] for u in utterances if u["speaker_local"] == speaker)
-        if not doubtful(known) or not words_of(mine) or speaker not in stretches:
+        if not known.doubtful or not words_of(mine) or speaker not in stretches:
             continue
         again = " ".join(
             seg.text for seg in transcribe_speech(audio, stretches[speaker], reader_of(), "en").segments

@@ -86,6 +86,12 @@ class Heard:
         """Surely a language other than English: tiny.en must not read it."""
         return self.sure and self.language != "en" and (self.p_english < ENGLISH_DOUBT or self.disagreed)
 
+    @property
+    def doubtful(self) -> bool:
+        """Heard in another language while English stayed a real candidate: tiny.en reads it, in doubt
+        (:func:`m3cli.stages.diarize.asr_guards.second_opinion` checks what it wrote)."""
+        return self.sure and self.language != "en" and not self.foreign
+
 
 def identity() -> str:
     return f"{VERSION} {(SECONDS, LONG_SECONDS, MIN_SECONDS, LANGUAGE_P, ENGLISH_DOUBT, SURE_P)}"

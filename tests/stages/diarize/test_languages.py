@@ -57,7 +57,11 @@ def test_a_speaker_is_foreign_only_when_english_is_no_real_candidate():
     assert not Heard("fr", 0.43, 3.1, p_english=0.097).foreign  # unsure of anything
     assert not Heard("en", 0.99, 6.0, p_english=0.99).foreign
     # in doubt (English still a candidate) until two English readings of it disagree
+    assert Heard("ru", 0.88, 5.5, p_english=0.061).doubtful
     assert Heard("ru", 0.88, 5.5, p_english=0.061, disagreed=True).foreign
+    assert not Heard("ru", 0.88, 5.5, p_english=0.061, disagreed=True).doubtful
+    assert not Heard("pt", 0.93, 6.0, p_english=0.016).doubtful
+    assert not Heard("en", 0.99, 6.0, p_english=0.99).doubtful
     assert not Heard("ru", 0.43, 5.5, p_english=0.061, disagreed=True).foreign  # unsure of anything
 
 
