@@ -105,9 +105,15 @@ def setup_logging(verbose: int, quiet: bool) -> None:
 
 
 def progress(
-    ctx: typer.Context, items: Iterable[T], desc: str, total: int | None = None, unit: str = "clip"
+    ctx: typer.Context,
+    items: Iterable[T],
+    desc: str,
+    total: int | None = None,
+    unit: str = "clip",
+    done: int = 0,
 ) -> Iterator[T]:
-    """A progress bar on stderr, shown only to a person watching a terminal."""
+    """A progress bar on stderr, shown only to a person watching a terminal; ``done`` of ``total`` were
+    taken before ``items``."""
     from tqdm import tqdm
 
     quiet = state(ctx).quiet or not sys.stderr.isatty()
@@ -115,6 +121,7 @@ def progress(
         items,
         desc=desc,
         total=total,
+        initial=done,
         unit=unit,
         file=sys.stderr,
         disable=quiet,
@@ -138,8 +145,8 @@ def run_context(
     from m3cli.stages.core.common import RunContext
     from m3cli.stages.core.devices import check_device
 
-    def per_stage(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
-        return progress(ctx, items, desc, total, unit=unit)
+    def per_stage(items: Iterable[T], desc: str = "", total: int | None = None, done: int = 0) -> Iterator[T]:
+        return progress(ctx, items, desc, total, unit=unit, done=done)
 
     bar = bar or per_stage
 

@@ -208,10 +208,12 @@ class PipelineProgress:
             self.idle = "video done"
         self.line.draw(self.position())
 
-    def progress(self, items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
-        """A stage's clips passed through unchanged, counted as the stage takes them."""
+    def progress(
+        self, items: Iterable[T], desc: str = "", total: int | None = None, done: int = 0
+    ) -> Iterator[T]:
+        """A stage's clips passed through unchanged, counted as the stage takes them (after ``done``)."""
         n = total if total is not None else (len(items) if hasattr(items, "__len__") else None)  # type: ignore[arg-type]
-        taken = 0
+        taken = done
         for item in items:
             self._at(desc, taken, n, True)
             yield item
@@ -318,7 +320,9 @@ class BatchProgress:
                     self.line._bar.total = max(self.total, 1e-9)
         self.line.draw(self.position())
 
-    def index_progress(self, items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
+    def index_progress(
+        self, items: Iterable[T], desc: str = "", total: int | None = None, done: int = 0
+    ) -> Iterator[T]:
         """The writer's own stage (index), shown while it commits a video."""
         with self.lock:
             self.indexing = desc or "index"
@@ -383,9 +387,11 @@ class WatchProgress:
         self.start = time.monotonic()
         self.line = _Line(self.enabled, None, self._describe, self.lock)
 
-    def progress(self, items: Iterable[T], desc: str = "", total: int | None = None) -> Iterator[T]:
+    def progress(
+        self, items: Iterable[T], desc: str = "", total: int | None = None, done: int = 0
+    ) -> Iterator[T]:
         n = total if total is not None else (len(items) if hasattr(items, "__len__") else None)  # type: ignore[arg-type]
-        taken = 0
+        taken = done
         for item in items:
             with self.lock:
                 self.stages[desc] = (float(taken), n, True)

@@ -11,9 +11,11 @@ same JSON round trip a pipe gives it (serialise, parse, validate). Caches are th
 `m3 run --until faces` followed by `m3 memorize | m3 link | ...` hits the same entries as either alone.
 
 Streaming: videos pass through every stage one after another, so a video is finished (indexed, or
-ready to emit) before the next starts and memory use does not grow with the number of videos. The
-stages fold per video (identity banks, link voting, summaries), which makes the video the unit that
-can be completed, journaled and retried on its own.
+ready to emit) before the next starts and memory use does not grow with the number of videos. Within
+a video the stages take a few clips at a time and carry their folds (identity banks, link voting,
+summaries) from pass to pass, the finished clips held as JSON until ``index``, so memory use does not
+grow with the video's length either. The folds are per video, which makes the video the unit that can
+be completed, journaled and retried on its own.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +46,7 @@ from m3cli.stages.configs.stage_table import (
 )
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.held_clips import HeldClips
 from m3cli.stages.core.once import MadeOnce
 from m3cli.stages.core.options import build_config, option_paths
 from m3cli.stages.index.stage import IndexStats
@@ -287,16 +290,7 @@ def _memorize(
 ) -> list[ClipRecord]:
     from m3cli.stages.memorize.stage import memorize_records
 
-    out = memorize_records(records, models.config.memorize, models.llm, ctx)
-    fallbacks = sum(1 for r in out if r.memory and r.memory.fallback)
-    if fallbacks:
-        log.warning(
-            "%s: %d of %d clips fell back to the offline memorizer (see each record's errors)",
-            records[0].video.path,
-            fallbacks,
-            len(out),
-        )
-    return out
+    return memorize_records(records, models.config.memorize, models.llm, ctx)
 
 
 def _link(
@@ -458,21 +452,77 @@ def content_id(path: Path, ctx: RunContext) -> str:
     return media.content_id(Path(path), ctx.cache)
 
 
+#: Clips of a video each stage takes at a time in :func:`process_video` (4 minutes of 30-s clips).
+#: Small enough that a pass's records (about 0.4 MB a clip as objects) never matter beside the
+#: models; large enough that the two perception branches meet rarely (they wait for each other at
+#: the end of every pass).
+CLIPS_PER_PASS = 8
+
+
 def process_video(
-    path: Path, models: Models, ctx: RunContext, on_stage: Callable[[str, int], None] | None = None
-) -> list[ClipRecord]:
+    path: Path,
+    models: Models,
+    ctx: RunContext,
+    on_stage: Callable[[str, int], None] | None = None,
+    clips_per_pass: int = CLIPS_PER_PASS,
+) -> HeldClips:
     """One video through every stage before ``index`` that the config runs; its records, in clip order.
 
-    ``on_stage(stage, clips)`` is told when each stage has finished (progress reporting).
+    The clips go through the stages ``clips_per_pass`` at a time with one :class:`Folds` kept across
+    the passes, which gives the records one pass over all of them would (the folds are what `m3 watch`
+    keeps between its rounds), and each finished pass is held as JSON (:class:`HeldClips`): memory
+    stays flat however long the video is. ``on_stage(stage, clips)`` is told when each stage has
+    finished the whole video (progress reporting); the stages' progress counts the video's clips.
     """
     from m3cli.stages.segment import segment_video
 
     if ctx.cache is not None:
         ctx.cache.hold(renew=True)  # earlier videos' entries are done: the size cap may evict them
-    records = roundtrip(segment_video(Path(path), models.config.segment, ctx.cache))
+    segmented = roundtrip(segment_video(Path(path), models.config.segment, ctx.cache))
     if on_stage:
-        on_stage("segment", len(records))
-    return process_records(records, models, ctx, on_stage)
+        on_stage("segment", len(segmented))
+    held, folds, fallbacks = HeldClips(), Folds(), 0
+    video_ctx = dataclasses.replace(ctx, progress=_counted_across_passes(ctx.progress, len(segmented)))
+    for start in range(0, len(segmented), max(1, clips_per_pass)):
+        last = start + clips_per_pass >= len(segmented)
+        told = _told_whole(on_stage, len(segmented)) if last and on_stage else None
+        part = _through_stages(segmented[start : start + clips_per_pass], models, video_ctx, told, folds)
+        fallbacks += _fallbacks(part)
+        held.extend(part)
+    _warn_fallbacks(path, fallbacks, len(held))
+    return held
+
+
+def _told_whole(on_stage: Callable[[str, int], None], clips: int) -> Callable[[str, int], None]:
+    """``on_stage`` told of a stage's last pass as of the whole video: the stage is done with it."""
+    return lambda stage, _pass_clips: on_stage(stage, clips)
+
+
+def _counted_across_passes(progress: Callable[..., Iterable], clips: int) -> Callable[..., Iterable]:
+    """``progress`` as each stage sees it in :func:`process_video`: a pass's clips counted after the
+    ones the stage took in earlier passes, out of the video's ``clips``."""
+    taken: dict[str, int] = {}
+
+    def counted(items: Iterable, desc: str = "", total: int | None = None, done: int = 0) -> Iterable:
+        before = taken.get(desc, 0)
+        taken[desc] = before + (total if total is not None else len(items))  # type: ignore[arg-type]
+        return progress(items, desc, clips, done=before)
+
+    return counted
+
+
+def _fallbacks(records: Iterable[ClipRecord]) -> int:
+    return sum(1 for r in records if r.memory and r.memory.fallback)
+
+
+def _warn_fallbacks(path: Path | str, fallbacks: int, clips: int) -> None:
+    if fallbacks:
+        log.warning(
+            "%s: %d of %d clips fell back to the offline memorizer (see each record's errors)",
+            path,
+            fallbacks,
+            clips,
+        )
 
 
 def process_records(
@@ -487,6 +537,20 @@ def process_records(
     ``folds``: the stages' per-video state left by an earlier call, which these records (the clips
     that follow that call's, in order) continue; `m3 watch` keeps one while it runs, so clip k comes
     out as it would from the finished recording while each round works only on its new clips."""
+    out = _through_stages(records, models, ctx, on_stage, folds)
+    if out:
+        _warn_fallbacks(out[0].video.path, _fallbacks(out), len(out))
+    return out
+
+
+def _through_stages(
+    records: list[ClipRecord],
+    models: Models,
+    ctx: RunContext,
+    on_stage: Callable[[str, int], None] | None = None,
+    folds: Folds | None = None,
+) -> list[ClipRecord]:
+    """:func:`process_records` without its warning (:func:`process_video` says it once per video)."""
     stages = list(models.config.stages[1:])
     if models.config.parallel and "faces" in stages and records:
         records = perceive_side_by_side(records, models, ctx, on_stage, folds)
@@ -501,7 +565,7 @@ def process_records(
 
 
 def index_video(
-    records: list[ClipRecord], memory: str | Path, models: Models, ctx: RunContext, checkpoint: Any = None
+    records: Sequence[ClipRecord], memory: str | Path, models: Models, ctx: RunContext, checkpoint: Any = None
 ) -> IndexStats:
     """Commit one video's records to the memory through the index stage's public function; with
     ``checkpoint`` (:meth:`Folds.checkpoint`), the folds after them in the same commit."""
@@ -531,7 +595,7 @@ def run_videos(
     keep_going: bool = False,
     on_video: Callable[[int, Path], None] | None = None,
     on_stage: Callable[[str, int], None] | None = None,
-) -> Iterator[tuple[VideoOutcome, list[ClipRecord]]]:
+) -> Iterator[tuple[VideoOutcome, Sequence[ClipRecord]]]:
     """Each video through the pipeline, in order: indexed into ``memory`` when the config runs to
     ``index``, else its records handed back. A video whose content was already seen in this run is
     skipped (two copies of one file are one video). With ``keep_going`` a failing video is reported in

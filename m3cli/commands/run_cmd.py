@@ -138,7 +138,7 @@ def run(
         enabled=shown(context.state(ctx).quiet),
     )
     run_ctx = context.run_context(ctx, settings, bar=bar.progress)
-    records = []
+    finished = []  # each video's records, held as JSON (stages/core/held_clips.py)
     failures = 0
     outcomes = run_videos(
         [Path(v) for v in videos], models, run_ctx, output, keep_going, bar.video, bar.stage_done
@@ -149,20 +149,23 @@ def run(
             if outcome.error:
                 failures += 1
                 bar.write(f"m3: error: {safe(outcome.error)}")
-            records.extend(recs)
+            if recs:
+                finished.append(recs)
     finally:
         bar.close()
+    from itertools import chain
+
     if config.until != "index":
-        stream.write_records(records, output)
+        stream.write_records(chain.from_iterable(finished), output)
     from m3cli.stages.core.sizes import count
     from m3cli.stages.core.summary import characters_in
 
-    done = len({r.video.id for r in records})
+    done, clips = len(finished), sum(len(recs) for recs in finished)
     if config.until == "index":
-        what = context.memory_counts(done, len(records), characters_in(records))
+        what = context.memory_counts(done, clips, characters_in(chain.from_iterable(finished)))
         context.wrote(ctx, what, output, memory=True)
     else:
-        what = f"{count(len(records), 'clip record')} of {count(done, 'video')}, after {config.until}"
+        what = f"{count(clips, 'clip record')} of {count(done, 'video')}, after {config.until}"
         context.wrote(ctx, what, output)
     if failures:
         log.warning("%d of %d videos failed", failures, len(videos))

@@ -338,9 +338,9 @@ def _tell(*event: Any) -> None:
             pass
 
 
-def _told(items: Iterable[Any], desc: str = "", total: int | None = None) -> Iterator[Any]:
-    """A stage's clips passed through, each told to the parent as the stage takes it."""
-    taken = 0
+def _told(items: Iterable[Any], desc: str = "", total: int | None = None, done: int = 0) -> Iterator[Any]:
+    """A stage's clips passed through, each told to the parent as the stage takes it (after ``done``)."""
+    taken = done
     for item in items:
         _tell(desc, taken, total, True)
         yield item

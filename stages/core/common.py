@@ -16,7 +16,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-def _no_progress(items: Iterable[T], desc: str = "", total: int | None = None) -> Iterable[T]:
+def _no_progress(items: Iterable[T], desc: str = "", total: int | None = None, done: int = 0) -> Iterable[T]:
     return items
 
 
@@ -24,8 +24,10 @@ def _no_progress(items: Iterable[T], desc: str = "", total: int | None = None) -
 class RunContext:
     """What a stage needs from its caller besides records and its own config.
 
-    ``progress`` wraps an iterable in a progress bar (the CLI passes one that draws on stderr only for
-    a person at a terminal); library callers and tests get a silent one.
+    ``progress(items, desc, total, done=0)`` wraps an iterable in a progress bar (the CLI passes one
+    that draws on stderr only for a person at a terminal); library callers and tests get a silent one.
+    ``total`` counts the stage's clips of the whole video and ``done`` those taken before ``items``:
+    `m3 run` feeds a long video to each stage a few clips at a time.
     """
 
     cache: Cache | None = None

@@ -258,7 +258,7 @@ def perceive(video: Path, until: str, settings: Any, ctx: Any) -> list[ClipRecor
     from m3cli.stages.pipeline import Models, pipeline_config, process_video
 
     models = Models(pipeline_config({}, until=until, offline=True), settings)
-    return process_video(video, models, ctx)
+    return list(process_video(video, models, ctx))
 
 
 def evaluate_link(

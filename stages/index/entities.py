@@ -12,6 +12,7 @@ import hashlib
 import logging
 import os
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ KEYFRAMES_DIR = "keyframes"
 class EntityRows(StoredRows):
     """One video's entity, entity-edge and clip rows."""
 
-    def _entity_edges(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
+    def _entity_edges(self, vid: str, clips: Sequence[ClipRecord], view: VideoView) -> list[dict]:
         edges = []
         last = clips[-1].plain("link") or {}
         for e in last.get("edges", []):
@@ -44,7 +45,7 @@ class EntityRows(StoredRows):
             edges.append(_edge(vid, f"{vid}:{c}", f"{vid}:{eid}", "member", 1.0))
         return edges
 
-    def _entities(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
+    def _entities(self, vid: str, clips: Sequence[ClipRecord], view: VideoView) -> list[dict]:
         existing = {r["id"]: r for r in self._existing("entities", f"video = '{vid}'")}
         acc: dict[str, dict] = {}
         for r in clips:
@@ -207,7 +208,7 @@ class EntityRows(StoredRows):
             )
         return out
 
-    def _clips(self, vid: str, clips: list[ClipRecord], view: VideoView) -> list[dict]:
+    def _clips(self, vid: str, clips: Sequence[ClipRecord], view: VideoView) -> list[dict]:
         stored = self._clips_schema().names
         existing = {
             r["id"]: r

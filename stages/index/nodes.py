@@ -10,6 +10,7 @@ build, and from the entity and clip rows (:mod:`~m3cli.stages.index.entities`).
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 
 from m3cli.schemas.records import ClipRecord
 from m3cli.stages.core.entity_ids import entities_in
@@ -30,7 +31,9 @@ class NodeRows(EntityRows):
     """One video's rows: its nodes and edges here, its entity and clip rows from :class:`EntityRows`."""
 
     # ---------------------------------------------------------------- one video
-    def _video(self, clips: list[ClipRecord]) -> tuple[list[dict], list[dict], list[dict], list[dict], int]:
+    def _video(
+        self, clips: Sequence[ClipRecord]
+    ) -> tuple[list[dict], list[dict], list[dict], list[dict], int]:
         vid = clips[0].video.id
         mapping = dict(clips[-1].characters or {})
         view = VideoView(vid, mapping, {})

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +39,7 @@ from m3cli.schemas.records import ClipRecord
 from m3cli.stages.configs.index import IndexConfig
 from m3cli.stages.core.common import RunContext, by_video
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.held_clips import HeldClips
 from m3cli.stages.core.memory_manifest import (
     is_disk_full,
     read_manifest,
@@ -187,10 +189,14 @@ class Indexer(NodeRows):
         stats.tables_committed.append(name)
         return len(rows)
 
-    def run(self, records: list[ClipRecord]) -> IndexStats:
+    def run(self, records: Sequence[ClipRecord]) -> IndexStats:
         stats = IndexStats()
         self.stale_entities = []
-        videos = list(by_video(records))
+        # one video's held clips (`m3 run`) are one group in clip order already, and stay held as JSON,
+        # parsed a clip at a time, instead of becoming a list of objects as long as the video
+        videos: list[Sequence[ClipRecord]] = (
+            [records] if isinstance(records, HeldClips) else [*by_video(records)]
+        )
         node_rows: list[dict] = []
         edge_rows: dict[str, dict] = {}
         entity_rows: list[dict] = []
@@ -272,7 +278,7 @@ def _arrow(rows: list[dict], schema: pa.Schema) -> pa.Table:
 
 
 def index_records(
-    records: list[ClipRecord],
+    records: Sequence[ClipRecord],
     path: str | Path,
     embedder: Any,
     config: IndexConfig | None = None,
@@ -326,7 +332,7 @@ def index_records(
         raise
 
 
-def _run_or_undo(indexer: Indexer, records: list[ClipRecord]) -> IndexStats:
+def _run_or_undo(indexer: Indexer, records: Sequence[ClipRecord]) -> IndexStats:
     """``indexer.run``; a run that fails is rolled back before its error goes on."""
     try:
         return indexer.run(records)

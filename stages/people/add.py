@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ def _char_order(character: str) -> tuple[int, str]:
     return (parsed[1] if parsed else 10**9, character)
 
 
-def appearance_spans(clips: list[ClipRecord], mapping: dict[str, str]) -> dict[str, list[list[float]]]:
+def appearance_spans(clips: Sequence[ClipRecord], mapping: dict[str, str]) -> dict[str, list[list[float]]]:
     """Character -> seconds of the video in which it is seen (face tracks) or heard (turns, utterances)."""
     spans: dict[str, list[list[float]]] = defaultdict(list)
     for r in clips:
@@ -178,7 +179,7 @@ def known_of_table(table: pa.Table, thresholds: Thresholds | None = None) -> Kno
 
 
 def add_people(
-    indexer: Any, groups: list[list[ClipRecord]], stats: Any, thresholds: Thresholds | None = None
+    indexer: Any, groups: Sequence[Sequence[ClipRecord]], stats: Any, thresholds: Thresholds | None = None
 ) -> int:
     """Match the characters of the videos just indexed to the memory's people; write the ``people``
     rows that are new or changed. ``indexer`` is the running :class:`~m3cli.stages.index.stage.Indexer`
