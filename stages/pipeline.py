@@ -20,7 +20,9 @@ be completed, journaled and retried on its own.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -82,6 +84,14 @@ class PipelineConfig:
     @property
     def stages(self) -> tuple[str, ...]:
         return STAGES[: STAGES.index(self.until) + 1]
+
+    @property
+    def whole_video(self) -> bool:
+        """Whether a stage is set to cluster all of a video's clips at once (``--recluster``), which
+        the passes of :func:`process_video` cannot give it."""
+        return (self.voices.recluster and "voices" in self.stages) or (
+            self.faces.recluster and "faces" in self.stages
+        )
 
 
 # ------------------------------------------------------------------------------ options by name
@@ -381,6 +391,7 @@ def perceive_side_by_side(
     ctx: RunContext,
     on_stage: Callable[[str, int], None] | None = None,
     folds: Folds | None = None,
+    side: ThreadPoolExecutor | None = None,
 ) -> list[ClipRecord]:
     """diarize -> voices in this thread while faces runs in a second one, and sight (when the config
     runs it) in whichever of the two is free first; the records `... | m3 voices | m3 faces | m3 sight`
@@ -394,6 +405,10 @@ def perceive_side_by_side(
     runs on one thread) and sight leaves the critical path (`m3 watch`'s per-clip latency, `m3 run`'s
     wall time); on short clips where faces is the longer branch it follows voices as before. If one
     branch fails, the other stops at its next clip and the first failure is raised.
+
+    ``side``: the one-worker executor whose thread runs the faces branch, kept by a caller that calls
+    this for every pass of a video (:func:`process_video`); a thread started anew for each pass left
+    about 80 MB more resident on 10 minutes of footage. Without it, one is made for this call.
     """
     stop = threading.Event()
     branch_ctx = dataclasses.replace(ctx, progress=_stoppable(ctx.progress, stop))  # both branches
@@ -415,7 +430,8 @@ def perceive_side_by_side(
         models.warm_memory_models()
         return seen, sighted
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="m3-faces") as pool:
+    with contextlib.ExitStack() as own:
+        pool = side or own.enter_context(ThreadPoolExecutor(max_workers=1, thread_name_prefix="m3-faces"))
         pending = pool.submit(video_branch)
         try:
             heard = records
@@ -452,11 +468,33 @@ def content_id(path: Path, ctx: RunContext) -> str:
     return media.content_id(Path(path), ctx.cache)
 
 
-#: Clips of a video each stage takes at a time in :func:`process_video` (4 minutes of 30-s clips).
-#: Small enough that a pass's records (about 0.4 MB a clip as objects) never matter beside the
-#: models; large enough that the two perception branches meet rarely (they wait for each other at
-#: the end of every pass).
-CLIPS_PER_PASS = 8
+#: Clips of a video each stage takes at a time in :func:`process_video` (10 minutes of 30-s clips).
+#: A pass's records (about 0.4 MB a clip as objects) never matter beside the models. Not smaller:
+#: from the second pass on, faces runs again while sight's reader still holds its working memory
+#: (onnxruntime's arena), which a single pass never does: 10 minutes of footage in passes of 8 clips
+#: peaked 150-250 MB higher than in one pass (about 2,050 against 1,850 MB). At 20, videos up to 10
+#: minutes, the most common, keep the single pass's peak; longer ones pay it once, not per hour.
+CLIPS_PER_PASS = 20
+
+
+def release_freed_memory() -> None:
+    """Hand the pages that freed objects leave inside the C heap back to the system (glibc's
+    ``malloc_trim``; nothing elsewhere). Called between passes: a pass's records, frames and model
+    buffers are freed in many small holes that Python and the libraries would otherwise keep resident
+    for the rest of the video. Costs milliseconds."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    import ctypes
+
+    try:
+        return getattr(ctypes.CDLL(None), "malloc_trim", None)  # the process's own C library
+    except (OSError, TypeError):
+        return None
 
 
 def process_video(
@@ -483,12 +521,18 @@ def process_video(
         on_stage("segment", len(segmented))
     held, folds, fallbacks = HeldClips(), Folds(), 0
     video_ctx = dataclasses.replace(ctx, progress=_counted_across_passes(ctx.progress, len(segmented)))
-    for start in range(0, len(segmented), max(1, clips_per_pass)):
-        last = start + clips_per_pass >= len(segmented)
-        told = _told_whole(on_stage, len(segmented)) if last and on_stage else None
-        part = _through_stages(segmented[start : start + clips_per_pass], models, video_ctx, told, folds)
-        fallbacks += _fallbacks(part)
-        held.extend(part)
+    if models.config.whole_video:
+        clips_per_pass = len(segmented)  # an option that needs every clip at once: one pass
+    step = max(1, clips_per_pass)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="m3-faces") as side:
+        for start in range(0, len(segmented), step):
+            last = start + step >= len(segmented)
+            told = _told_whole(on_stage, len(segmented)) if last and on_stage else None
+            part = _through_stages(segmented[start : start + step], models, video_ctx, told, folds, side)
+            fallbacks += _fallbacks(part)
+            held.extend(part)
+            del part
+            release_freed_memory()
     _warn_fallbacks(path, fallbacks, len(held))
     return held
 
@@ -549,11 +593,12 @@ def _through_stages(
     ctx: RunContext,
     on_stage: Callable[[str, int], None] | None = None,
     folds: Folds | None = None,
+    side: ThreadPoolExecutor | None = None,
 ) -> list[ClipRecord]:
     """:func:`process_records` without its warning (:func:`process_video` says it once per video)."""
     stages = list(models.config.stages[1:])
     if models.config.parallel and "faces" in stages and records:
-        records = perceive_side_by_side(records, models, ctx, on_stage, folds)
+        records = perceive_side_by_side(records, models, ctx, on_stage, folds, side)
         stages = stages[stages.index("sight" if "sight" in stages else "faces") + 1 :]
     for stage in stages:
         if stage == "index" or not records:

@@ -29,6 +29,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,10 @@ def apply_manifest_time(records: list[Any], recorded: str | None) -> None:
     for r in records:
         if r.video.recorded_source != "container":
             r.video.recorded, r.video.recorded_source = recorded, "manifest"
+
+
+def _dated(record: Any, recorded: str | None) -> None:
+    apply_manifest_time([record], recorded)
 
 
 def _folder_videos(folder: Path) -> list[Path]:
@@ -289,11 +294,13 @@ class Progress:
 
 @dataclass
 class WorkResult:
-    """What a worker hands back for one video: its records (JSON) or the error that stopped it."""
+    """What a worker hands back for one video: its records or the error that stopped it. The records are
+    their JSON lines (:class:`~m3cli.stages.core.held_clips.HeldClips`), about a tenth of their size as
+    objects, to pickle and to hold until the writer indexes them."""
 
     path: str
     video: str
-    records: list[dict] | None = None
+    records: list[bytes] | None = None
     error: str | None = None
     seconds: float = 0.0
     attempts: int = 1
@@ -357,7 +364,7 @@ def work_video(path: str, video: str) -> WorkResult:
     on_stage = (lambda stage, clips: _tell(stage, clips, clips, False)) if _WORKER.get("events") else None
     try:
         records = process_video(Path(path), _WORKER["models"], _WORKER["ctx"], on_stage)
-        out = WorkResult(path, video, records=[r.to_json() for r in records])
+        out = WorkResult(path, video, records=records.lines())
     except M3Error as exc:
         out = WorkResult(path, video, error=str(exc))
     except Exception as exc:  # a bug or a backend crash: keep the other videos going, say what broke
@@ -455,7 +462,7 @@ def run_batch(
     ``models`` (a :class:`~m3cli.stages.pipeline.Models`) gives the writer its text embedder and index
     config. ``recorded`` (:func:`manifest_times`) gives videos the time their manifest line states.
     Returns one report per input path."""
-    from m3cli.schemas.records import ClipRecord
+    from m3cli.stages.core.held_clips import HeldClips
     from m3cli.stages.core.summary import characters_in
     from m3cli.stages.pipeline import content_id, index_video
 
@@ -507,8 +514,8 @@ def run_batch(
         )
         if result.error is None and result.records is not None:
             try:
-                records = [ClipRecord.model_validate(r) for r in result.records]
-                apply_manifest_time(records, (recorded or {}).get(os.path.abspath(result.path)))
+                when = (recorded or {}).get(os.path.abspath(result.path))
+                records = HeldClips.from_lines(result.records, partial(_dated, recorded=when))
                 if records:
                     journal.append({"video": result.video, "path": result.path, "status": "indexing"})
                     index_video(records, memory, models, ctx)

@@ -10,7 +10,7 @@ records out, counting characters) holds one record's objects at a time. The byte
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import overload
 
 import orjson
@@ -29,6 +29,20 @@ class HeldClips(Sequence[ClipRecord]):
         self._lines: list[bytes] = []
         self._last: tuple[str, int] | None = None
         self.extend(records)
+
+    @classmethod
+    def from_lines(
+        cls, lines: Iterable[bytes], amend: Callable[[ClipRecord], None] | None = None
+    ) -> HeldClips:
+        """The clips of ``lines`` (:meth:`lines` of another process's held clips), each validated and
+        first changed in place by ``amend`` when given (`m3 batch` adds a manifest's time)."""
+        held = cls()
+        for line in lines:
+            record = ClipRecord.model_validate(orjson.loads(line))
+            if amend is not None:
+                amend(record)
+            held.append(record)
+        return held
 
     def append(self, record: ClipRecord) -> None:
         """Keep ``record``; it must be a later clip of the same video as the ones kept (readers such as
@@ -64,6 +78,10 @@ class HeldClips(Sequence[ClipRecord]):
     def __iter__(self) -> Iterator[ClipRecord]:
         for line in self._lines:
             yield ClipRecord.model_validate(orjson.loads(line))
+
+    def lines(self) -> list[bytes]:
+        """The records' JSON, one ``bytes`` per clip without a newline (to hand to another process)."""
+        return list(self._lines)
 
     @property
     def nbytes(self) -> int:

@@ -28,6 +28,21 @@ def test_held_clips_give_back_the_records_they_hold():
     assert held.nbytes == sum(len(line) for line in dump(recs))
 
 
+def test_held_clips_cross_processes_as_lines_and_can_be_amended_on_the_way():
+    recs = pipeline(2)
+    lines = HeldClips(recs).lines()
+    assert all(isinstance(line, bytes) for line in lines)
+
+    def dated(record):
+        record.video.recorded, record.video.recorded_source = "2026-11-11T07:00:00-05:00", "manifest"
+
+    back = HeldClips.from_lines(lines, dated)
+    assert [(r.video.recorded, r.video.recorded_source) for r in back] == [
+        ("2026-11-11T07:00:00-05:00", "manifest")
+    ] * 2
+    assert dump(HeldClips.from_lines(lines)) == dump(recs)
+
+
 def test_held_clips_are_one_video_in_clip_order():
     recs = pipeline(3)
     held = HeldClips(recs[:2])
