@@ -519,10 +519,11 @@ def process_video(
     segmented = roundtrip(segment_video(Path(path), models.config.segment, ctx.cache))
     if on_stage:
         on_stage("segment", len(segmented))
-    held, folds, fallbacks = HeldClips(), Folds(), 0
+    held, fallbacks = HeldClips(), 0
+    folds: Folds | None = Folds()
     video_ctx = dataclasses.replace(ctx, progress=_counted_across_passes(ctx.progress, len(segmented)))
-    if models.config.whole_video:
-        clips_per_pass = len(segmented)  # an option that needs every clip at once: one pass
+    if models.config.whole_video:  # an option that needs every clip at once: one pass, nothing carried
+        clips_per_pass, folds = len(segmented), None
     step = max(1, clips_per_pass)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="m3-faces") as side:
         for start in range(0, len(segmented), step):

@@ -110,3 +110,22 @@ def test_a_video_in_passes_equals_one_pass_and_reports_the_whole_video(cache_dir
     for stage in ("diarize", "voices", "faces", "sight", "memorize", "abstract"):
         assert [(d, t) for s, d, t in seen if s == stage] == [(k, 5) for k in range(5)], stage
     assert sorted(told) == sorted((s, 5) for s in config.stages)  # segment .. abstract
+
+
+@pytest.mark.slow
+def test_an_option_that_clusters_the_whole_video_gets_one_pass(cache_dir):
+    """voices.recluster needs every clip at once (fed in parts it refuses); process_video gives it one."""
+    from m3cli.stages.core.cache import open_cache
+    from m3cli.stages.core.common import RunContext
+    from m3cli.stages.core.config import load_settings
+    from m3cli.stages.pipeline import Models, pipeline_config, process_records, process_video, roundtrip
+    from m3cli.stages.segment import segment_video
+
+    settings = load_settings(flags={}, config_path=None)
+    options = {"segment": {"clip_seconds": 10}, "voices": {"recluster": True}}
+    config = pipeline_config(options, until="voices", offline=True)
+    assert config.whole_video and not pipeline_config(options, until="diarize").whole_video
+    models = Models(config, settings)
+    ctx = RunContext(cache=open_cache(settings.cache_dir, settings.cache_max_size), device=settings.device)
+    whole = process_records(roundtrip(segment_video(FIXTURE, config.segment, ctx.cache)), models, ctx)
+    assert dump(process_video(FIXTURE, models, ctx, clips_per_pass=2)) == dump(whole)
