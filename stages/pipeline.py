@@ -470,10 +470,10 @@ def content_id(path: Path, ctx: RunContext) -> str:
 
 #: Clips of a video each stage takes at a time in :func:`process_video` (10 minutes of 30-s clips).
 #: A pass's records (about 0.4 MB a clip as objects) never matter beside the models. Not smaller:
-#: from the second pass on, faces runs again while sight's reader still holds its working memory
-#: (onnxruntime's arena), which a single pass never does: 10 minutes of footage in passes of 8 clips
-#: peaked 150-250 MB higher than in one pass (about 2,050 against 1,850 MB). At 20, videos up to 10
-#: minutes, the most common, keep the single pass's peak; longer ones pay it once, not per hour.
+#: a video of several passes peaks higher than one of a single pass, by a fixed amount (10 minutes
+#: of footage in passes of 8 clips: about 1,990 MB against 1,850 in one pass; see
+#: docs/scale-length.md). At 20, videos up to 10 minutes keep the single pass's peak, and longer
+#: ones pay the difference once, not per hour.
 CLIPS_PER_PASS = 20
 
 
