@@ -55,6 +55,13 @@ def reader():
     return RapidOcr()
 
 
+@pytest.mark.slow
+def test_the_text_reader_keeps_no_memory_arena(reader):
+    # each text line's width grew onnxruntime's arena for good (docs/scale-length.md)
+    options = reader._engine.text_rec.session.session.get_session_options()
+    assert options.enable_cpu_mem_arena is False
+
+
 def _keep(text: str, score: float) -> bool:
     from m3cli.stages.sight import SightConfig, keep_line
 

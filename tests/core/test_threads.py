@@ -47,6 +47,14 @@ def test_configure_sets_the_counts_the_backends_read():
         threads._counts.update(saved)
 
 
+def test_onnx_sessions_keep_no_memory_arena():
+    """The arena keeps each run's buffers and only grows with inputs whose shapes vary (speech turns,
+    token counts): 150-230 MB of a pass's peak on real footage (docs/scale-length.md)."""
+    import onnxruntime
+
+    assert threads.onnx_session_options(onnxruntime).enable_cpu_mem_arena is False
+
+
 def _printed_in_fresh_process(code: str) -> list[str]:
     """What ``code`` prints, split, run in a new interpreter whose environment sets no thread counts."""
     env = {k: v for k, v in os.environ.items() if not k.endswith("_NUM_THREADS")}

@@ -110,9 +110,10 @@ class RapidOcr:
             "Det.limit_type": "max",
             "EngineConfig.onnxruntime.intra_op_num_threads": int(threads or count("onnxruntime")),
             "EngineConfig.onnxruntime.inter_op_num_threads": 1,
-            # the library turns onnxruntime's memory arena off; every run then allocates and frees its
-            # buffers afresh: 23% of a 960 px detection's CPU here, ~2% at 480 px (same results)
-            "EngineConfig.onnxruntime.enable_cpu_mem_arena": True,
+            # no memory arena (as every session of m3's, stages/core/threads.py): each text line's width
+            # grew it for good, and a long video's peak with it. The cost: the reader's CPU +14% on
+            # frames full of text (BBB's title), none on footage with little (docs/scale-length.md)
+            "EngineConfig.onnxruntime.enable_cpu_mem_arena": False,
             # the wheel's networks (or $M3_MODEL_DIR's copies), checked against m3's pinned SHA-256s:
             # left to itself the library would fetch a file whose digest differs from its table's
             **_model_paths(),
