@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -48,6 +47,7 @@ from m3cli.stages.configs.stage_table import (
 )
 from m3cli.stages.core.common import RunContext
 from m3cli.stages.core.errors import InputError
+from m3cli.stages.core.heap import trim_heap
 from m3cli.stages.core.held_clips import HeldClips
 from m3cli.stages.core.once import MadeOnce
 from m3cli.stages.core.options import build_config, option_paths
@@ -477,26 +477,6 @@ def content_id(path: Path, ctx: RunContext) -> str:
 CLIPS_PER_PASS = 20
 
 
-def release_freed_memory() -> None:
-    """Hand the pages that freed objects leave inside the C heap back to the system (glibc's
-    ``malloc_trim``; nothing elsewhere). Called between passes: a pass's records, frames and model
-    buffers are freed in many small holes that Python and the libraries would otherwise keep resident
-    for the rest of the video. Costs milliseconds."""
-    trim = _malloc_trim()
-    if trim is not None:
-        trim(0)
-
-
-@functools.cache
-def _malloc_trim() -> Callable[[int], int] | None:
-    import ctypes
-
-    try:
-        return getattr(ctypes.CDLL(None), "malloc_trim", None)  # the process's own C library
-    except (OSError, TypeError):
-        return None
-
-
 def process_video(
     path: Path,
     models: Models,
@@ -533,7 +513,7 @@ def process_video(
             fallbacks += _fallbacks(part)
             held.extend(part)
             del part
-            release_freed_memory()
+            trim_heap()  # the pass's freed pages, before the next pass allocates its own
     _warn_fallbacks(path, fallbacks, len(held))
     return held
 

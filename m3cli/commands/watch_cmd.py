@@ -71,7 +71,7 @@ def watch(
     from pathlib import Path
 
     from m3cli.stages.core.errors import M3Error
-    from m3cli.stages.live.heap import bound_heap
+    from m3cli.stages.core.heap import bound_heap
     from m3cli.stages.live.stage import Watcher
     from m3cli.stages.pipeline import Models
     from m3cli.terminal import error_line, safe

@@ -4,5 +4,5 @@ Parts: :mod:`~m3cli.stages.live.stage` (the command's entry: rounds over the gro
 :mod:`~m3cli.stages.live.source` (the recorder that spools a stream to a file, and the scanner that
 follows it), :mod:`~m3cli.stages.live.state` (the state folder, its lock and ``state.json``),
 :mod:`~m3cli.stages.live.status` (what ``--status`` reports), :mod:`~m3cli.stages.live.folder` (a drop
-folder, file by file) and :mod:`~m3cli.stages.live.heap` (the long-running process's heap).
+folder, file by file); the heap's upkeep is :mod:`~m3cli.stages.core.heap`, shared with `m3 run`.
 """

@@ -34,12 +34,12 @@ Design, for streams and growing files:
   clips are skipped (oldest first, recorded in the state and the status) until the backlog is back
   under the bound: the memory misses those clips instead of falling ever further behind.
 * **Memory.** The process runs for hours: the command caps glibc's malloc arenas
-  (:func:`~m3cli.stages.live.heap.bound_heap`) and each commit is followed by
-  :func:`~m3cli.stages.live.heap.trim_heap`, so the RSS stays flat after the first clips.
+  (:func:`~m3cli.stages.core.heap.bound_heap`) and each commit is followed by
+  :func:`~m3cli.stages.core.heap.trim_heap`, so the RSS stays flat after the first clips.
 
 This module holds the rounds over a growing recording (:class:`Watcher`); the watch state
 (:mod:`~m3cli.stages.live.state`), the status (:mod:`~m3cli.stages.live.status`), drop folders
-(:mod:`~m3cli.stages.live.folder`) and the heap (:mod:`~m3cli.stages.live.heap`) are beside it.
+(:mod:`~m3cli.stages.live.folder`) are beside it; the heap upkeep is :mod:`~m3cli.stages.core.heap`.
 """
 
 from __future__ import annotations
@@ -62,10 +62,10 @@ from m3cli.schemas.records import ClipInfo, ClipRecord, VideoInfo
 from m3cli.stages.configs.watch import WatchConfig
 from m3cli.stages.core import locks, media, media_probe, recorded
 from m3cli.stages.core.errors import InputError, M3Error
+from m3cli.stages.core.heap import trim_heap
 from m3cli.stages.core.storage import memory_location, write_atomic
 from m3cli.stages.live import source as live_source
 from m3cli.stages.live.folder import run_folder
-from m3cli.stages.live.heap import trim_heap
 from m3cli.stages.live.state import WATCH_LOCK, WatchState, committed_clips, source_kind, state_dir
 from m3cli.stages.live.status import RoundClock, WatchStatus, _gaps, _now
 

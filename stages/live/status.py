@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from m3cli.stages.core import media_probe
+from m3cli.stages.core.heap import resident_mb
 from m3cli.stages.live import source as live_source
-from m3cli.stages.live.heap import _rss_mb
 
 
 @dataclass
@@ -67,7 +67,7 @@ class WatchStatus:
             "gaps": self.gaps,
             "failed": self.failed,
             "reconnects": self.reconnects,
-            "rss_mb": _rss_mb(),
+            "rss_mb": resident_mb(),
             "last_round": self.last_round,
             "error": self.error,
         }

@@ -1,9 +1,10 @@
-"""The long-running watcher's heap: capping glibc's malloc arenas, giving free pages back after each
-commit, and reading the resident size the status reports.
+"""The heap of a process that works for a long time: capping glibc's malloc arenas, giving free pages
+back, and reading the resident size.
 
 Why it is separate: it talks to the C library (``mallopt``, ``malloc_trim``, ``/proc``), not to the
-stream or the memory; ``m3 watch`` calls :func:`bound_heap` before any model thread starts, and the
-rounds (:mod:`~m3cli.stages.live.stage`) call :func:`trim_heap` after each commit.
+stream or the memory. ``m3 watch`` calls :func:`bound_heap` before any model thread starts and its
+rounds (:mod:`~m3cli.stages.live.stage`) call :func:`trim_heap` after each commit; ``m3 run`` calls
+:func:`trim_heap` between the passes of a long video (:func:`~m3cli.stages.pipeline.process_video`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ def bound_heap(arenas: int = 2) -> bool:
 
 
 def trim_heap() -> None:
-    """Give the heap's free pages back to the system (glibc's ``malloc_trim``); a few tens of ms."""
+    """Give the heap's free pages back to the system (glibc's ``malloc_trim``; nothing elsewhere); a
+    few tens of ms. A round's or a pass's records, frames and model buffers are freed in many small
+    holes that Python and the libraries would otherwise keep resident for the rest of the run."""
     libc = _libc()
     try:
         if libc is not None:
@@ -53,7 +56,8 @@ def trim_heap() -> None:
         pass
 
 
-def _rss_mb() -> float | None:
+def resident_mb() -> float | None:
+    """This process's resident size in MiB (Linux's ``/proc``), or None where it cannot be read."""
     try:
         with open("/proc/self/statm") as fh:
             return round(int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
