@@ -1,8 +1,9 @@
 """The one-time preparation of the installed models, and which model-store files it makes.
 
-Why a module of its own: the first process on a machine exports the speaker networks and the tagger to
-ONNX, builds the text embedder's graph and parses OCR's model table (about 20 s of CPU in all), and
-with an empty store that used to happen in the middle of a user's first `m3 run`. ``m3 models prepare``
+Why a module of its own: the first process on a machine stores int8 copies of the Whisper models,
+exports the speaker networks and the tagger to ONNX, builds the text embedder's graph and parses OCR's
+model table (about 25 s of CPU in all), and with an empty store that used to happen in the middle of a
+user's first `m3 run`. ``m3 models prepare``
 does it up front (the installer and the quickstart call it) with a line per step; ``m3 cache info`` and
 ``m3 cache prune`` ask :func:`current_files` which store files this install uses, so older exports
 (replaced weights, another torch, names from before content identity) show as stale and can be cleared.
@@ -93,7 +94,28 @@ def _ocr_table_run() -> object:
     return _import_engine()
 
 
+def _whisper_copy_path(name: str | None) -> Callable[[], Path]:
+    def path() -> Path:
+        from m3cli.stages.backends.asr import int8_copy
+        from m3cli.stages.backends.asr.faster_whisper import resolve_model
+
+        return int8_copy.copy_path(resolve_model(name))
+
+    return path
+
+
+def _whisper_load(name: str | None) -> Callable[[], object]:
+    def run() -> object:
+        from m3cli.stages.backends.asr.faster_whisper import FasterWhisperAsr
+
+        return FasterWhisperAsr(name)
+
+    return run
+
+
 STEPS: tuple[Step, ...] = (
+    Step("whisper tiny.en -> int8", _whisper_copy_path(None), _whisper_load(None)),
+    Step("whisper base -> int8", _whisper_copy_path("base"), _whisper_load("base")),
     Step("segmentation-3.0 -> ONNX", _segmentation_path, _segmentation_run),
     Step("campplus -> ONNX", _campplus_path, _campplus_run),
     Step("efficientnet-lite0 -> ONNX", _tagger_path, _tagger_run),

@@ -46,7 +46,7 @@ T = TypeVar("T")
 DIGESTS = "digests"
 LOCK_SUFFIX = ".lock"
 #: The files m3 itself keeps at the top of the store: ``<name>-<16 hex>.<ext>``.
-STORE_FILE = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)-(?P<digest>[0-9a-f]{16})\.(?P<ext>onnx|pickle)$")
+STORE_FILE = re.compile(r"^(?P<name>[A-Za-z0-9_.+-]+?)-(?P<digest>[0-9a-f]{16})\.(?P<ext>onnx|pickle|bin)$")
 _CHUNK = 1 << 20
 
 

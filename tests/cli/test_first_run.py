@@ -22,6 +22,8 @@ from conftest import DATA, HAMILTON, run_m3
 
 OFFLINE = {"HF_HUB_OFFLINE": "1", "M3_LLM_BASE_URL": "", "M3_LLM_MODEL": "", "M3_MODEL_DIR": ""}
 EXPORTS = ("all-MiniLM-L6-v2", "campplus", "efficientnet-lite0", "segmentation-3.0")
+#: the int8 copies of the Whisper models a default run loads (tiny.en reads, base identifies languages)
+WHISPER_COPIES = ("whisper-base-int8", "whisper-tiny.en-int8")
 
 
 def fresh(tmp_path: Path) -> dict[str, str]:
@@ -41,6 +43,10 @@ def store_exports(store: Path) -> list[str]:
     return sorted(p.name.rsplit("-", 1)[0] for p in store.glob("*.onnx"))
 
 
+def store_copies(store: Path) -> list[str]:
+    return sorted(p.name.rsplit("-", 1)[0] for p in store.glob("*.bin"))
+
+
 def leftovers(store: Path) -> list[str]:
     return sorted(p.name for p in store.iterdir() if p.name.endswith(".tmp"))
 
@@ -54,13 +60,15 @@ def test_run_on_an_empty_store_succeeds_and_cache_info_shows_the_store(tmp_path)
     assert "Traceback" not in proc.stderr.decode()
     assert len(memory_videos(tmp_path / "mem.lance")) == 1
     assert store_exports(store) == list(EXPORTS) and leftovers(store) == []
+    assert store_copies(store) == list(WHISPER_COPIES)
 
     # m3 cache info accounts for the store; an export of other weights (or an older name) is stale
     campplus = next(store.glob("campplus-*.onnx"))
     shutil.copyfile(campplus, store / "campplus-0123456789abcdef.onnx")
     info = run_m3("cache", "info", env=env, check=True).stdout.decode()
     lines = [line for line in info.splitlines() if line.startswith("model ")]
-    assert sum(line.startswith("model current") for line in lines) == len(EXPORTS) + 1  # + OCR's table
+    current = sum(line.startswith("model current") for line in lines)
+    assert current == len(EXPORTS) + 1 + len(WHISPER_COPIES)  # + OCR's table
     [stale] = [line for line in lines if line.startswith("model stale")]
     assert "campplus-0123456789abcdef.onnx" in stale
     assert "1 stale" in info
@@ -69,12 +77,12 @@ def test_run_on_an_empty_store_succeeds_and_cache_info_shows_the_store(tmp_path)
     assert not (store / "campplus-0123456789abcdef.onnx").exists() and campplus.is_file()
 
     # a second run finds everything made: nothing is made again
-    made = {p.name: p.stat().st_mtime_ns for p in store.glob("*.onnx")}
+    made = {p.name: p.stat().st_mtime_ns for p in [*store.glob("*.onnx"), *store.glob("*.bin")]}
     proc = run_m3(
         "run", HAMILTON, "-o", tmp_path / "mem2.lance", env={**env, "M3_CACHE": str(tmp_path / "c2")}
     )
     assert proc.returncode == 0, proc.stderr.decode()[-3000:]
-    assert {p.name: p.stat().st_mtime_ns for p in store.glob("*.onnx")} == made
+    assert {p.name: p.stat().st_mtime_ns for p in [*store.glob("*.onnx"), *store.glob("*.bin")]} == made
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.backends.asr import RATE, AsrSegment, Span, Transcript, Word, merge_spans
+from m3cli.stages.backends.asr import RATE, AsrSegment, Span, Transcript, Word, int8_copy, merge_spans
 from m3cli.stages.backends.asr.models import BUNDLED_NAME, WhisperSource, check_ct2_dir, resolve
 from m3cli.stages.core.cpu_isa import pin_ctranslate2_isa
 from m3cli.stages.core.errors import M3Error
@@ -136,7 +136,7 @@ class FasterWhisperAsr:
                 compute_type=compute_type,
                 cpu_threads=threads or _threads(),
                 local_files_only=True,
-                files=source.files(),  # a packaged model's parts, joined in memory
+                files=_model_files(source, device, compute_type),
             )
         except (ValueError, RuntimeError, OSError) as exc:
             hint = (
@@ -221,6 +221,18 @@ class FasterWhisperAsr:
         with one_blas_thread():
             language, probability, _ = self._model.detect_language(np.asarray(audio, dtype=np.float32))
         return language, float(probability)
+
+
+def _model_files(source: WhisperSource, device: str, compute_type: str) -> dict[str, bytes] | None:
+    """The files faster-whisper loads ``source`` from (None: its directory): on the CPU as int8, the
+    store's int8 copy of a float16 model m3 installs (:mod:`~m3cli.stages.backends.asr.int8_copy`,
+    about half the load's CPU); otherwise a packaged model's parts, joined in memory."""
+    if device == "cpu" and compute_type == "int8" and int8_copy.copyable(source):
+        try:
+            return int8_copy.int8_files(source)
+        except (int8_copy.NotCopyable, OSError) as exc:
+            log.info("Whisper %s: no int8 copy (%s); CTranslate2 quantises it at load", source.name, exc)
+    return source.files()
 
 
 def decode_options(temperatures: tuple[float, ...] = TEMPERATURES) -> dict:
