@@ -55,12 +55,7 @@ def _fold_sizes(folds: Any, video: str) -> dict[str, float]:
     from m3cli.stages.core.checkpoint import Arrays
 
     sizes = {}
-    for stage in ("diarize", "voices", "faces", "link", "abstract"):
-        state = getattr(folds, stage).get(video)
-        if state is None:
-            continue
-        if stage == "abstract":
-            state = state[1]
+    for stage, state in folds.states(video).items():
         arrays = Arrays()
         doc = state.dump(arrays)
         sizes[stage] = (len(orjson.dumps(doc)) + sum(a.nbytes for a in arrays.items)) / 1e6

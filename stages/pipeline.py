@@ -218,18 +218,20 @@ class Folds:
         from m3cli.stages.core import checkpoint
 
         arrays = checkpoint.Arrays()
-        doc: dict[str, Any] = {}
-        if video in self.diarize:
-            doc["diarize"] = self.diarize[video].dump(arrays)
-        if video in self.voices:
-            doc["voices"] = self.voices[video].dump(arrays)
-        if video in self.faces:
-            doc["faces"] = self.faces[video].dump(arrays)
-        if video in self.link:
-            doc["link"] = self.link[video].dump(arrays)
-        if video in self.abstract:
-            doc["abstract"] = self.abstract[video][1].dump(arrays)
+        doc = {stage: state.dump(arrays) for stage, state in self.states(video).items()}
         return checkpoint.make(video, clips, checkpoint.settings_key(models), doc, arrays)
+
+    def states(self, video: str) -> dict[str, Any]:
+        """What a checkpoint keeps of ``video``, by stage, in stage order: each fold's state (of the
+        abstraction's pair, its state, not the abstractor that made it)."""
+        out: dict[str, Any] = {
+            stage: getattr(self, stage)[video]
+            for stage in ("diarize", "voices", "faces", "link")
+            if video in getattr(self, stage)
+        }
+        if video in self.abstract:
+            out["abstract"] = self.abstract[video][1]
+        return out
 
     @classmethod
     def resume(cls, video: str, saved: Any, models: Models, ctx: RunContext) -> Folds:
