@@ -3,10 +3,10 @@
 Why a module of its own: the first process on a machine stores int8 copies of the Whisper models,
 exports the speaker networks and the tagger to ONNX, builds the text embedder's graph and parses OCR's
 model table (about 25 s of CPU in all), and with an empty store that used to happen in the middle of a
-user's first `m3 run`. ``m3 models prepare``
-does it up front (the installer and the quickstart call it) with a line per step; ``m3 cache info`` and
-``m3 cache prune`` ask :func:`current_files` which store files this install uses, so older exports
-(replaced weights, another torch, names from before content identity) show as stale and can be cleared.
+user's first `m3 run`. ``m3 models prepare`` does it up front (the installer and the quickstart call
+it) with a line per step; ``m3 cache info`` and ``m3 cache prune`` ask :func:`current_files` which
+store files this install uses, so older exports (replaced weights, another torch, names from before
+content identity) show as stale and can be cleared.
 """
 
 from __future__ import annotations
