@@ -33,6 +33,10 @@ def cuda_device_count() -> int | None:
             counts.append(0)
     if not any(counts) and importlib.util.find_spec("torch") is not None:
         try:
+            from m3cli.stages.core.imports import heavy_import
+
+            heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
+
             import torch
 
             counts.append(int(torch.cuda.device_count()))

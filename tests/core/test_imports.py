@@ -1,4 +1,4 @@
-"""Lazy imports of scipy, scikit-learn and hdbscan in the stages go through one lock.
+"""Lazy imports of scipy, scikit-learn, hdbscan and torch in the stages go through one lock.
 
 `m3 run` runs faces beside diarize -> voices in two threads; both import parts of these packages on
 first need, and two threads entering their circular imports at once once handed one of them a
@@ -60,3 +60,39 @@ def test_heavy_import_serialises_two_threads(monkeypatch):
     for t in threads:
         t.join()
     assert sorted(inside) == [] and not overlaps  # one import at a time, the other waited
+
+
+def test_an_export_holds_the_lock_while_it_imports_torch_and_builds(tmp_path):
+    """On an empty model store the speaker thread exports its networks (importing torch) while the
+    faces thread imports hdbscan, whose scipy reads ``torch.Tensor`` from ``sys.modules``: a first
+    `m3 run` failed on a torch still being imported. The export now keeps scipy out until it is done."""
+    from m3cli.stages.backends.onnx import export
+    from m3cli.stages.core import imports
+
+    building, checked = threading.Event(), threading.Event()
+    lock_free_while_building = []
+
+    def build(torch):
+        building.set()
+        checked.wait(10)
+        module = torch.nn.Linear(4, 2).eval()
+        return module, (torch.zeros(1, 4),), {}
+
+    weights = tmp_path / "weights.bin"
+    weights.write_bytes(b"tiny")
+    spec = export.OnnxExport("tiny", "test-1", weights, build, ("x",), ("y",))
+
+    def other_branch() -> None:
+        building.wait(10)
+        free = imports._LOCK.acquire(blocking=False)
+        if free:
+            imports._LOCK.release()
+        lock_free_while_building.append(free)
+        checked.set()
+
+    other = threading.Thread(target=other_branch)
+    other.start()
+    onnx_bytes = export._export(spec)
+    other.join()
+    assert lock_free_while_building == [False]
+    assert len(onnx_bytes) > 100  # a real export of the network

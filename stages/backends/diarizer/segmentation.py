@@ -100,9 +100,12 @@ class SegmentationModel:
             except (KeyError, ValueError):  # another network's export under this one's name
                 raise foreign_export(spec) from None
         else:
-            import torch
-
+            from m3cli.stages.core.imports import heavy_import
             from m3cli.stages.core.threads import apply_torch
+
+            heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
+
+            import torch
 
             apply_torch(torch)
             net, cfg = _load_net(torch, path)

@@ -346,11 +346,16 @@ class LocalEmbedder:
                 os.environ["TRANSFORMERS_OFFLINE"] = "1"
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # stderr is for m3's own progress
                 started = time.monotonic()
+                from m3cli.stages.core.imports import heavy_import
+                from m3cli.stages.core.threads import apply_torch
+
+                heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
+
                 import torch
+
+                heavy_import("sentence_transformers")  # imports scikit-learn and scipy
                 from sentence_transformers import SentenceTransformer
                 from transformers.utils import logging as hf_logging
-
-                from m3cli.stages.core.threads import apply_torch
 
                 apply_torch(torch)
                 hf_logging.disable_progress_bar()

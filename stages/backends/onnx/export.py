@@ -110,6 +110,15 @@ _EXPORTER = threading.Lock()
 
 def _export(spec: OnnxExport) -> bytes:
     """The ONNX bytes of ``spec``'s network (imports torch; the only place that does on CPU)."""
+    from m3cli.stages.core.imports import imports_held
+
+    # torch and what the network is built from are imported while the other branch's scipy waits
+    # (m3cli.stages.core.imports says why); only a first run on an empty model store exports
+    with imports_held():
+        return _export_held(spec)
+
+
+def _export_held(spec: OnnxExport) -> bytes:
     import torch
 
     from m3cli.stages.core.threads import apply_torch

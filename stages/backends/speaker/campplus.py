@@ -149,9 +149,12 @@ class CamppModel:
         if runtime == "onnxruntime":
             self._session = cpu_session(_export_spec(path, self.dim))
         else:
-            import torch
-
+            from m3cli.stages.core.imports import heavy_import
             from m3cli.stages.core.threads import apply_torch
+
+            heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
+
+            import torch
 
             apply_torch(torch)
             self._torch = torch

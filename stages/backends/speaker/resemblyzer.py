@@ -81,9 +81,12 @@ class ResemblyzerModel:
         return cls.model if model is None else Path(model).name
 
     def __init__(self, weights: str | Path | None = None, device: str = "cpu") -> None:
-        import torch
-
+        from m3cli.stages.core.imports import heavy_import
         from m3cli.stages.core.threads import apply_torch
+
+        heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
+
+        import torch
 
         apply_torch(torch)
         path = Path(weights).expanduser() if weights else bundled_weights()
