@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from m3cli.stages.backends.asr.models import BUNDLED_NAME, WhisperSource
+from m3cli.stages.backends.asr.models import BUNDLED_NAME, WhisperSource, pieces
 from m3cli.stages.core import model_store as store
 
 #: bump when the copy's making changes: a new name, so an older copy is never loaded
@@ -40,7 +40,6 @@ RECIPE = "ct2-int8-rows-1"
 BINARY_VERSION = 6
 #: CTranslate2's data types, in the order of its DataType enum
 DTYPES = ("float32", "int8", "int16", "int32", "float16", "bfloat16")
-_MODEL_PART = re.compile(r"^model\.bin(\.part\d+)?$")
 
 
 class NotCopyable(ValueError):
@@ -169,31 +168,33 @@ def copyable(source: WhisperSource) -> bool:
     return bool(source.parts) or source.name == BUNDLED_NAME
 
 
-def _folders(source: WhisperSource) -> tuple[Path, ...]:
-    return source.parts or (Path(source.path),)
+def _on_disk(source: WhisperSource) -> tuple[list[Path], dict[str, Path]]:
+    """(the files that make up ``source``'s model.bin, in order: one file or its numbered parts;
+    every other file of the model, by name)."""
+    parts, whole = pieces(source.parts or (Path(source.path),))
+    model = [p for _, p in sorted(parts["model.bin"])] if "model.bin" in parts else [whole.pop("model.bin")]
+    return model, whole
 
 
-def _model_pieces(source: WhisperSource) -> list[Path]:
-    """The files that make up ``source``'s model.bin, in order (one file, or its numbered parts)."""
-    pieces = [p for folder in _folders(source) for p in folder.iterdir() if _MODEL_PART.match(p.name)]
-    return sorted(pieces, key=lambda p: int(p.suffix[5:]) if p.suffix.startswith(".part") else 0)
+def _copy_path(name: str, model: list[Path]) -> Path:
+    content = [store.file_digest(p) for p in model]
+    safe = re.sub(r"[^A-Za-z0-9_.+-]", "-", name)
+    return store.root() / f"whisper-{safe}-int8-{store.digest_of(*content, RECIPE)}.bin"
 
 
 def copy_path(source: WhisperSource) -> Path:
     """The store file of ``source``'s int8 copy: named by the float16 file's content and the recipe."""
-    content = [store.file_digest(p) for p in _model_pieces(source)]
-    name = re.sub(r"[^A-Za-z0-9_.+-]", "-", source.name)
-    return store.root() / f"whisper-{name}-int8-{store.digest_of(*content, RECIPE)}.bin"
+    return _copy_path(source.name, _on_disk(source)[0])
 
 
 def int8_files(source: WhisperSource) -> dict[str, bytes]:
     """``source``'s files for faster-whisper with model.bin as the int8 copy, made on first use.
 
     NotCopyable when the model has no float weights to quantise (load it as it is)."""
-    path = copy_path(source)
+    model, others = _on_disk(source)
 
     def make() -> bytes:
-        data = b"".join(p.read_bytes() for p in _model_pieces(source))
+        data = b"".join(p.read_bytes() for p in model)
         return write_model_bin(quantized(read_model_bin(data)))
 
     def load(copy: Path | bytes) -> bytes:
@@ -201,12 +202,5 @@ def int8_files(source: WhisperSource) -> dict[str, bytes]:
         read_model_bin(data)  # a copy cut short fails here and is made again
         return data
 
-    model_bin = store.kept(path, make, load, f"int8 copy of Whisper {source.name}")
-    files = {
-        p.name: p.read_bytes()
-        for folder in _folders(source)
-        for p in sorted(folder.iterdir())
-        if p.is_file() and not _MODEL_PART.match(p.name)
-    }
-    files["model.bin"] = model_bin
-    return files
+    copy = store.kept(_copy_path(source.name, model), make, load, f"int8 copy of Whisper {source.name}")
+    return {**{name: p.read_bytes() for name, p in others.items()}, "model.bin": copy}

@@ -191,7 +191,7 @@ def packaged_source(name: str, spec: Packaged | None = None) -> WhisperSource:
     return source
 
 
-def _pieces(folders: tuple[Path, ...]) -> tuple[dict[str, list[tuple[int, Path]]], dict[str, Path]]:
+def pieces(folders: tuple[Path, ...]) -> tuple[dict[str, list[tuple[int, Path]]], dict[str, Path]]:
     """(files that come in numbered parts: name -> [(n, path)], whole files: name -> path)."""
     parts: dict[str, list[tuple[int, Path]]] = {}
     whole: dict[str, Path] = {}
@@ -208,7 +208,7 @@ def _pieces(folders: tuple[Path, ...]) -> tuple[dict[str, list[tuple[int, Path]]
 
 
 def _check_parts(source: WhisperSource) -> None:
-    parts, whole = _pieces(source.parts)
+    parts, whole = pieces(source.parts)
     for name, numbered in parts.items():
         if sorted(n for n, _ in numbered) != list(range(1, len(numbered) + 1)):
             raise M3Error(f"--asr-model {source.name}: parts of {name} are missing; reinstall its packages")
@@ -223,7 +223,7 @@ def _check_parts(source: WhisperSource) -> None:
 def _join_parts(folders: tuple[Path, ...]) -> dict[str, bytes]:
     """Every file of the model; a file in parts is joined, part after part (CTranslate2 takes bytes or
     file objects, so a joined 145 MB model.bin briefly exists twice in memory while it is built)."""
-    parts, whole = _pieces(folders)
+    parts, whole = pieces(folders)
     files = {name: p.read_bytes() for name, p in whole.items()}
     for name, numbered in parts.items():
         files[name] = b"".join(p.read_bytes() for _, p in sorted(numbered))
