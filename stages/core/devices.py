@@ -35,9 +35,7 @@ def cuda_device_count() -> int | None:
         try:
             from m3cli.stages.core.imports import heavy_import
 
-            heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
-
-            import torch
+            torch = heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
 
             counts.append(int(torch.cuda.device_count()))
         except Exception:  # noqa: BLE001

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import ROOT
 
-GUARDED = ("scipy", "sklearn", "hdbscan")
+GUARDED = ("scipy", "sklearn", "hdbscan", "torch")
 
 
 def _direct_imports(path: Path) -> list[str]:
@@ -29,7 +29,7 @@ def _direct_imports(path: Path) -> list[str]:
     return found
 
 
-def test_stages_import_scipy_sklearn_and_hdbscan_only_through_the_lock():
+def test_stages_import_scipy_sklearn_hdbscan_and_torch_only_through_the_lock():
     # evaluation commands run one thread and compare with the libraries directly: they may import them
     sources = [p for p in (ROOT / "stages").rglob("*.py") if "eval" not in p.relative_to(ROOT).parts]
     assert len(sources) > 40

@@ -103,9 +103,7 @@ class SegmentationModel:
             from m3cli.stages.core.imports import heavy_import
             from m3cli.stages.core.threads import apply_torch
 
-            heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
-
-            import torch
+            torch = heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
 
             apply_torch(torch)
             net, cfg = _load_net(torch, path)
@@ -196,14 +194,15 @@ def _export_spec(path: Path) -> OnnxExport:
 def _build_net(torch, cfg: dict):  # noqa: ANN001,ANN202 - torch is imported lazily by the caller
     """PyanNet (pyannote.audio, MIT) with the layer names of its state dict."""
     from asteroid_filterbanks import Encoder, ParamSincFB
-    from torch import nn  # the caller imported torch: no import cost here
+
+    nn = torch.nn  # the caller imported torch (base classes name torch.nn: mypy takes no alias there)
 
     F = torch.nn.functional
     lstm_cfg = cfg["lstm"]
     hidden = lstm_cfg["hidden_size"]
     linear_hidden = cfg["linear"]["hidden_size"]
 
-    class SincNet(nn.Module):
+    class SincNet(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.wav_norm1d = nn.InstanceNorm1d(1, affine=True)
@@ -241,7 +240,7 @@ def _build_net(torch, cfg: dict):  # noqa: ANN001,ANN202 - torch is imported laz
                 x = F.leaky_relu(norm(pool(x)))
             return x
 
-    class PyanNet(nn.Module):
+    class PyanNet(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.sincnet = SincNet()

@@ -349,9 +349,7 @@ class LocalEmbedder:
                 from m3cli.stages.core.imports import heavy_import
                 from m3cli.stages.core.threads import apply_torch
 
-                heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
-
-                import torch
+                torch = heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
 
                 heavy_import("sentence_transformers")  # imports scikit-learn and scipy
                 from sentence_transformers import SentenceTransformer

@@ -119,10 +119,10 @@ def _export(spec: OnnxExport) -> bytes:
 
 
 def _export_held(spec: OnnxExport) -> bytes:
-    import torch
-
+    from m3cli.stages.core.imports import heavy_import
     from m3cli.stages.core.threads import apply_torch
 
+    torch = heavy_import("torch")
     apply_torch(torch)
     module, example, metadata = spec.build(torch)
     buf = io.BytesIO()
@@ -132,7 +132,7 @@ def _export_held(spec: OnnxExport) -> bytes:
             torch.onnx.export(
                 module,
                 example,
-                buf,  # type: ignore[arg-type]  # torch annotates a path; this exporter writes file objects too
+                buf,  # torch annotates a path; this exporter writes file objects too
                 dynamo=False,
                 input_names=list(spec.inputs),
                 output_names=list(spec.outputs),

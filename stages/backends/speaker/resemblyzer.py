@@ -84,9 +84,7 @@ class ResemblyzerModel:
         from m3cli.stages.core.imports import heavy_import
         from m3cli.stages.core.threads import apply_torch
 
-        heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
-
-        import torch
+        torch = heavy_import("torch")  # under the import lock: see m3cli.stages.core.imports
 
         apply_torch(torch)
         path = Path(weights).expanduser() if weights else bundled_weights()
